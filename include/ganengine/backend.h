@@ -1,0 +1,50 @@
+// The two implementations of every op in ops.h, with the same signatures.
+// ge::cpu lives in kernels/cpu (always built); ge::gpu in kernels/cuda (built when CUDA is found).
+// Callers use ge::ops::*, which checks arguments and dispatches on the device.
+#pragma once
+#include "ganengine/ops.h"
+
+#define GE_BACKEND_OPS                                                                              \
+  void conv2d_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p);         \
+  void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p); \
+  void conv2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw, const Conv2dParams& p, \
+                              float beta);                                                         \
+  void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,           \
+                               Tensor& running_mean, Tensor& running_var, float momentum,          \
+                               float eps, Tensor& y, Tensor& save_mean, Tensor& save_invstd);      \
+  void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,            \
+                              const Tensor& running_mean, const Tensor& running_var, float eps,    \
+                              Tensor& y);                                                          \
+  void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,                  \
+                          const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,          \
+                          Tensor& dgamma, Tensor& dbeta);                                          \
+  void activation_forward(ops::Activation a, const Tensor& x, Tensor& y, float negative_slope);    \
+  void activation_backward(ops::Activation a, const Tensor& y, const Tensor& dy, Tensor& dx,       \
+                           float negative_slope);                                                  \
+  void bce_with_logits_forward(const Tensor& logits, float target, Tensor& loss,                   \
+                               Tensor& mean_sigmoid);                                              \
+  void bce_with_logits_backward(const Tensor& logits, float target, const Tensor& scale,           \
+                                Tensor& dlogits);                                                  \
+  void cast(const Tensor& src, Tensor& dst);                                                       \
+  void unscale_grads(const std::vector<Tensor>& src, const std::vector<Tensor>& dst,               \
+                     const Tensor& scale, Tensor& found_inf, bool accumulate);                     \
+  void scale_inplace(const Tensor& t, float factor);                                               \
+  void loss_scaler_update(Tensor& state, const Tensor& found_inf, const ops::ScalerConfig& cfg);   \
+  void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,              \
+                 const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq,        \
+                 Tensor& step, const Tensor& skip, const ops::AdamConfig& cfg,                     \
+                 const std::vector<Tensor>& half_copies);                                          \
+  void fill_uniform(Tensor& t, uint64_t seed, uint64_t offset);                                    \
+  void fill_normal(Tensor& t, uint64_t seed, uint64_t offset, float mean, float stddev);
+
+namespace ge {
+namespace cpu {
+GE_BACKEND_OPS
+}
+namespace gpu {
+GE_BACKEND_OPS
+}
+// True when this build has the CUDA backend and a usable GPU is present.
+bool cuda_available();
+bool built_with_cuda();
+}  // namespace ge

@@ -1,0 +1,152 @@
+// Layers and the two DCGAN networks. Each layer keeps what its backward needs from its latest
+// forward; backward writes parameter gradients (in the compute dtype, scaled by whatever loss
+// scale the incoming gradient carries) and returns the input gradient when asked.
+#pragma once
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ganengine/amp.h"
+#include "ganengine/ops.h"
+#include "ganengine/tensor.h"
+
+namespace ge::nn {
+
+// Where a network lives and how it stores activations: NHWC on the GPU (Tensor Cores),
+// NCHW on the CPU reference.
+struct Placement {
+  Device device = Device::cpu();
+  MemoryFormat format = MemoryFormat::NCHW;
+  static Placement for_device(Device d) {
+    return {d, d.is_cuda() ? MemoryFormat::NHWC : MemoryFormat::NCHW};
+  }
+};
+
+struct Param {
+  std::string name;    // state_dict suffix: "weight" or "bias"
+  Tensor value;        // the model's copy, in the stored dtype (f32, or half at O2/O3)
+  Tensor master;       // f32 master copy when the policy keeps one, else undefined
+  Tensor model_grad;   // gradient of the latest backward, in value's compute dtype (still scaled)
+  Tensor grad;         // f32 gradient the optimizer reads: unscaled, summed over this step's losses
+  Tensor& optimizer_value() { return master.defined() ? master : value; }
+};
+
+// A named non-trainable state tensor (running statistics) or counter.
+struct Buffer {
+  std::string name;
+  Tensor* tensor = nullptr;  // running_mean / running_var
+  int64_t* counter = nullptr;  // num_batches_tracked
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  virtual Tensor forward(const Tensor& x, bool training) = 0;
+  virtual Tensor backward(const Tensor& dy, bool want_param_grads, bool want_input_grad) = 0;
+  virtual std::vector<Param*> params() { return {}; }
+  virtual std::vector<Buffer> buffers() { return {}; }
+  virtual std::string describe() const = 0;  // "ConvTranspose2d(100, 512, 4, 1, 0)"
+  // "stores f32 weights, computes in f16" — one line for --print-precision
+  virtual std::string precision() const = 0;
+};
+
+class Conv2d : public Layer {
+ public:
+  Conv2d(int64_t in, int64_t out, int kernel, int stride, int pad, bool transposed, const PrecisionPolicy& policy,
+         Placement where);
+  Tensor forward(const Tensor& x, bool training) override;
+  Tensor backward(const Tensor& dy, bool want_param_grads, bool want_input_grad) override;
+  std::vector<Param*> params() override { return {&weight_}; }
+  std::string describe() const override;
+  std::string precision() const override;
+  Param& weight() { return weight_; }
+
+ private:
+  Tensor compute_weight();  // the weight in the compute dtype (a fresh cast at O1)
+  int64_t in_, out_;
+  int kernel_;
+  bool transposed_;
+  Conv2dParams p_;
+  const PrecisionPolicy& policy_;
+  Placement where_;
+  Param weight_;
+  Tensor saved_x_, saved_w_;
+};
+
+class BatchNorm2d : public Layer {
+ public:
+  BatchNorm2d(int64_t channels, const PrecisionPolicy& policy, Placement where);
+  Tensor forward(const Tensor& x, bool training) override;
+  Tensor backward(const Tensor& dy, bool want_param_grads, bool want_input_grad) override;
+  std::vector<Param*> params() override { return {&gamma_, &beta_}; }
+  std::vector<Buffer> buffers() override;
+  std::string describe() const override;
+  std::string precision() const override;
+  Tensor& running_mean() { return running_mean_; }
+  Tensor& running_var() { return running_var_; }
+
+  static constexpr float kMomentum = 0.1f;
+  static constexpr float kEps = 1e-5f;
+
+ private:
+  int64_t channels_;
+  const PrecisionPolicy& policy_;
+  Placement where_;
+  Param gamma_, beta_;
+  Tensor running_mean_, running_var_;
+  int64_t num_batches_tracked_ = 0;
+  Tensor saved_x_, save_mean_, save_invstd_;
+};
+
+// ReLU(True) / LeakyReLU(0.2, True) / Tanh: in place, as the example writes them.
+class ActivationLayer : public Layer {
+ public:
+  explicit ActivationLayer(ops::Activation kind, float slope = 0.2f) : kind_(kind), slope_(slope) {}
+  Tensor forward(const Tensor& x, bool training) override;
+  Tensor backward(const Tensor& dy, bool want_param_grads, bool want_input_grad) override;
+  std::string describe() const override;
+  std::string precision() const override { return "in the dtype that arrives (computes in f32)"; }
+
+ private:
+  ops::Activation kind_;
+  float slope_;
+  Tensor saved_y_;
+};
+
+// The example's nn.Sequential called `main`: layer i is state_dict prefix "main.i.".
+class Sequential {
+ public:
+  void add(std::unique_ptr<Layer> layer) { layers_.push_back(std::move(layer)); }
+  Tensor forward(const Tensor& x, bool training);
+  // want_param_grads=false skips every weight gradient (G's step through D needs only dx).
+  Tensor backward(const Tensor& dy, bool want_param_grads, bool want_input_grad);
+  std::vector<std::unique_ptr<Layer>>& layers() { return layers_; }
+  std::vector<Param*> params();
+  // PyTorch state_dict: "main.<i>.<name>" -> tensor (CPU, f32 weights as stored, i64 counters).
+  std::vector<std::pair<std::string, Param*>> named_params();
+  std::vector<std::pair<std::string, Buffer>> named_buffers();
+
+ private:
+  std::vector<std::unique_ptr<Layer>> layers_;
+};
+
+struct NetConfig {
+  int image_size = 64;  // power of two, 16..512
+  int64_t nz = 100, ngf = 64, ndf = 64, nc = 3;
+};
+void validate(const NetConfig& cfg);  // throws ge::Error naming the bad value and the accepted range
+
+// Generator: z (N, nz, 1, 1) -> image (N, nc, S, S) in [-1, 1].
+std::unique_ptr<Sequential> make_generator(const NetConfig& cfg, const PrecisionPolicy& policy, Placement where);
+// Discriminator: image -> logits (N, 1, 1, 1).
+std::unique_ptr<Sequential> make_discriminator(const NetConfig& cfg, const PrecisionPolicy& policy, Placement where);
+
+// Sets a parameter (and its master copy) from f32 values in logical layout on any device.
+void assign_param(Param& p, const Tensor& values);
+
+// DCGAN weights_init: conv weights N(0, 0.02); BatchNorm weight N(1, 0.02), bias 0.
+// Draws from Philox with (seed, stream) so CPU and GPU networks start identical.
+void weights_init(Sequential& net, uint64_t seed, uint64_t stream);
+
+}  // namespace ge::nn

@@ -1,0 +1,127 @@
+// The op interface. Each op dispatches on its tensors' device to the CPU reference
+// (kernels/cpu, namespace ge::cpu) or the CUDA implementation (kernels/cuda, ge::gpu).
+// All tensors of one call live on one device; outputs are allocated by the caller.
+//
+// Precision contract, the same on both backends:
+//  - floating tensors may be f32, f16 or bf16 (f64 on the CPU only);
+//  - convolutions accumulate in fp32 (fp64 on the CPU reference) and round once to the
+//    output dtype; fp32 convolutions never use TF32 unless allow_tf32 is set;
+//  - element-wise ops compute in fp32 from whatever arrives and round once on store
+//    (PyTorch's "opmath" behaviour for half tensors);
+//  - reductions (BatchNorm statistics, BCE, finite checks) accumulate in fp32 or wider.
+#pragma once
+#include <vector>
+
+#include "ganengine/tensor.h"
+
+namespace ge {
+
+struct Conv2dParams {
+  int stride = 1;
+  int pad = 0;
+  bool allow_tf32 = false;  // only meaningful for f32 on the GPU
+};
+
+// Output spatial size of a convolution / of a transposed convolution.
+int64_t conv_out_size(int64_t in, int64_t kernel, int stride, int pad);
+int64_t conv_transpose_out_size(int64_t in, int64_t kernel, int stride, int pad);
+
+namespace ops {
+
+// ---- convolution: x (N,C,H,W), w (K,C,R,S) -> y (N,K,P,Q); bias-free, dilation 1, groups 1
+void conv2d_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p);
+void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p);
+// dw = beta * dw + grad; beta is 0 (overwrite) or 1 (accumulate).
+void conv2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw, const Conv2dParams& p,
+                            float beta = 0.f);
+
+// ---- transposed convolution: x (N,Cin,H,W), w (Cin,Cout,R,S) as PyTorch stores it -> y (N,Cout,Ho,Wo).
+// It is the adjoint of conv2d, so each of its passes is one of conv2d's.
+void conv_transpose2d_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p);
+void conv_transpose2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p);
+void conv_transpose2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw,
+                                      const Conv2dParams& p, float beta = 0.f);
+
+// ---- BatchNorm2d. x, y, dy, dx: activations (f32/f16/bf16, NCHW or NHWC).
+// gamma, beta, running_mean, running_var: (C) in f32 (keep_batchnorm_fp32) or the activation's
+// half type (O3). save_mean, save_invstd: (C) f32, written by the training forward.
+// The running statistics use the unbiased batch variance; a channel whose batch statistics are
+// not finite leaves its running statistics untouched.
+void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                             Tensor& running_mean, Tensor& running_var, float momentum, float eps,
+                             Tensor& y, Tensor& save_mean, Tensor& save_invstd);
+void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                            const Tensor& running_mean, const Tensor& running_var, float eps, Tensor& y);
+// dgamma, dbeta have gamma's dtype and are overwritten.
+void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,
+                        const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta);
+
+// ---- activations. y may be x (in place, as the example's ReLU(True)). Backward reads the
+// output y, which is all an in-place activation keeps; dx may be dy.
+enum class Activation { ReLU, LeakyReLU, Tanh };
+const char* activation_name(Activation a);
+void activation_forward(Activation a, const Tensor& x, Tensor& y, float negative_slope = 0.2f);
+void activation_backward(Activation a, const Tensor& y, const Tensor& dy, Tensor& dx,
+                         float negative_slope = 0.2f);
+
+// ---- BCEWithLogits with mean reduction against a constant label (1 = real, 0 = fake).
+// logits: any floating dtype, numel N. loss: f32 (1): mean of max(x,0) - x*t + log1p(exp(-|x|)).
+// mean_sigmoid: f32 (1), the mean probability D reports, or an undefined tensor to skip it.
+void bce_with_logits_forward(const Tensor& logits, float target, Tensor& loss, Tensor& mean_sigmoid);
+// dlogits (logits' dtype) = (sigmoid(x) - t) * (scale / N); scale is an f32 (1) tensor on the
+// same device holding the loss scale (1 when unscaled).
+void bce_with_logits_backward(const Tensor& logits, float target, const Tensor& scale, Tensor& dlogits);
+
+// ---- casts between f32, f16, bf16 (and f64 on the CPU), round to nearest even. Same shape;
+// dst keeps its own memory format (a cast can also convert layout).
+void cast(const Tensor& src, Tensor& dst);
+// A new tensor holding src's values in another dtype, layout and/or device (a copy even when
+// nothing changes). Floating dtypes only.
+Tensor converted(const Tensor& src, DType dtype, MemoryFormat format, Device device);
+
+// ---- loss-scale bookkeeping, all state on the device.
+// For each i: dst[i] = src[i] * (1/scale) (+ dst[i] when accumulate). dst tensors are f32;
+// src tensors any floating dtype of the same numel. found_inf (f32 (1)) is set to 1 when any
+// element of any src is not finite; it is never cleared here.
+void unscale_grads(const std::vector<Tensor>& src, const std::vector<Tensor>& dst, const Tensor& scale,
+                   Tensor& found_inf, bool accumulate);
+// Multiplies every element of t by factor (used for tests and for O3 static scales).
+void scale_inplace(const Tensor& t, float factor);
+
+// Dynamic loss scaler state: f32 scale (1), i32-as-f32 clean-step counter (1).
+struct ScalerConfig {
+  bool dynamic = true;
+  int growth_interval = 2000;     // clean steps before doubling
+  float max_scale = 16777216.f;   // 2^24
+  float min_scale = 1.52587890625e-05f;  // 2^-16
+};
+// Apex update_scale on the device: on overflow scale = max(min, scale/2) and counter = 0,
+// else counter += 1 and at growth_interval scale = min(max, 2*scale), counter = 0.
+// state: f32 (2) = {scale, clean_steps}. found_inf: f32 (1).
+void loss_scaler_update(Tensor& state, const Tensor& found_inf, const ScalerConfig& cfg);
+
+// ---- Adam, PyTorch semantics: m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+// p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+// params, grads, exp_avg, exp_avg_sq: f32, matched per index. step: f32 (1) on the device,
+// incremented here unless skip is set. skip: f32 (1), nonzero means "this step overflowed":
+// nothing changes. half_copies (optional, one per param, f16/bf16): receive the updated
+// parameters rounded (the model copy of fp32 master weights).
+struct AdamConfig {
+  float lr = 2e-4f;
+  float beta1 = 0.5f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+};
+void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+               const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq, Tensor& step,
+               const Tensor& skip, const AdamConfig& cfg, const std::vector<Tensor>& half_copies = {});
+
+// ---- random numbers: Philox4x32-10 keyed by seed, element i drawn from counter (offset + i/4).
+// The same (seed, offset) gives bitwise the same values on the CPU and the GPU.
+void fill_uniform(Tensor& t, uint64_t seed, uint64_t offset);  // [0, 1)
+void fill_normal(Tensor& t, uint64_t seed, uint64_t offset, float mean = 0.f, float stddev = 1.f);
+// How many counter values fill_* consumes for n elements (so callers can advance offsets).
+uint64_t philox_counters_for(int64_t n);
+
+}  // namespace ops
+}  // namespace ge

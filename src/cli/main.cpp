@@ -1,0 +1,45 @@
+// ganengine: the command-line entry point. Each subcommand lives in its own file.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "cli/commands.h"
+#include "ganengine/error.h"
+
+namespace {
+
+void print_usage() {
+  std::printf(
+      "ganengine %s — DCGAN training on cuDNN, cuBLAS and hand-written CUDA kernels\n\n"
+      "usage: ganengine <command> [options]\n\n"
+      "commands:\n"
+      "  info       build configuration and the devices this machine offers\n"
+      "\nRun 'ganengine <command> --help' for a command's options.\n",
+      ge::cli::version());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    print_usage();
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string cmd = argv[1];
+  try {
+    if (cmd == "--version") {
+      std::printf("ganengine %s\n", ge::cli::version());
+      return 0;
+    }
+    if (cmd == "info") return ge::cli::run_info(argc - 1, argv + 1);
+    std::fprintf(stderr, "ganengine: unknown command '%s' (expected: info). See 'ganengine --help'.\n", cmd.c_str());
+    return 2;
+  } catch (const ge::Error& e) {
+    std::fprintf(stderr, "ganengine %s: error: %s\n", cmd.c_str(), e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ganengine %s: error: %s\n", cmd.c_str(), e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,255 @@
+// ge::ops: argument checks shared by both backends, then dispatch on the device.
+#include "ganengine/backend.h"
+
+namespace ge {
+
+int64_t conv_out_size(int64_t in, int64_t kernel, int stride, int pad) {
+  return (in + 2 * pad - kernel) / stride + 1;
+}
+int64_t conv_transpose_out_size(int64_t in, int64_t kernel, int stride, int pad) {
+  return (in - 1) * stride - 2 * pad + kernel;
+}
+
+namespace ops {
+namespace {
+
+bool on_cpu(const Tensor& t) { return t.device().is_cpu(); }
+
+#ifdef GE_WITH_CUDA
+#define GE_DISPATCH(first, call) \
+  do {                           \
+    if (on_cpu(first))           \
+      cpu::call;                 \
+    else                         \
+      gpu::call;                 \
+  } while (0)
+#else
+#define GE_DISPATCH(first, call)                                                      \
+  do {                                                                                \
+    if (!on_cpu(first)) fail("a CUDA tensor reached an op in a build without CUDA"); \
+    cpu::call;                                                                        \
+  } while (0)
+#endif
+
+void same_device(const char* op, std::initializer_list<const Tensor*> ts) {
+  const Tensor* first = nullptr;
+  for (const Tensor* t : ts) {
+    if (!t->defined()) continue;
+    if (!first) first = t;
+    GE_CHECK(t->device() == first->device(), op, ": tensors on ", first->device().str(), " and ",
+             t->device().str());
+  }
+}
+
+void floating4(const char* op, const Tensor& t) {
+  GE_CHECK(t.rank() == 4 && is_floating(t.dtype()), op, ": expected a 4-D floating tensor, got ", t.str());
+}
+
+void check_conv(const char* op, const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p) {
+  same_device(op, {&x, &w, &y});
+  floating4(op, x);
+  floating4(op, w);
+  floating4(op, y);
+  GE_CHECK(x.dtype() == w.dtype() && x.dtype() == y.dtype(), op, ": dtypes differ: ", x.str(), ", ",
+           w.str(), ", ", y.str());
+  GE_CHECK(p.stride >= 1 && p.pad >= 0, op, ": stride ", p.stride, " pad ", p.pad);
+  GE_CHECK(w.dim(1) == x.dim(1) && w.dim(0) == y.dim(1) && x.dim(0) == y.dim(0), op, ": x ", x.str(),
+           " w ", w.str(), " y ", y.str());
+  GE_CHECK(conv_out_size(x.dim(2), w.dim(2), p.stride, p.pad) == y.dim(2) &&
+               conv_out_size(x.dim(3), w.dim(3), p.stride, p.pad) == y.dim(3),
+           op, ": spatial sizes x ", x.str(), " w ", w.str(), " y ", y.str(), " stride ", p.stride, " pad ",
+           p.pad);
+}
+
+}  // namespace
+
+void conv2d_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p) {
+  check_conv("conv2d_forward", x, w, y, p);
+  GE_DISPATCH(x, conv2d_forward(x, w, y, p));
+}
+
+void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p) {
+  check_conv("conv2d_backward_data", dx, w, dy, p);
+  GE_DISPATCH(dy, conv2d_backward_data(dy, w, dx, p));
+}
+
+void conv2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw, const Conv2dParams& p, float beta) {
+  check_conv("conv2d_backward_filter", x, dw, dy, p);
+  GE_DISPATCH(x, conv2d_backward_filter(x, dy, dw, p, beta));
+}
+
+// A transposed convolution with weight (Cin, Cout, R, S) is conv2d's backward-data with the
+// same weight read as (K=Cin, C=Cout, R, S): its "input" is conv2d's output and vice versa.
+void conv_transpose2d_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p) {
+  conv2d_backward_data(x, w, y, p);
+}
+void conv_transpose2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p) {
+  conv2d_forward(dy, w, dx, p);
+}
+void conv_transpose2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw, const Conv2dParams& p,
+                                      float beta) {
+  conv2d_backward_filter(dy, x, dw, p, beta);
+}
+
+namespace {
+void check_bn_params(const char* op, const Tensor& x, std::initializer_list<const Tensor*> per_channel) {
+  floating4(op, x);
+  for (const Tensor* t : per_channel) {
+    if (!t->defined()) continue;
+    GE_CHECK(t->numel() == x.dim(1) && is_floating(t->dtype()), op, ": per-channel tensor ", t->str(),
+             " for input ", x.str());
+  }
+}
+}  // namespace
+
+void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                             Tensor& running_var, float momentum, float eps, Tensor& y, Tensor& save_mean,
+                             Tensor& save_invstd) {
+  same_device("batchnorm_forward_train", {&x, &gamma, &beta, &running_mean, &running_var, &y, &save_mean, &save_invstd});
+  check_bn_params("batchnorm_forward_train", x, {&gamma, &beta, &running_mean, &running_var, &save_mean, &save_invstd});
+  GE_CHECK(y.shape() == x.shape() && y.dtype() == x.dtype(), "batchnorm_forward_train: y ", y.str(), " x ", x.str());
+  GE_CHECK(save_mean.dtype() == DType::F32 && save_invstd.dtype() == DType::F32,
+           "batchnorm_forward_train: saved statistics must be f32");
+  GE_CHECK(x.numel() / x.dim(1) > 1, "batchnorm_forward_train: expected more than 1 value per channel, got ",
+           x.str());
+  GE_DISPATCH(x, batchnorm_forward_train(x, gamma, beta, running_mean, running_var, momentum, eps, y, save_mean,
+                                         save_invstd));
+}
+
+void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
+                            const Tensor& running_var, float eps, Tensor& y) {
+  same_device("batchnorm_forward_eval", {&x, &gamma, &beta, &running_mean, &running_var, &y});
+  check_bn_params("batchnorm_forward_eval", x, {&gamma, &beta, &running_mean, &running_var});
+  GE_CHECK(y.shape() == x.shape() && y.dtype() == x.dtype(), "batchnorm_forward_eval: y ", y.str(), " x ", x.str());
+  GE_DISPATCH(x, batchnorm_forward_eval(x, gamma, beta, running_mean, running_var, eps, y));
+}
+
+void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,
+                        const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
+  same_device("batchnorm_backward", {&x, &dy, &gamma, &save_mean, &save_invstd, &dx, &dgamma, &dbeta});
+  check_bn_params("batchnorm_backward", x, {&gamma, &save_mean, &save_invstd, &dgamma, &dbeta});
+  GE_CHECK(dy.shape() == x.shape() && dx.shape() == x.shape() && dy.dtype() == x.dtype() && dx.dtype() == x.dtype(),
+           "batchnorm_backward: x ", x.str(), " dy ", dy.str(), " dx ", dx.str());
+  GE_CHECK(dgamma.dtype() == gamma.dtype() && dbeta.dtype() == gamma.dtype(),
+           "batchnorm_backward: parameter grads must have gamma's dtype");
+  GE_DISPATCH(x, batchnorm_backward(x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta));
+}
+
+const char* activation_name(Activation a) {
+  switch (a) {
+    case Activation::ReLU: return "ReLU";
+    case Activation::LeakyReLU: return "LeakyReLU";
+    case Activation::Tanh: return "Tanh";
+  }
+  return "?";
+}
+
+void activation_forward(Activation a, const Tensor& x, Tensor& y, float negative_slope) {
+  same_device("activation_forward", {&x, &y});
+  GE_CHECK(x.shape() == y.shape() && x.dtype() == y.dtype() && x.format() == y.format() && is_floating(x.dtype()),
+           "activation_forward: x ", x.str(), " y ", y.str());
+  GE_DISPATCH(x, activation_forward(a, x, y, negative_slope));
+}
+
+void activation_backward(Activation a, const Tensor& y, const Tensor& dy, Tensor& dx, float negative_slope) {
+  same_device("activation_backward", {&y, &dy, &dx});
+  GE_CHECK(y.shape() == dy.shape() && y.shape() == dx.shape() && y.dtype() == dy.dtype() && y.dtype() == dx.dtype() &&
+               y.format() == dy.format() && y.format() == dx.format(),
+           "activation_backward: y ", y.str(), " dy ", dy.str(), " dx ", dx.str());
+  GE_DISPATCH(y, activation_backward(a, y, dy, dx, negative_slope));
+}
+
+void bce_with_logits_forward(const Tensor& logits, float target, Tensor& loss, Tensor& mean_sigmoid) {
+  same_device("bce_with_logits_forward", {&logits, &loss, &mean_sigmoid});
+  GE_CHECK(is_floating(logits.dtype()) && logits.numel() > 0, "bce_with_logits_forward: logits ", logits.str());
+  GE_CHECK(loss.dtype() == DType::F32 && loss.numel() == 1, "bce_with_logits_forward: loss must be f32 (1)");
+  GE_CHECK(!mean_sigmoid.defined() || (mean_sigmoid.dtype() == DType::F32 && mean_sigmoid.numel() == 1),
+           "bce_with_logits_forward: mean_sigmoid must be f32 (1)");
+  GE_DISPATCH(logits, bce_with_logits_forward(logits, target, loss, mean_sigmoid));
+}
+
+void bce_with_logits_backward(const Tensor& logits, float target, const Tensor& scale, Tensor& dlogits) {
+  same_device("bce_with_logits_backward", {&logits, &scale, &dlogits});
+  GE_CHECK(dlogits.numel() == logits.numel() && dlogits.dtype() == logits.dtype(),
+           "bce_with_logits_backward: dlogits ", dlogits.str(), " logits ", logits.str());
+  GE_CHECK(scale.dtype() == DType::F32 && scale.numel() >= 1, "bce_with_logits_backward: scale must be f32");
+  GE_DISPATCH(logits, bce_with_logits_backward(logits, target, scale, dlogits));
+}
+
+void cast(const Tensor& src, Tensor& dst) {
+  same_device("cast", {&src, &dst});
+  GE_CHECK(src.shape() == dst.shape() && is_floating(src.dtype()) && is_floating(dst.dtype()), "cast: ", src.str(),
+           " to ", dst.str());
+  GE_DISPATCH(src, cast(src, dst));
+}
+
+Tensor converted(const Tensor& src, DType dtype, MemoryFormat format, Device device) {
+  if (src.rank() != 4) format = MemoryFormat::NCHW;
+  // Convert where the data is, then move: a cast on the GPU is cheaper than on the host.
+  Tensor dst = Tensor::empty(src.shape(), dtype, src.device(), format);
+  if (dtype == src.dtype() && format == src.format())
+    dst.copy_from(src);
+  else
+    cast(src, dst);
+  return dst.device() == device ? dst : dst.to(device);
+}
+
+void unscale_grads(const std::vector<Tensor>& src, const std::vector<Tensor>& dst, const Tensor& scale,
+                   Tensor& found_inf, bool accumulate) {
+  GE_CHECK(src.size() == dst.size(), "unscale_grads: ", src.size(), " sources for ", dst.size(), " destinations");
+  if (src.empty()) return;
+  for (size_t i = 0; i < src.size(); ++i) {
+    same_device("unscale_grads", {&src[i], &dst[i], &scale, &found_inf});
+    GE_CHECK(src[i].numel() == dst[i].numel() && dst[i].dtype() == DType::F32 && is_floating(src[i].dtype()),
+             "unscale_grads: ", src[i].str(), " into ", dst[i].str());
+  }
+  GE_CHECK(scale.dtype() == DType::F32 && found_inf.dtype() == DType::F32, "unscale_grads: scale/found_inf must be f32");
+  GE_DISPATCH(scale, unscale_grads(src, dst, scale, found_inf, accumulate));
+}
+
+void scale_inplace(const Tensor& t, float factor) {
+  GE_CHECK(is_floating(t.dtype()), "scale_inplace: ", t.str());
+  GE_DISPATCH(t, scale_inplace(t, factor));
+}
+
+void loss_scaler_update(Tensor& state, const Tensor& found_inf, const ScalerConfig& cfg) {
+  same_device("loss_scaler_update", {&state, &found_inf});
+  GE_CHECK(state.dtype() == DType::F32 && state.numel() == 2 && found_inf.dtype() == DType::F32,
+           "loss_scaler_update: state must be f32 (2), found_inf f32 (1)");
+  GE_DISPATCH(state, loss_scaler_update(state, found_inf, cfg));
+}
+
+void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& exp_avg,
+               const std::vector<Tensor>& exp_avg_sq, Tensor& step, const Tensor& skip, const AdamConfig& cfg,
+               const std::vector<Tensor>& half_copies) {
+  const size_t n = params.size();
+  GE_CHECK(grads.size() == n && exp_avg.size() == n && exp_avg_sq.size() == n &&
+               (half_copies.empty() || half_copies.size() == n),
+           "adam_step: lists of different lengths");
+  for (size_t i = 0; i < n; ++i) {
+    same_device("adam_step", {&params[i], &grads[i], &exp_avg[i], &exp_avg_sq[i], &step, &skip});
+    for (const Tensor* t : {&params[i], &grads[i], &exp_avg[i], &exp_avg_sq[i]})
+      GE_CHECK(t->dtype() == DType::F32 && t->numel() == params[i].numel(), "adam_step: expected f32 with ",
+               params[i].numel(), " elements, got ", t->str());
+    if (!half_copies.empty())
+      GE_CHECK(half_copies[i].numel() == params[i].numel() &&
+                   (half_copies[i].dtype() == DType::F16 || half_copies[i].dtype() == DType::BF16),
+               "adam_step: half copy ", half_copies[i].str());
+  }
+  GE_CHECK(step.dtype() == DType::F32 && skip.dtype() == DType::F32, "adam_step: step/skip must be f32");
+  if (n == 0) return;
+  GE_DISPATCH(step, adam_step(params, grads, exp_avg, exp_avg_sq, step, skip, cfg, half_copies));
+}
+
+void fill_uniform(Tensor& t, uint64_t seed, uint64_t offset) {
+  GE_CHECK(is_floating(t.dtype()), "fill_uniform: ", t.str());
+  GE_DISPATCH(t, fill_uniform(t, seed, offset));
+}
+
+void fill_normal(Tensor& t, uint64_t seed, uint64_t offset, float mean, float stddev) {
+  GE_CHECK(is_floating(t.dtype()), "fill_normal: ", t.str());
+  GE_DISPATCH(t, fill_normal(t, seed, offset, mean, stddev));
+}
+
+}  // namespace ops
+}  // namespace ge

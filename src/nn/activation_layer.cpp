@@ -1,0 +1,28 @@
+#include "ganengine/nn.h"
+
+namespace ge::nn {
+
+Tensor ActivationLayer::forward(const Tensor& x, bool) {
+  Tensor y = x;  // in place, like ReLU(True): the conv/BN output it overwrites is not needed again
+  ops::activation_forward(kind_, x, y, slope_);
+  saved_y_ = y;
+  return y;
+}
+
+Tensor ActivationLayer::backward(const Tensor& dy, bool, bool) {
+  GE_CHECK(saved_y_.defined(), "activation backward before forward");
+  Tensor dx = dy;  // in place: the incoming gradient is not used again
+  ops::activation_backward(kind_, saved_y_, dy, dx, slope_);
+  return dx;
+}
+
+std::string ActivationLayer::describe() const {
+  switch (kind_) {
+    case ops::Activation::ReLU: return "ReLU(inplace=True)";
+    case ops::Activation::LeakyReLU: return "LeakyReLU(negative_slope=0.2, inplace=True)";
+    case ops::Activation::Tanh: return "Tanh()";
+  }
+  return "?";
+}
+
+}  // namespace ge::nn

@@ -1,0 +1,65 @@
+#include "ganengine/nn.h"
+
+namespace ge::nn {
+
+BatchNorm2d::BatchNorm2d(int64_t channels, const PrecisionPolicy& policy, Placement where)
+    : channels_(channels), policy_(policy), where_(where) {
+  const DType pd = policy.bn_param_dtype;
+  for (Param* p : {&gamma_, &beta_}) {
+    p->value = Tensor::zeros({channels}, pd, where.device);
+    if (policy.master_weights && pd != DType::F32) p->master = Tensor::zeros({channels}, DType::F32, where.device);
+    p->model_grad = Tensor::zeros({channels}, pd, where.device);
+    p->grad = Tensor::zeros({channels}, DType::F32, where.device);
+  }
+  gamma_.name = "weight";
+  beta_.name = "bias";
+  // PyTorch's fresh BatchNorm: running_mean 0, running_var 1.
+  running_mean_ = Tensor::zeros({channels}, pd, where.device);
+  running_var_ = ops::converted(Tensor::from_doubles(std::vector<double>(channels, 1.0), {channels}, DType::F32),
+                                pd, MemoryFormat::NCHW, where.device);
+}
+
+Tensor BatchNorm2d::forward(const Tensor& x, bool training) {
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device(), x.format());
+  if (training) {
+    save_mean_ = Tensor::empty({channels_}, DType::F32, where_.device);
+    save_invstd_ = Tensor::empty({channels_}, DType::F32, where_.device);
+    ops::batchnorm_forward_train(x, gamma_.value, beta_.value, running_mean_, running_var_, kMomentum, kEps, y,
+                                 save_mean_, save_invstd_);
+    ++num_batches_tracked_;
+    saved_x_ = x;
+  } else {
+    ops::batchnorm_forward_eval(x, gamma_.value, beta_.value, running_mean_, running_var_, kEps, y);
+    saved_x_ = Tensor();
+  }
+  return y;
+}
+
+Tensor BatchNorm2d::backward(const Tensor& dy, bool want_param_grads, bool want_input_grad) {
+  GE_CHECK(saved_x_.defined(), "BatchNorm2d::backward needs a training-mode forward first");
+  Tensor dx = Tensor::empty(saved_x_.shape(), saved_x_.dtype(), where_.device, saved_x_.format());
+  // The batch-statistics backward yields dx, dgamma and dbeta together; when the parameter
+  // gradients are not wanted they go to scratch space instead of the parameters.
+  Tensor dgamma = want_param_grads ? gamma_.model_grad : Tensor::empty({channels_}, gamma_.value.dtype(), where_.device);
+  Tensor dbeta = want_param_grads ? beta_.model_grad : Tensor::empty({channels_}, beta_.value.dtype(), where_.device);
+  ops::batchnorm_backward(saved_x_, dy, gamma_.value, save_mean_, save_invstd_, dx, dgamma, dbeta);
+  return want_input_grad ? dx : Tensor();
+}
+
+std::vector<Buffer> BatchNorm2d::buffers() {
+  return {{"running_mean", &running_mean_, nullptr},
+          {"running_var", &running_var_, nullptr},
+          {"num_batches_tracked", nullptr, &num_batches_tracked_}};
+}
+
+std::string BatchNorm2d::describe() const {
+  return "BatchNorm2d(" + std::to_string(channels_) + ", eps=1e-05, momentum=0.1)";
+}
+
+std::string BatchNorm2d::precision() const {
+  std::string s = std::string("params and running stats ") + dtype_name(policy_.bn_param_dtype);
+  if (gamma_.master.defined()) s += " (+ f32 master)";
+  return s + ", statistics in f32, activations in the dtype that arrives";
+}
+
+}  // namespace ge::nn

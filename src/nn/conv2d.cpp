@@ -1,0 +1,81 @@
+#include "ganengine/nn.h"
+
+namespace ge::nn {
+
+Conv2d::Conv2d(int64_t in, int64_t out, int kernel, int stride, int pad, bool transposed,
+               const PrecisionPolicy& policy, Placement where)
+    : in_(in), out_(out), kernel_(kernel), transposed_(transposed), policy_(policy), where_(where) {
+  p_.stride = stride;
+  p_.pad = pad;
+  p_.allow_tf32 = policy.allow_tf32;
+  // PyTorch's layouts: Conv2d (out, in, k, k); ConvTranspose2d (in, out, k, k).
+  Shape shape = transposed ? Shape{in, out, kernel, kernel} : Shape{out, in, kernel, kernel};
+  weight_.name = "weight";
+  weight_.value = Tensor::zeros(shape, policy.weight_dtype, where.device, where.format);
+  if (policy.master_weights && policy.weight_dtype != DType::F32)
+    weight_.master = Tensor::zeros(shape, DType::F32, where.device, where.format);
+  weight_.model_grad = Tensor::zeros(shape, policy.compute_dtype, where.device, where.format);
+  weight_.grad = Tensor::zeros(shape, DType::F32, where.device, where.format);
+}
+
+Tensor Conv2d::compute_weight() {
+  if (weight_.value.dtype() == policy_.compute_dtype) return weight_.value;
+  // O1: fp32 weights are cast to half for every forward, as Apex's patched conv does.
+  Tensor w = Tensor::empty(weight_.value.shape(), policy_.compute_dtype, where_.device, where_.format);
+  ops::cast(weight_.value, w);
+  return w;
+}
+
+Tensor Conv2d::forward(const Tensor& x_in, bool) {
+  Tensor x = x_in;
+  if (x.dtype() != policy_.compute_dtype || x.format() != where_.format)
+    x = ops::converted(x_in, policy_.compute_dtype, where_.format, where_.device);
+  Tensor w = compute_weight();
+  const int64_t N = x.dim(0), H = x.dim(2), W = x.dim(3);
+  const int64_t Ho = transposed_ ? conv_transpose_out_size(H, kernel_, p_.stride, p_.pad)
+                                 : conv_out_size(H, kernel_, p_.stride, p_.pad);
+  const int64_t Wo = transposed_ ? conv_transpose_out_size(W, kernel_, p_.stride, p_.pad)
+                                 : conv_out_size(W, kernel_, p_.stride, p_.pad);
+  Tensor y = Tensor::empty({N, out_, Ho, Wo}, policy_.compute_dtype, where_.device, where_.format);
+  if (transposed_)
+    ops::conv_transpose2d_forward(x, w, y, p_);
+  else
+    ops::conv2d_forward(x, w, y, p_);
+  saved_x_ = x;
+  saved_w_ = w;
+  return y;
+}
+
+Tensor Conv2d::backward(const Tensor& dy, bool want_param_grads, bool want_input_grad) {
+  GE_CHECK(saved_x_.defined(), "Conv2d::backward before forward");
+  if (want_param_grads) {
+    if (transposed_)
+      ops::conv_transpose2d_backward_filter(saved_x_, dy, weight_.model_grad, p_, 0.f);
+    else
+      ops::conv2d_backward_filter(saved_x_, dy, weight_.model_grad, p_, 0.f);
+  }
+  if (!want_input_grad) return Tensor();
+  Tensor dx = Tensor::empty(saved_x_.shape(), saved_x_.dtype(), where_.device, where_.format);
+  if (transposed_)
+    ops::conv_transpose2d_backward_data(dy, saved_w_, dx, p_);
+  else
+    ops::conv2d_backward_data(dy, saved_w_, dx, p_);
+  return dx;
+}
+
+std::string Conv2d::describe() const {
+  return std::string(transposed_ ? "ConvTranspose2d(" : "Conv2d(") + std::to_string(in_) + ", " +
+         std::to_string(out_) + ", " + std::to_string(kernel_) + ", " + std::to_string(p_.stride) + ", " +
+         std::to_string(p_.pad) + ", bias=False)";
+}
+
+std::string Conv2d::precision() const {
+  std::string s = std::string("weights ") + dtype_name(weight_.value.dtype());
+  if (weight_.master.defined()) s += " (+ f32 master)";
+  s += ", computes in " + std::string(dtype_name(policy_.compute_dtype));
+  if (policy_.compute_dtype == DType::F32) s += policy_.allow_tf32 ? " (TF32 allowed)" : " (no TF32)";
+  s += ", accumulates in f32";
+  return s;
+}
+
+}  // namespace ge::nn

@@ -1,0 +1,37 @@
+#include "ganengine/nn.h"
+
+namespace ge::nn {
+
+Tensor Sequential::forward(const Tensor& x, bool training) {
+  Tensor h = x;
+  for (auto& layer : layers_) h = layer->forward(h, training);
+  return h;
+}
+
+Tensor Sequential::backward(const Tensor& dy, bool want_param_grads, bool want_input_grad) {
+  Tensor g = dy;
+  for (size_t i = layers_.size(); i-- > 0;) g = layers_[i]->backward(g, want_param_grads, i > 0 || want_input_grad);
+  return g;
+}
+
+std::vector<Param*> Sequential::params() {
+  std::vector<Param*> out;
+  for (auto& kv : named_params()) out.push_back(kv.second);
+  return out;
+}
+
+std::vector<std::pair<std::string, Param*>> Sequential::named_params() {
+  std::vector<std::pair<std::string, Param*>> out;
+  for (size_t i = 0; i < layers_.size(); ++i)
+    for (Param* p : layers_[i]->params()) out.emplace_back("main." + std::to_string(i) + "." + p->name, p);
+  return out;
+}
+
+std::vector<std::pair<std::string, Buffer>> Sequential::named_buffers() {
+  std::vector<std::pair<std::string, Buffer>> out;
+  for (size_t i = 0; i < layers_.size(); ++i)
+    for (const Buffer& b : layers_[i]->buffers()) out.emplace_back("main." + std::to_string(i) + "." + b.name, b);
+  return out;
+}
+
+}  // namespace ge::nn

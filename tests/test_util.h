@@ -1,0 +1,44 @@
+// Shared helpers for the doctest suites.
+#pragma once
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ganengine/backend.h"
+#include "ganengine/tensor.h"
+
+namespace ge::test {
+
+// GPU cases call this first. With no usable GPU it prints the marker CTest turns into "skipped".
+#define GE_REQUIRE_GPU()                                                         \
+  do {                                                                           \
+    if (!::ge::cuda_available()) {                                               \
+      MESSAGE("GPU test skipped: no CUDA device present (or built without CUDA)"); \
+      return;                                                                    \
+    }                                                                            \
+  } while (0)
+
+// Fresh random values for every run unless GE_TEST_SEED is set; printed on failure.
+std::mt19937_64& rng();
+std::vector<double> random_values(int64_t n, double lo = -1.0, double hi = 1.0);
+Tensor random_tensor(const Shape& shape, DType dtype, Device device = Device::cpu(),
+                     MemoryFormat format = MemoryFormat::NCHW, double lo = -1.0, double hi = 1.0);
+
+// ||a - b|| / ||b|| over logical values; NaN anywhere gives +inf (never passes).
+double rel_error(const std::vector<double>& a, const std::vector<double>& b);
+double rel_error(const Tensor& a, const Tensor& b);
+double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b);
+
+// Fills a tensor with NaN (floating) or 0xAB bytes, so an element an op forgot to write fails.
+void poison(Tensor& t);
+
+// Tolerance relative to the tensor norm for results computed in dtype.
+double tolerance_for(DType t);
+
+std::string data_path(const std::string& name);  // tests/data/<name>
+
+}  // namespace ge::test

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the Debian packages ganengine builds and tests with, when they are missing.
+# The CUDA toolkit (nvcc, cuDNN, cuBLAS) is expected under /usr/local/cuda; without it the
+# engine still builds, CPU backend only.
+set -euo pipefail
+packages=(cmake make g++ pkg-config libcxxopts-dev libstb-dev doctest-dev zlib1g-dev python3 python3-venv)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "[install_deps] installing: ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The test command (README.md, .ci/run): builds everything, then runs the whole suite with
+# CTest. Without a GPU the GPU cases report "skipped"; tools/gpu_suite.sh runs them on one.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tools/build.sh
+ctest --test-dir build --output-on-failure -j"$(nproc)"
