@@ -5,6 +5,7 @@
 
 #include "ganengine/allocator.h"
 #include "ganengine/half_bits.h"
+#include "ganengine/round_from_double.h"
 
 namespace ge {
 
@@ -192,11 +193,10 @@ double load_as_double(const void* base, DType t, int64_t i) {
 
 void store_from_double(void* base, DType t, int64_t i, double v) {
   switch (t) {
-    // Half types round from float: a double->float->half chain can double-round, but every
-    // value we store was computed as (or is exactly representable as) a float.
+    // Half types round straight from double: going through float could round twice.
     case DType::F32: static_cast<float*>(base)[i] = static_cast<float>(v); return;
-    case DType::F16: static_cast<uint16_t*>(base)[i] = float_to_half_bits(static_cast<float>(v)); return;
-    case DType::BF16: static_cast<uint16_t*>(base)[i] = float_to_bf16_bits(static_cast<float>(v)); return;
+    case DType::F16: static_cast<uint16_t*>(base)[i] = double_to_half_bits(v); return;
+    case DType::BF16: static_cast<uint16_t*>(base)[i] = double_to_bf16_bits(v); return;
     case DType::U8: static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(v); return;
     case DType::I64: static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v); return;
     case DType::F64: static_cast<double*>(base)[i] = v; return;
