@@ -1,0 +1,149 @@
+// CPU reference for BatchNorm2d: per-channel statistics over (N, H, W), computed in double and
+// rounded once on store. The formulas are PyTorch's:
+//   training:  mean, var = batch mean and biased variance; invstd = 1 / sqrt(var + eps)
+//              y = (x - mean) * invstd * gamma + beta
+//              running = (1 - momentum) * running + momentum * stat, with the UNBIASED variance
+//   backward:  dbeta = sum dy, dgamma = sum dy * xhat,
+//              dx = gamma * invstd / M * (M * dy - dbeta - xhat * dgamma),   M = N*H*W
+// save_mean / save_invstd are f32 by contract; any floating dtype is accepted here so that the
+// f64 gradient checks keep full precision between the forward and the backward pass.
+#include <cmath>
+#include <initializer_list>
+#include <vector>
+
+#include "cpu_util.h"
+#include "ganengine/backend.h"
+
+namespace ge {
+namespace cpu {
+namespace {
+
+// Calls fn(i) for the logical index i (NCHW order) of every element of channel c of a
+// (N, C, H, W) tensor. Kernels address tensors through logical indices so that x, y, dy and dx
+// may each be in either memory format.
+template <class Fn>
+void for_each_in_channel(const Shape& s, int64_t c, const Fn& fn) {
+  const int64_t N = s[0], C = s[1], HW = s[2] * s[3];
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t i = (n * C + c) * HW; i < (n * C + c + 1) * HW; ++i) fn(i);
+}
+
+void check_activation(const Tensor& t, const char* what) {
+  require_cpu_floating(t, what);
+  GE_CHECK(t.rank() == 4, what, " must be 4-D (N,C,H,W), got ", t.str());
+}
+
+void check_per_channel(const Tensor& t, int64_t C, const char* what) {
+  require_cpu_floating(t, what);
+  GE_CHECK(t.numel() == C, what, " must hold one value per channel (", C, "), got ", t.str());
+}
+
+using TensorList = std::initializer_list<const Tensor*>;
+
+double at(const Tensor& t, int64_t i) { return load_as_double(t.data(), t.dtype(), i); }
+void put(Tensor& t, int64_t i, double v) { store_from_double(t.data(), t.dtype(), i, v); }
+
+}  // namespace
+
+void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                             Tensor& running_mean, Tensor& running_var, float momentum, float eps,
+                             Tensor& y, Tensor& save_mean, Tensor& save_invstd) {
+  check_activation(x, "batchnorm x");
+  check_activation(y, "batchnorm y");
+  require_same_shape(x, y, "x", "y");
+  const int64_t C = x.shape()[1], M = x.shape()[0] * x.shape()[2] * x.shape()[3];
+  for (const Tensor* t : TensorList{&gamma, &beta, &running_mean, &running_var, &save_mean, &save_invstd})
+    check_per_channel(*t, C, "batchnorm per-channel tensor");
+  GE_CHECK(M > 1, "batchnorm training needs more than one value per channel, got ", x.str());
+
+  parallel_for(C, [&](int64_t c) {
+    double sum = 0.0;
+    for_each_in_channel(x.shape(), c, [&](int64_t i) { sum += load_logical(x, i); });
+    const double mean = sum / static_cast<double>(M);
+    double sq = 0.0;  // two passes: no cancellation when the mean is large
+    for_each_in_channel(x.shape(), c, [&](int64_t i) {
+      const double d = load_logical(x, i) - mean;
+      sq += d * d;
+    });
+    const double var = sq / static_cast<double>(M);
+    const double invstd = 1.0 / std::sqrt(var + static_cast<double>(eps));
+
+    const double g = at(gamma, c), b = at(beta, c);
+    for_each_in_channel(x.shape(), c, [&](int64_t i) {
+      store_logical(y, i, (load_logical(x, i) - mean) * invstd * g + b);
+    });
+
+    put(save_mean, c, mean);
+    put(save_invstd, c, invstd);
+    // A non-finite batch (overflowed activations) must not poison the running statistics.
+    if (std::isfinite(mean) && std::isfinite(var)) {
+      const double m = momentum;
+      const double unbiased = var * static_cast<double>(M) / static_cast<double>(M - 1);
+      put(running_mean, c, (1.0 - m) * at(running_mean, c) + m * mean);
+      put(running_var, c, (1.0 - m) * at(running_var, c) + m * unbiased);
+    }
+  });
+}
+
+void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                            const Tensor& running_mean, const Tensor& running_var, float eps,
+                            Tensor& y) {
+  check_activation(x, "batchnorm x");
+  check_activation(y, "batchnorm y");
+  require_same_shape(x, y, "x", "y");
+  const int64_t C = x.shape()[1];
+  for (const Tensor* t : {&gamma, &beta, &running_mean, &running_var})
+    check_per_channel(*t, C, "batchnorm per-channel tensor");
+
+  // Element-wise in logical order, so x and y may differ in memory format.
+  const int64_t HW = x.shape()[2] * x.shape()[3];
+  parallel_for(x.shape()[0] * C, [&](int64_t nc) {
+    const int64_t c = nc % C;
+    const double invstd = 1.0 / std::sqrt(at(running_var, c) + static_cast<double>(eps));
+    const double mean = at(running_mean, c), g = at(gamma, c), b = at(beta, c);
+    for (int64_t i = nc * HW; i < (nc + 1) * HW; ++i)
+      store_logical(y, i, (load_logical(x, i) - mean) * invstd * g + b);
+  });
+}
+
+void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,
+                        const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
+  check_activation(x, "batchnorm x");
+  check_activation(dy, "batchnorm dy");
+  check_activation(dx, "batchnorm dx");
+  require_same_shape(x, dy, "x", "dy");
+  require_same_shape(x, dx, "x", "dx");
+  const int64_t C = x.shape()[1];
+  for (const Tensor* t : TensorList{&gamma, &save_mean, &save_invstd, &dgamma, &dbeta})
+    check_per_channel(*t, C, "batchnorm per-channel tensor");
+  GE_CHECK(dgamma.dtype() == gamma.dtype() && dbeta.dtype() == gamma.dtype(),
+           "batchnorm dgamma/dbeta must have gamma's dtype ", dtype_name(gamma.dtype()));
+
+  // dx may alias dy, so each channel reads all of its dy before writing any dx; channels are
+  // disjoint, so they run in parallel.
+  const double M = static_cast<double>(x.shape()[0] * x.shape()[2] * x.shape()[3]);
+  parallel_for(C, [&](int64_t c) {
+    const double mean = at(save_mean, c), invstd = at(save_invstd, c), g = at(gamma, c);
+    std::vector<double> xhat, grad;
+    double sum_dy = 0.0, sum_dy_xhat = 0.0;
+    for_each_in_channel(x.shape(), c, [&](int64_t i) {
+      const double xh = (load_logical(x, i) - mean) * invstd;
+      const double d = load_logical(dy, i);
+      xhat.push_back(xh);
+      grad.push_back(d);
+      sum_dy += d;
+      sum_dy_xhat += d * xh;
+    });
+    put(dbeta, c, sum_dy);
+    put(dgamma, c, sum_dy_xhat);
+    const double k = g * invstd / M;
+    size_t j = 0;
+    for_each_in_channel(x.shape(), c, [&](int64_t i) {
+      store_logical(dx, i, k * (M * grad[j] - sum_dy - xhat[j] * sum_dy_xhat));
+      ++j;
+    });
+  });
+}
+
+}  // namespace cpu
+}  // namespace ge
