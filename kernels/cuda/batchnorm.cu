@@ -1,0 +1,271 @@
+// BatchNorm2d on the GPU with our own kernels (not cuDNN's), for NCHW and NHWC activations in
+// f32/f16/bf16 with f32 or half parameters. All statistics are accumulated in fp32 through the
+// deterministic per-channel reduction of channel_reduce.cuh.
+//
+// Training forward:  Welford (count, mean, M2) partials -> per channel mean, biased variance
+//   (normalises), invstd = 1/sqrt(var + eps) (saved, f32), running stats updated with the
+//   unbiased variance unless the batch statistics are not finite -> y = (x - mean)*invstd*gamma + beta.
+// Eval forward:      the same normalisation with the running statistics.
+// Backward:          sums of dy and dy*(x - mean) per channel -> dbeta, dgamma, and
+//   dx = gamma*invstd * (dy - dbeta/M - (x - mean)*invstd^2 * sum(dy*(x-mean))/M),
+//   which is gamma*invstd/M * (M*dy - dbeta - xhat*dgamma) with M = N*H*W.
+#include "ganengine/backend.h"
+#include "channel_reduce.cuh"
+#include "cuda_util.cuh"
+
+namespace ge {
+namespace gpu {
+namespace {
+
+// ---- accumulators for the channel reduction
+
+// Welford's running mean and M2: stable even when the mean is large next to the spread.
+struct MeanVarAcc {
+  float n, mean, m2;
+  static constexpr int kFields = 3;
+  __device__ static MeanVarAcc zero() { return {0.f, 0.f, 0.f}; }
+  __device__ void add(float x) {
+    n += 1.f;
+    const float delta = x - mean;
+    mean += delta / n;
+    m2 += delta * (x - mean);
+  }
+  // Chan et al.'s pairwise combination.
+  __device__ void merge(const MeanVarAcc& o) {
+    if (o.n == 0.f) return;
+    if (n == 0.f) {
+      *this = o;
+      return;
+    }
+    const float total = n + o.n;
+    const float delta = o.mean - mean;
+    const float o_share = o.n / total;
+    mean += delta * o_share;
+    m2 += o.m2 + delta * delta * n * o_share;
+    n = total;
+  }
+  __device__ float get(int k) const { return k == 0 ? n : (k == 1 ? mean : m2); }
+  __device__ void set(int k, float v) { (k == 0 ? n : (k == 1 ? mean : m2)) = v; }
+};
+
+struct GradSumsAcc {
+  float sum_dy, sum_dy_xmu;
+  static constexpr int kFields = 2;
+  __device__ static GradSumsAcc zero() { return {0.f, 0.f}; }
+  __device__ void merge(const GradSumsAcc& o) {
+    sum_dy += o.sum_dy;
+    sum_dy_xmu += o.sum_dy_xmu;
+  }
+  __device__ float get(int k) const { return k == 0 ? sum_dy : sum_dy_xmu; }
+  __device__ void set(int k, float v) { (k == 0 ? sum_dy : sum_dy_xmu) = v; }
+};
+
+template <class T>
+struct StatsVisit {
+  const T* x;
+  __device__ void operator()(MeanVarAcc& acc, uint64_t i, uint32_t) const { acc.add(load_float(x + i)); }
+};
+
+template <class T>
+struct GradSumsVisit {
+  const T* x;
+  const T* dy;
+  const float* mean;
+  __device__ void operator()(GradSumsAcc& acc, uint64_t i, uint32_t c) const {
+    const float g = load_float(dy + i);
+    acc.sum_dy += g;
+    acc.sum_dy_xmu += g * (load_float(x + i) - __ldg(mean + c));
+  }
+};
+
+// ---- per-channel kernels (one thread per channel)
+
+// Merges the Welford partials, saves mean/invstd and updates the running statistics.
+template <class P>
+__global__ void finalize_stats_kernel(const float* partials, uint32_t splits, uint32_t C, float eps,
+                                      float momentum, float* save_mean, float* save_invstd,
+                                      P* running_mean, P* running_var) {
+  const uint32_t c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  const MeanVarAcc acc = merge_partials<MeanVarAcc>(partials, splits, C, c);
+  const float var = acc.m2 / acc.n;
+  save_mean[c] = acc.mean;
+  save_invstd[c] = 1.f / sqrtf(var + eps);
+  const float unbiased_var = acc.n > 1.f ? acc.m2 / (acc.n - 1.f) : var;
+  // A non-finite batch (an overflowed half step) must not poison the running statistics.
+  if (isfinite(acc.mean) && isfinite(unbiased_var)) {
+    store_float(running_mean + c, momentum * acc.mean + (1.f - momentum) * load_float(running_mean + c));
+    store_float(running_var + c, momentum * unbiased_var + (1.f - momentum) * load_float(running_var + c));
+  }
+}
+
+// Eval: mean and invstd from the running statistics, in the layout the normalise kernel reads.
+template <class P>
+__global__ void running_stats_kernel(const P* running_mean, const P* running_var, uint32_t C, float eps,
+                                     float* mean, float* invstd) {
+  const uint32_t c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  mean[c] = load_float(running_mean + c);
+  invstd[c] = 1.f / sqrtf(load_float(running_var + c) + eps);
+}
+
+// Backward: dbeta, dgamma, and the three per-channel coefficients of dx.
+// coef layout: [0] gamma*invstd, [1] mean of dy, [2] invstd^2 * mean of dy*(x - mean).
+template <class P>
+__global__ void finalize_grads_kernel(const float* partials, uint32_t splits, uint32_t C, uint32_t M,
+                                      const P* gamma, const float* save_invstd, P* dgamma, P* dbeta,
+                                      float* coef) {
+  const uint32_t c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  const GradSumsAcc sums = merge_partials<GradSumsAcc>(partials, splits, C, c);
+  const float invstd = save_invstd[c];
+  store_float(dbeta + c, sums.sum_dy);
+  store_float(dgamma + c, sums.sum_dy_xmu * invstd);
+  const float inv_m = 1.f / static_cast<float>(M);
+  coef[c] = load_float(gamma + c) * invstd;
+  coef[C + c] = sums.sum_dy * inv_m;
+  coef[2 * C + c] = invstd * invstd * sums.sum_dy_xmu * inv_m;
+}
+
+// ---- element-wise kernels over the whole activation
+
+template <class T, class P>
+__global__ void normalize_kernel(const T* x, T* y, const float* mean, const float* invstd, const P* gamma,
+                                 const P* beta, ChannelGeometry g, uint32_t n) {
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    const uint32_t c = channel_of(i, g);
+    const float v = (load_float(x + i) - __ldg(mean + c)) * __ldg(invstd + c) * load_float(gamma + c) +
+                    load_float(beta + c);
+    store_float(y + i, v);
+  }
+}
+
+template <class T>
+__global__ void batchnorm_dx_kernel(const T* x, const T* dy, T* dx, const float* mean, const float* coef,
+                                    ChannelGeometry g, uint32_t n) {
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    const uint32_t c = channel_of(i, g);
+    const float xmu = load_float(x + i) - __ldg(mean + c);
+    const float v = __ldg(coef + c) * (load_float(dy + i) - __ldg(coef + g.C + c) - xmu * __ldg(coef + 2 * g.C + c));
+    store_float(dx + i, v);
+  }
+}
+
+// ---- argument checks
+
+void check_activation_pair(const Tensor& a, const Tensor& b, const char* what) {
+  check_gpu_float(a, what);
+  GE_CHECK(a.shape() == b.shape() && a.dtype() == b.dtype() && a.format() == b.format() &&
+               a.device() == b.device(),
+           "batchnorm: ", what, " tensors must share shape, dtype, format and device: ", a.str(),
+           " vs ", b.str());
+}
+
+void check_channel_vector(const Tensor& t, int64_t C, DType dtype, const Tensor& x, const char* what) {
+  GE_CHECK(t.defined() && t.device() == x.device() && t.numel() == C && t.dtype() == dtype, "batchnorm: ",
+           what, " must be ", dtype_name(dtype), " (", C, ") on ", x.device().str(), ", is ",
+           t.defined() ? t.str() : std::string("undefined"));
+}
+
+void check_params(const Tensor& x, const Tensor& gamma, const std::vector<const Tensor*>& same_as_gamma) {
+  const DType p = gamma.dtype();
+  GE_CHECK(p == DType::F32 || p == x.dtype(), "batchnorm: parameters must be f32 or ", dtype_name(x.dtype()),
+           ", are ", gamma.str());
+  check_channel_vector(gamma, x.dim(1), p, x, "gamma");
+  for (const Tensor* t : same_as_gamma) check_channel_vector(*t, x.dim(1), p, x, "parameter/statistic");
+}
+
+constexpr int kPerChannelThreads = 128;
+
+}  // namespace
+
+void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                             Tensor& running_var, float momentum, float eps, Tensor& y, Tensor& save_mean,
+                             Tensor& save_invstd) {
+  check_activation_pair(x, y, "x/y");
+  check_params(x, gamma, {&beta, &running_mean, &running_var});
+  check_channel_vector(save_mean, x.dim(1), DType::F32, x, "save_mean");
+  check_channel_vector(save_invstd, x.dim(1), DType::F32, x, "save_invstd");
+  const ChannelGeometry g = channel_geometry(x);
+  GE_CHECK(g.M > 0 && g.C > 0, "batchnorm: empty input ", x.str());
+  cudaStream_t stream = stream_of(x);
+  const uint32_t splits = reduce_splits(g);
+  Tensor partials = Tensor::empty({int64_t{MeanVarAcc::kFields} * splits * g.C}, DType::F32, x.device());
+  const unsigned channel_blocks = static_cast<unsigned>(ceil_div(g.C, kPerChannelThreads));
+  const uint32_t n = static_cast<uint32_t>(x.numel());
+
+  GE_DISPATCH_FLOAT(x.dtype(), T, {
+    reduce_channels<MeanVarAcc>(StatsVisit<T>{x.data_as<T>()}, g, splits, partials.data_as<float>(), stream);
+    GE_DISPATCH_FLOAT(gamma.dtype(), P, {
+      finalize_stats_kernel<P><<<channel_blocks, kPerChannelThreads, 0, stream>>>(
+          partials.data_as<float>(), splits, g.C, eps, momentum, save_mean.data_as<float>(),
+          save_invstd.data_as<float>(), running_mean.data_as<P>(), running_var.data_as<P>());
+      CUDA_CHECK_LAUNCH();
+      normalize_kernel<T, P><<<grid_for(n), kThreads, 0, stream>>>(
+          x.data_as<T>(), y.data_as<T>(), save_mean.data_as<float>(), save_invstd.data_as<float>(),
+          gamma.data_as<P>(), beta.data_as<P>(), g, n);
+      CUDA_CHECK_LAUNCH();
+    });
+  });
+}
+
+void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
+                            const Tensor& running_var, float eps, Tensor& y) {
+  check_activation_pair(x, y, "x/y");
+  check_params(x, gamma, {&beta, &running_mean, &running_var});
+  const ChannelGeometry g = channel_geometry(x);
+  if (x.numel() == 0) return;
+  cudaStream_t stream = stream_of(x);
+  Tensor stats = Tensor::empty({2 * int64_t{g.C}}, DType::F32, x.device());  // mean, invstd
+  float* mean = stats.data_as<float>();
+  float* invstd = mean + g.C;
+  const unsigned channel_blocks = static_cast<unsigned>(ceil_div(g.C, kPerChannelThreads));
+  const uint32_t n = static_cast<uint32_t>(x.numel());
+
+  GE_DISPATCH_FLOAT(x.dtype(), T, {
+    GE_DISPATCH_FLOAT(gamma.dtype(), P, {
+      running_stats_kernel<P><<<channel_blocks, kPerChannelThreads, 0, stream>>>(
+          running_mean.data_as<P>(), running_var.data_as<P>(), g.C, eps, mean, invstd);
+      CUDA_CHECK_LAUNCH();
+      normalize_kernel<T, P><<<grid_for(n), kThreads, 0, stream>>>(
+          x.data_as<T>(), y.data_as<T>(), mean, invstd, gamma.data_as<P>(), beta.data_as<P>(), g, n);
+      CUDA_CHECK_LAUNCH();
+    });
+  });
+}
+
+void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,
+                        const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
+  check_activation_pair(x, dy, "x/dy");
+  check_activation_pair(x, dx, "x/dx");
+  check_params(x, gamma, {&dgamma, &dbeta});
+  check_channel_vector(save_mean, x.dim(1), DType::F32, x, "save_mean");
+  check_channel_vector(save_invstd, x.dim(1), DType::F32, x, "save_invstd");
+  const ChannelGeometry g = channel_geometry(x);
+  GE_CHECK(g.M > 0 && g.C > 0, "batchnorm: empty input ", x.str());
+  cudaStream_t stream = stream_of(x);
+  const uint32_t splits = reduce_splits(g);
+  Tensor partials = Tensor::empty({int64_t{GradSumsAcc::kFields} * splits * g.C}, DType::F32, x.device());
+  Tensor coef = Tensor::empty({3 * int64_t{g.C}}, DType::F32, x.device());
+  const unsigned channel_blocks = static_cast<unsigned>(ceil_div(g.C, kPerChannelThreads));
+  const uint32_t n = static_cast<uint32_t>(x.numel());
+  const float* mean = save_mean.data_as<float>();
+
+  GE_DISPATCH_FLOAT(x.dtype(), T, {
+    reduce_channels<GradSumsAcc>(GradSumsVisit<T>{x.data_as<T>(), dy.data_as<T>(), mean}, g, splits,
+                                 partials.data_as<float>(), stream);
+    GE_DISPATCH_FLOAT(gamma.dtype(), P, {
+      finalize_grads_kernel<P><<<channel_blocks, kPerChannelThreads, 0, stream>>>(
+          partials.data_as<float>(), splits, g.C, g.M, gamma.data_as<P>(), save_invstd.data_as<float>(),
+          dgamma.data_as<P>(), dbeta.data_as<P>(), coef.data_as<float>());
+      CUDA_CHECK_LAUNCH();
+    });
+    batchnorm_dx_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(x.data_as<T>(), dy.data_as<T>(),
+                                                                  dx.data_as<T>(), mean,
+                                                                  coef.data_as<float>(), g, n);
+    CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace gpu
+}  // namespace ge

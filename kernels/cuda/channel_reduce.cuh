@@ -1,0 +1,201 @@
+// Per-channel reductions over a 4-D activation, for BatchNorm's statistics and gradients.
+//
+// A channel's N*H*W elements are cut into `splits` contiguous ranges; block (tile, split)
+// reduces one range, each thread walking a fixed subset and the block merging threads in a
+// fixed tree, and writes one partial per channel. A one-thread-per-channel kernel then merges
+// the partials in split order. Every sum is therefore taken in the same order on every run:
+// the results are bitwise reproducible (no atomics), and the split count depends only on the
+// shape, never on the GPU.
+//
+// Both layouts read memory coalesced:
+//  - NCHW: a channel is N runs of H*W contiguous values; one block per (channel, split), the
+//    block's threads walk the range in order, so a warp reads consecutive addresses.
+//  - NHWC: channels are the fastest dimension; a block is 32 channels x 8 rows, a warp reads
+//    32 neighbouring channels of one pixel, and the 8 row-groups are merged at the end.
+//
+// An accumulator type Acc provides: zero(), merge(const Acc&), kFields, get(k), set(k, v).
+// A visitor provides: operator()(Acc&, uint64_t offset, uint32_t channel), adding one element.
+#pragma once
+#include <algorithm>
+
+#include "cuda_util.cuh"
+
+namespace ge {
+namespace gpu {
+
+// A 4-D activation as the per-channel kernels see it. 32-bit indices: checked by the caller.
+struct ChannelGeometry {
+  uint32_t C = 0;
+  uint32_t HW = 0;
+  uint32_t M = 0;  // elements per channel: N*H*W
+  bool nhwc = false;
+};
+
+inline ChannelGeometry channel_geometry(const Tensor& t) {
+  GE_CHECK(t.rank() == 4, "BatchNorm takes 4-D (N,C,H,W) tensors, got ", t.str());
+  GE_CHECK(t.numel() < (int64_t{1} << 31), "BatchNorm on the GPU takes under 2^31 elements, got ",
+           t.str());
+  ChannelGeometry g;
+  g.C = static_cast<uint32_t>(t.dim(1));
+  g.HW = static_cast<uint32_t>(t.dim(2) * t.dim(3));
+  g.M = static_cast<uint32_t>(t.dim(0) * t.dim(2) * t.dim(3));
+  g.nhwc = t.format() == MemoryFormat::NHWC;
+  return g;
+}
+
+constexpr int kReduceThreadsNchw = 256;
+constexpr int kTileChannels = 32;  // NHWC block: 32 channels ...
+constexpr int kTileRows = 8;       // ... by 8 rows
+
+// Number of ranges each channel is cut into: enough blocks to fill the GPU on big layers,
+// with each thread still summing a few dozen elements. A pure function of the shape.
+inline uint32_t reduce_splits(const ChannelGeometry& g) {
+  const int64_t target_blocks = 1024;
+  int64_t tiles = g.nhwc ? ceil_div(g.C, kTileChannels) : g.C;
+  int64_t per_split = g.nhwc ? kTileRows * 32 : kReduceThreadsNchw * 16;
+  int64_t splits = std::min(ceil_div(g.M, per_split), std::max<int64_t>(1, target_blocks / tiles));
+  return static_cast<uint32_t>(std::max<int64_t>(1, splits));
+}
+
+inline uint32_t split_length(const ChannelGeometry& g, uint32_t splits) {
+  return static_cast<uint32_t>(ceil_div(g.M, splits));
+}
+
+// partials layout: [Acc::kFields][splits][C]
+template <class Acc>
+__device__ __forceinline__ void store_partial(float* partials, const Acc& acc, uint32_t splits,
+                                              uint32_t split, uint32_t C, uint32_t c) {
+#pragma unroll
+  for (int k = 0; k < Acc::kFields; ++k) partials[(static_cast<size_t>(k) * splits + split) * C + c] = acc.get(k);
+}
+
+template <class Acc>
+__device__ __forceinline__ Acc load_partial(const float* partials, uint32_t splits, uint32_t split,
+                                            uint32_t C, uint32_t c) {
+  Acc acc = Acc::zero();
+#pragma unroll
+  for (int k = 0; k < Acc::kFields; ++k) acc.set(k, partials[(static_cast<size_t>(k) * splits + split) * C + c]);
+  return acc;
+}
+
+// Merges the partials of channel c in split order (used by the finalize kernels).
+template <class Acc>
+__device__ Acc merge_partials(const float* partials, uint32_t splits, uint32_t C, uint32_t c) {
+  Acc acc = Acc::zero();
+  for (uint32_t s = 0; s < splits; ++s) acc.merge(load_partial<Acc>(partials, splits, s, C, c));
+  return acc;
+}
+
+template <class Acc, class Visit>
+__global__ void __launch_bounds__(kReduceThreadsNchw)
+    reduce_channels_nchw_kernel(Visit visit, ChannelGeometry g, uint32_t splits, uint32_t length,
+                                float* partials) {
+  __shared__ float shared[Acc::kFields][kReduceThreadsNchw];
+  const uint32_t c = blockIdx.x, split = blockIdx.y, tid = threadIdx.x;
+  const uint32_t begin = split * length, end = min(g.M, begin + length);
+
+  Acc acc = Acc::zero();
+  uint32_t j = begin + tid;
+  if (j < end) {
+    // Walk j = n*HW + i in steps of blockDim without dividing in the loop.
+    uint32_t n = j / g.HW, i = j - n * g.HW;
+    const uint32_t step_n = kReduceThreadsNchw / g.HW, step_i = kReduceThreadsNchw % g.HW;
+    for (; j < end; j += kReduceThreadsNchw) {
+      visit(acc, (static_cast<uint64_t>(n) * g.C + c) * g.HW + i, c);
+      n += step_n;
+      i += step_i;
+      if (i >= g.HW) {
+        i -= g.HW;
+        ++n;
+      }
+    }
+  }
+
+#pragma unroll
+  for (int k = 0; k < Acc::kFields; ++k) shared[k][tid] = acc.get(k);
+  __syncthreads();
+  for (uint32_t half = kReduceThreadsNchw / 2; half > 0; half /= 2) {
+    if (tid < half) {
+      Acc a = Acc::zero(), b = Acc::zero();
+#pragma unroll
+      for (int k = 0; k < Acc::kFields; ++k) {
+        a.set(k, shared[k][tid]);
+        b.set(k, shared[k][tid + half]);
+      }
+      a.merge(b);
+#pragma unroll
+      for (int k = 0; k < Acc::kFields; ++k) shared[k][tid] = a.get(k);
+    }
+    __syncthreads();
+  }
+  if (tid == 0) {
+    Acc total = Acc::zero();
+#pragma unroll
+    for (int k = 0; k < Acc::kFields; ++k) total.set(k, shared[k][0]);
+    store_partial(partials, total, splits, split, g.C, c);
+  }
+}
+
+template <class Acc, class Visit>
+__global__ void __launch_bounds__(kTileChannels* kTileRows)
+    reduce_channels_nhwc_kernel(Visit visit, ChannelGeometry g, uint32_t splits, uint32_t length,
+                                float* partials) {
+  __shared__ float shared[Acc::kFields][kTileRows][kTileChannels];
+  const uint32_t tx = threadIdx.x, ty = threadIdx.y;
+  const uint32_t c = blockIdx.x * kTileChannels + tx, split = blockIdx.y;
+  const uint32_t begin = split * length, end = min(g.M, begin + length);
+
+  Acc acc = Acc::zero();
+  if (c < g.C)
+    for (uint32_t row = begin + ty; row < end; row += kTileRows)
+      visit(acc, static_cast<uint64_t>(row) * g.C + c, c);
+
+#pragma unroll
+  for (int k = 0; k < Acc::kFields; ++k) shared[k][ty][tx] = acc.get(k);
+  __syncthreads();
+  for (uint32_t half = kTileRows / 2; half > 0; half /= 2) {
+    if (ty < half) {
+      Acc a = Acc::zero(), b = Acc::zero();
+#pragma unroll
+      for (int k = 0; k < Acc::kFields; ++k) {
+        a.set(k, shared[k][ty][tx]);
+        b.set(k, shared[k][ty + half][tx]);
+      }
+      a.merge(b);
+#pragma unroll
+      for (int k = 0; k < Acc::kFields; ++k) shared[k][ty][tx] = a.get(k);
+    }
+    __syncthreads();
+  }
+  if (ty == 0 && c < g.C) {
+    Acc total = Acc::zero();
+#pragma unroll
+    for (int k = 0; k < Acc::kFields; ++k) total.set(k, shared[k][0][tx]);
+    store_partial(partials, total, splits, split, g.C, c);
+  }
+}
+
+// Launches the reduction for either layout; partials must hold Acc::kFields * splits * C floats.
+template <class Acc, class Visit>
+void reduce_channels(const Visit& visit, const ChannelGeometry& g, uint32_t splits, float* partials,
+                     cudaStream_t stream) {
+  const uint32_t length = split_length(g, splits);
+  if (g.nhwc) {
+    dim3 grid(static_cast<unsigned>(ceil_div(g.C, kTileChannels)), splits);
+    reduce_channels_nhwc_kernel<Acc, Visit>
+        <<<grid, dim3(kTileChannels, kTileRows), 0, stream>>>(visit, g, splits, length, partials);
+  } else {
+    dim3 grid(g.C, splits);
+    reduce_channels_nchw_kernel<Acc, Visit>
+        <<<grid, kReduceThreadsNchw, 0, stream>>>(visit, g, splits, length, partials);
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
+// Channel of the element at physical offset i (for element-wise kernels over the whole tensor).
+__device__ __forceinline__ uint32_t channel_of(uint32_t i, const ChannelGeometry& g) {
+  return g.nhwc ? i % g.C : (i / g.HW) % g.C;
+}
+
+}  // namespace gpu
+}  // namespace ge

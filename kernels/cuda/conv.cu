@@ -1,0 +1,268 @@
+// Convolutions on the GPU through cuDNN's legacy API: forward, backward-data and
+// backward-filter of a bias-free 2-D cross-correlation (dilation 1, groups 1). Transposed
+// convolutions need nothing more: ops.h maps each of their passes onto one of these.
+//
+// Precision: compute type is fp32 for every dtype. fp32 tensors run with CUDNN_FMA_MATH (no
+// TF32: results match an fp32 CPU reference) unless allow_tf32, which gives cuDNN
+// CUDNN_DEFAULT_MATH (TF32 Tensor Cores allowed on sm_80+). f16/bf16 run with
+// CUDNN_TENSOR_OP_MATH.
+//
+// Algorithms: the first call for a shape runs cudnnFind*AlgorithmEx (which times every
+// algorithm on the real buffers) and caches the fastest one that succeeded, fits the workspace
+// cap and respects the math rule above; later calls only look the plan up. The descriptors are
+// cached in the same plan. Find allocates and synchronises, so warm every shape up once before
+// capturing a CUDA graph.
+#include <algorithm>
+#include <array>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "ganengine/backend.h"
+#include "cuda_util.cuh"
+#include "cudnn_descriptors.h"
+
+namespace ge {
+namespace gpu {
+namespace {
+
+enum class ConvPass : int { Forward = 0, BackwardData = 1, BackwardFilter = 2 };
+
+const char* pass_name(ConvPass pass) {
+  switch (pass) {
+    case ConvPass::Forward: return "forward";
+    case ConvPass::BackwardData: return "backward-data";
+    default: return "backward-filter";
+  }
+}
+
+// Largest workspace an algorithm may ask for. Plenty on an H200, and bounded so that one
+// exotic algorithm cannot take memory the activations need.
+constexpr size_t kWorkspaceCap = size_t{256} << 20;
+
+cudnnMathType_t requested_math(DType t, bool allow_tf32) {
+  if (t != DType::F32) return CUDNN_TENSOR_OP_MATH;
+  return allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+}
+
+// Every pass is described with the tensors' forward-pass roles: x (N,C,H,W) the input,
+// w (K,C,R,S) the weight, y (N,K,P,Q) the output. Each pass computes one from the other two.
+void check_conv(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p, ConvPass pass) {
+  for (const Tensor* t : {&x, &w, &y}) {
+    check_gpu_float(*t, "convolution tensor");
+    GE_CHECK(t->rank() == 4, "conv2d ", pass_name(pass), ": tensors must be 4-D, got ", t->str());
+  }
+  GE_CHECK(x.dtype() == w.dtype() && x.dtype() == y.dtype(), "conv2d ", pass_name(pass),
+           ": tensors must share a dtype: x ", x.str(), ", w ", w.str(), ", y ", y.str());
+  GE_CHECK(x.device() == w.device() && x.device() == y.device(), "conv2d ", pass_name(pass),
+           ": tensors must be on one device: x ", x.str(), ", w ", w.str(), ", y ", y.str());
+  GE_CHECK(p.stride >= 1 && p.pad >= 0, "conv2d: stride must be >= 1 and pad >= 0, got stride ", p.stride,
+           " pad ", p.pad);
+  const int64_t H = x.dim(2), W = x.dim(3), R = w.dim(2), S = w.dim(3);
+  GE_CHECK(H + 2 * p.pad >= R && W + 2 * p.pad >= S, "conv2d: kernel ", R, "x", S,
+           " larger than the padded input ", x.str());
+  const int64_t P = (H + 2 * p.pad - R) / p.stride + 1, Q = (W + 2 * p.pad - S) / p.stride + 1;
+  GE_CHECK(x.dim(1) == w.dim(1) && y.dim(1) == w.dim(0) && y.dim(0) == x.dim(0) && y.dim(2) == P &&
+               y.dim(3) == Q,
+           "conv2d ", pass_name(pass), ": shapes do not fit: x ", x.str(), ", w ", w.str(), ", y ", y.str(),
+           " (stride ", p.stride, ", pad ", p.pad, " gives output ", x.dim(0), "x", w.dim(0), "x", P, "x", Q,
+           ")");
+}
+
+// ---- plan cache
+
+using ConvKey = std::array<int64_t, 16>;
+
+ConvKey make_key(ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p) {
+  const bool tf32 = x.dtype() == DType::F32 && p.allow_tf32;
+  return {x.device().index,  static_cast<int64_t>(pass),     static_cast<int64_t>(x.dtype()),
+          static_cast<int64_t>(x.format()), static_cast<int64_t>(w.format()), static_cast<int64_t>(y.format()),
+          x.dim(0),          x.dim(1),                       x.dim(2),
+          x.dim(3),          w.dim(0),                       w.dim(2),
+          w.dim(3),          p.stride,                       p.pad,
+          tf32};
+}
+
+struct ConvPlan {
+  ConvPlan(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p)
+      : x_desc(x), w_desc(w), y_desc(y), conv_desc(p.pad, p.stride, requested_math(x.dtype(), p.allow_tf32)) {}
+  TensorDescriptor x_desc;
+  FilterDescriptor w_desc;
+  TensorDescriptor y_desc;
+  ConvolutionDescriptor conv_desc;  // carries the chosen algorithm's math type after the search
+  int algo = 0;                     // a cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t
+  size_t workspace_bytes = 0;
+};
+
+std::mutex g_plans_mutex;
+std::map<ConvKey, std::unique_ptr<ConvPlan>> g_plans;  // nodes never move or go away
+
+// Index of the fastest usable result (cuDNN sorts them by time), or -1.
+// fp32 without TF32 accepts only FMA kernels, as PyTorch asserts for allow_tf32=False.
+template <class Perf>
+int pick_usable(const Perf* perf, int count, bool fma_only) {
+  for (int i = 0; i < count; ++i) {
+    if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+    if (perf[i].memory > kWorkspaceCap) continue;
+    if (fma_only && perf[i].mathType != CUDNN_FMA_MATH) continue;
+    return i;
+  }
+  return -1;
+}
+
+template <class Perf>
+void adopt(ConvPlan& plan, const Perf& perf) {
+  plan.algo = static_cast<int>(perf.algo);
+  plan.workspace_bytes = perf.memory;  // raised below to what cuDNN asks for at run time
+  // cuDNN decides Tensor Core use from algorithm + math type together: run with the math type
+  // the timing was taken with.
+  plan.conv_desc.set_math(perf.mathType);
+}
+
+// Times the algorithms on the real inputs; `out` is a buffer the pass may overwrite.
+// Falls back to cuDNN's heuristic list when no timed algorithm qualifies.
+void search_algorithm(ConvPlan& plan, ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& y,
+                      void* out, bool fma_only, CudaContext& ctx) {
+  void* ws = workspace(ctx, kWorkspaceCap);
+  int found = 0, index = -1;
+  switch (pass) {
+    case ConvPass::Forward: {
+      cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+      CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
+          ctx.cudnn, plan.x_desc.get(), x.data(), plan.w_desc.get(), w.data(), plan.conv_desc.get(),
+          plan.y_desc.get(), out, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf, ws, kWorkspaceCap));
+      index = pick_usable(perf, found, fma_only);
+      if (index < 0) {
+        CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
+            ctx.cudnn, plan.x_desc.get(), plan.w_desc.get(), plan.conv_desc.get(), plan.y_desc.get(),
+            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf));
+        index = pick_usable(perf, found, fma_only);
+      }
+      if (index >= 0) adopt(plan, perf[index]);
+      break;
+    }
+    case ConvPass::BackwardData: {
+      cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+      CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
+          ctx.cudnn, plan.w_desc.get(), w.data(), plan.y_desc.get(), y.data(), plan.conv_desc.get(),
+          plan.x_desc.get(), out, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, perf, ws, kWorkspaceCap));
+      index = pick_usable(perf, found, fma_only);
+      if (index < 0) {
+        CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+            ctx.cudnn, plan.w_desc.get(), plan.y_desc.get(), plan.conv_desc.get(), plan.x_desc.get(),
+            CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, perf));
+        index = pick_usable(perf, found, fma_only);
+      }
+      if (index >= 0) adopt(plan, perf[index]);
+      break;
+    }
+    case ConvPass::BackwardFilter: {
+      cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+      CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+          ctx.cudnn, plan.x_desc.get(), x.data(), plan.y_desc.get(), y.data(), plan.conv_desc.get(),
+          plan.w_desc.get(), out, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, perf, ws, kWorkspaceCap));
+      index = pick_usable(perf, found, fma_only);
+      if (index < 0) {
+        CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+            ctx.cudnn, plan.x_desc.get(), plan.y_desc.get(), plan.conv_desc.get(), plan.w_desc.get(),
+            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, perf));
+        index = pick_usable(perf, found, fma_only);
+      }
+      if (index >= 0) adopt(plan, perf[index]);
+      break;
+    }
+  }
+  GE_CHECK(index >= 0, "cuDNN has no usable ", pass_name(pass), " algorithm for x ", x.str(), ", w ", w.str(),
+           ", y ", y.str(), fma_only ? " without TF32" : "", " within a ", kWorkspaceCap >> 20,
+           " MiB workspace");
+
+  // The heuristic fallback only estimates memory: ask for the exact size of the chosen one.
+  size_t needed = 0;
+  switch (pass) {
+    case ConvPass::Forward:
+      CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
+          ctx.cudnn, plan.x_desc.get(), plan.w_desc.get(), plan.conv_desc.get(), plan.y_desc.get(),
+          static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo), &needed));
+      break;
+    case ConvPass::BackwardData:
+      CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
+          ctx.cudnn, plan.w_desc.get(), plan.y_desc.get(), plan.conv_desc.get(), plan.x_desc.get(),
+          static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo), &needed));
+      break;
+    case ConvPass::BackwardFilter:
+      CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
+          ctx.cudnn, plan.x_desc.get(), plan.y_desc.get(), plan.conv_desc.get(), plan.w_desc.get(),
+          static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo), &needed));
+      break;
+  }
+  plan.workspace_bytes = std::max(plan.workspace_bytes, needed);
+}
+
+// The cached plan for this convolution, searched on first use. beta != 0 means the output
+// holds values to accumulate into, so the search writes into a scratch copy instead.
+ConvPlan& plan_for(ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p,
+                   float beta, CudaContext& ctx) {
+  const ConvKey key = make_key(pass, x, w, y, p);
+  std::lock_guard<std::mutex> lock(g_plans_mutex);
+  auto it = g_plans.find(key);
+  if (it != g_plans.end()) return *it->second;
+
+  auto plan = std::make_unique<ConvPlan>(x, w, y, p);
+  const Tensor& output = pass == ConvPass::Forward ? y : (pass == ConvPass::BackwardData ? x : w);
+  Tensor scratch;
+  void* out = output.data();
+  if (beta != 0.f) {
+    scratch = Tensor::empty(output.shape(), output.dtype(), output.device(), output.format());
+    out = scratch.data();
+  }
+  const bool fma_only = x.dtype() == DType::F32 && !p.allow_tf32;
+  search_algorithm(*plan, pass, x, w, y, out, fma_only, ctx);
+  return *g_plans.emplace(key, std::move(plan)).first->second;
+}
+
+// output = alpha * pass(inputs) + beta * output, with alpha = 1.
+void run_conv(ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p,
+              float beta) {
+  check_conv(x, w, y, p, pass);
+  CudaContext& ctx = context(x.device().index);
+  ConvPlan& plan = plan_for(pass, x, w, y, p, beta, ctx);
+  void* ws = plan.workspace_bytes > 0 ? workspace(ctx, plan.workspace_bytes) : nullptr;
+  const float alpha = 1.f;
+  switch (pass) {
+    case ConvPass::Forward:
+      CUDNN_CHECK(cudnnConvolutionForward(ctx.cudnn, &alpha, plan.x_desc.get(), x.data(), plan.w_desc.get(),
+                                          w.data(), plan.conv_desc.get(),
+                                          static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo), ws,
+                                          plan.workspace_bytes, &beta, plan.y_desc.get(), y.data()));
+      break;
+    case ConvPass::BackwardData:
+      CUDNN_CHECK(cudnnConvolutionBackwardData(ctx.cudnn, &alpha, plan.w_desc.get(), w.data(),
+                                               plan.y_desc.get(), y.data(), plan.conv_desc.get(),
+                                               static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo), ws,
+                                               plan.workspace_bytes, &beta, plan.x_desc.get(), x.data()));
+      break;
+    case ConvPass::BackwardFilter:
+      CUDNN_CHECK(cudnnConvolutionBackwardFilter(ctx.cudnn, &alpha, plan.x_desc.get(), x.data(),
+                                                 plan.y_desc.get(), y.data(), plan.conv_desc.get(),
+                                                 static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo), ws,
+                                                 plan.workspace_bytes, &beta, plan.w_desc.get(), w.data()));
+      break;
+  }
+}
+
+}  // namespace
+
+void conv2d_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p) {
+  run_conv(ConvPass::Forward, x, w, y, p, 0.f);
+}
+
+void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p) {
+  run_conv(ConvPass::BackwardData, dx, w, dy, p, 0.f);
+}
+
+void conv2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw, const Conv2dParams& p, float beta) {
+  run_conv(ConvPass::BackwardFilter, x, dw, dy, p, beta);
+}
+
+}  // namespace gpu
+}  // namespace ge

@@ -1,0 +1,104 @@
+// Small helpers shared by the hand-written CUDA kernels: float <-> storage type conversions,
+// a switch from DType to a C++ type, launch-size arithmetic and argument checks.
+// Kernels compute in float and round once on store (ops.h's precision contract), so every
+// element access goes through load_float / store_float.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "ganengine/cuda_check.h"
+#include "ganengine/cuda_context.h"
+#include "ganengine/tensor.h"
+
+namespace ge {
+namespace gpu {
+
+// ---- element conversions (round to nearest even on store, like half_bits.h on the CPU)
+__device__ __forceinline__ float load_float(const float* p) { return *p; }
+__device__ __forceinline__ float load_float(const __half* p) { return __half2float(*p); }
+__device__ __forceinline__ float load_float(const __nv_bfloat16* p) { return __bfloat162float(*p); }
+
+__device__ __forceinline__ void store_float(float* p, float v) { *p = v; }
+__device__ __forceinline__ void store_float(__half* p, float v) { *p = __float2half_rn(v); }
+__device__ __forceinline__ void store_float(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+
+// Runtime dtype of a buffer, for kernels that serve several tensors of different types in one
+// launch (multi-tensor ops). The branch is uniform per tensor, so warps do not diverge.
+enum class ElemType : uint8_t { F32 = 0, F16 = 1, BF16 = 2 };
+
+__device__ __forceinline__ float load_float_dyn(const void* base, ElemType t, int64_t i) {
+  switch (t) {
+    case ElemType::F16: return __half2float(static_cast<const __half*>(base)[i]);
+    case ElemType::BF16: return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]);
+    default: return static_cast<const float*>(base)[i];
+  }
+}
+__device__ __forceinline__ void store_float_dyn(void* base, ElemType t, int64_t i, float v) {
+  switch (t) {
+    case ElemType::F16: static_cast<__half*>(base)[i] = __float2half_rn(v); break;
+    case ElemType::BF16: static_cast<__nv_bfloat16*>(base)[i] = __float2bfloat16_rn(v); break;
+    default: static_cast<float*>(base)[i] = v; break;
+  }
+}
+
+inline ElemType elem_type(DType t) {
+  switch (t) {
+    case DType::F32: return ElemType::F32;
+    case DType::F16: return ElemType::F16;
+    case DType::BF16: return ElemType::BF16;
+    default: fail("CUDA kernels take f32, f16 or bf16 tensors, got ", dtype_name(t));
+  }
+}
+
+// Runs the statement list with `scalar_t` bound to the C++ type of a floating DType.
+#define GE_DISPATCH_FLOAT(dtype, scalar_t, ...)                                         \
+  do {                                                                                  \
+    switch (dtype) {                                                                    \
+      case ::ge::DType::F32: { using scalar_t = float; __VA_ARGS__; break; }            \
+      case ::ge::DType::F16: { using scalar_t = __half; __VA_ARGS__; break; }           \
+      case ::ge::DType::BF16: { using scalar_t = __nv_bfloat16; __VA_ARGS__; break; }   \
+      default: ::ge::fail("CUDA kernels take f32, f16 or bf16 tensors, got ",           \
+                          ::ge::dtype_name(dtype));                                     \
+    }                                                                                   \
+  } while (0)
+
+// ---- launch sizes
+constexpr int kThreads = 256;
+
+// Blocks for a grid-stride loop over n elements: enough to fill the GPU, never more than
+// the work needs.
+inline unsigned grid_for(int64_t n, int threads = kThreads, int64_t max_blocks = 4096) {
+  int64_t blocks = (n + threads - 1) / threads;
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min(blocks, max_blocks)));
+}
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// ---- argument checks and the stream of a tensor's device
+inline void check_gpu_float(const Tensor& t, const char* what) {
+  GE_CHECK(t.defined(), what, " is undefined");
+  GE_CHECK(t.device().is_cuda(), what, " must be on a CUDA device, is ", t.str());
+  GE_CHECK(t.dtype() == DType::F32 || t.dtype() == DType::F16 || t.dtype() == DType::BF16, what,
+           " must be f32, f16 or bf16, is ", t.str());
+}
+
+// True when a 4-D tensor's memory order differs from its logical NCHW order.
+inline bool reorders_elements(const Tensor& t) {
+  return t.rank() == 4 && t.format() == MemoryFormat::NHWC && t.dim(1) != 1 && t.dim(2) * t.dim(3) != 1;
+}
+
+// Element-wise kernels index both buffers physically: that is right when the i-th stored
+// element of a is the i-th stored element of b in logical terms too.
+inline bool same_element_order(const Tensor& a, const Tensor& b) {
+  if (a.numel() != b.numel()) return false;
+  if (reorders_elements(a) != reorders_elements(b)) return false;
+  return !reorders_elements(a) || a.shape() == b.shape();
+}
+
+inline cudaStream_t stream_of(const Tensor& t) { return context(t.device().index).stream; }
+
+}  // namespace gpu
+}  // namespace ge

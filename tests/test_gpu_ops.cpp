@@ -1,0 +1,610 @@
+// The CUDA backend against the CPU reference: every op, in f32, f16 and bf16, NCHW and NHWC,
+// on fresh random inputs. Both backends read the same (already rounded) inputs; GPU outputs are
+// poisoned with NaN first, so an element the GPU forgot to write fails the comparison. Results
+// must agree within tolerance_for(dtype) relative to the reference's norm.
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "ganengine/half_bits.h"
+#include "test_util.h"
+
+namespace {
+
+using ge::Device;
+using ge::DType;
+using ge::MemoryFormat;
+using ge::Shape;
+using ge::Tensor;
+using ge::ops::Activation;
+using Values = std::vector<double>;
+
+constexpr DType kDTypes[] = {DType::F32, DType::F16, DType::BF16};
+constexpr MemoryFormat kFormats[] = {MemoryFormat::NCHW, MemoryFormat::NHWC};
+const Device kGpu = Device::cuda(0);
+const Device kCpu = Device::cpu();
+
+Tensor random_cpu(const Shape& s, DType dt, MemoryFormat f = MemoryFormat::NCHW, double lo = -1.0, double hi = 1.0) {
+  return ge::test::random_tensor(s, dt, kCpu, s.size() == 4 ? f : MemoryFormat::NCHW, lo, hi);
+}
+
+Tensor zeros_cpu(const Shape& s, DType dt, MemoryFormat f = MemoryFormat::NCHW) {
+  return Tensor::zeros(s, dt, kCpu, s.size() == 4 ? f : MemoryFormat::NCHW);
+}
+
+Tensor values_cpu(const Values& v, const Shape& s, DType dt = DType::F32) {
+  return Tensor::from_doubles(v, s, dt, kCpu);
+}
+
+Tensor gpu(const Tensor& cpu) { return cpu.to(kGpu); }
+
+// An output buffer on the GPU, shaped like the reference's, full of NaN.
+Tensor poisoned_gpu(const Tensor& like) {
+  Tensor t = Tensor::empty(like.shape(), like.dtype(), kGpu, like.format());
+  ge::test::poison(t);
+  return t;
+}
+
+void expect_close(const std::string& what, const Tensor& gpu_out, const Tensor& cpu_ref, double tol) {
+  const double err = ge::test::rel_error(gpu_out.to(kCpu), cpu_ref);
+  INFO(what, ": ", gpu_out.str(), " relative error ", err, " vs tolerance ", tol);
+  CHECK(err <= tol);
+}
+
+void expect_close(const std::string& what, const Tensor& gpu_out, const Tensor& cpu_ref) {
+  expect_close(what, gpu_out, cpu_ref, ge::test::tolerance_for(cpu_ref.dtype()));
+}
+
+void expect_identical(const std::string& what, const Tensor& gpu_out, const Tensor& cpu_ref) {
+  INFO(what, ": ", gpu_out.str());
+  CHECK(gpu_out.to(kCpu).to_doubles() == cpu_ref.to_doubles());
+}
+
+std::string tag(DType dt, MemoryFormat f) { return std::string(ge::dtype_name(dt)) + " " + ge::format_name(f); }
+
+// ---------------------------------------------------------------------------- convolution
+
+struct ConvCase {
+  int64_t n, c, h, w, k, r, s;
+  int stride, pad;
+};
+
+// Conv cases: DCGAN's first D layer (3->8 at 64x64, 4x4 stride 2 pad 1), an inner stride-2
+// layer, D's last layer (4x4 valid to 1x1), and odd shapes with a 3x3 and a non-square kernel.
+const ConvCase kConvCases[] = {
+    {3, 3, 64, 64, 8, 4, 4, 2, 1}, {2, 16, 8, 8, 32, 4, 4, 2, 1}, {3, 32, 4, 4, 1, 4, 4, 1, 0},
+    {2, 5, 9, 7, 6, 3, 3, 1, 1},   {1, 4, 6, 11, 3, 2, 3, 3, 1},
+};
+
+// Runs the three conv2d passes (and backward-filter accumulation) on both backends.
+void check_conv2d(const ConvCase& cc, DType dt, MemoryFormat f, bool allow_tf32 = false) {
+  const ge::Conv2dParams p{cc.stride, cc.pad, allow_tf32};
+  const int64_t P = ge::conv_out_size(cc.h, cc.r, cc.stride, cc.pad);
+  const int64_t Q = ge::conv_out_size(cc.w, cc.s, cc.stride, cc.pad);
+  const double tol = allow_tf32 ? 2e-3 : ge::test::tolerance_for(dt);
+  const Tensor x = random_cpu({cc.n, cc.c, cc.h, cc.w}, dt, f);
+  const Tensor w = random_cpu({cc.k, cc.c, cc.r, cc.s}, dt, f);
+  const Tensor dy = random_cpu({cc.n, cc.k, P, Q}, dt, f);
+
+  Tensor y = zeros_cpu(dy.shape(), dt, f);
+  ge::ops::conv2d_forward(x, w, y, p);
+  for (int run = 0; run < 2; ++run) {  // the second run takes the cached plan
+    CAPTURE(run);
+    Tensor yg = poisoned_gpu(y);
+    ge::ops::conv2d_forward(gpu(x), gpu(w), yg, p);
+    expect_close("conv2d_forward", yg, y, tol);
+  }
+
+  Tensor dx = zeros_cpu(x.shape(), dt, f);
+  ge::ops::conv2d_backward_data(dy, w, dx, p);
+  Tensor dxg = poisoned_gpu(dx);
+  ge::ops::conv2d_backward_data(gpu(dy), gpu(w), dxg, p);
+  expect_close("conv2d_backward_data", dxg, dx, tol);
+
+  Tensor dw = zeros_cpu(w.shape(), dt, f);
+  ge::ops::conv2d_backward_filter(x, dy, dw, p, 0.f);
+  Tensor dwg = poisoned_gpu(dw);
+  ge::ops::conv2d_backward_filter(gpu(x), gpu(dy), dwg, p, 0.f);
+  expect_close("conv2d_backward_filter beta=0", dwg, dw, tol);
+
+  // beta = 1: accumulate onto an existing gradient (the same starting values on both sides).
+  const Tensor dw0 = random_cpu(w.shape(), dt, f);
+  Tensor dw_acc = dw0.clone();
+  ge::ops::conv2d_backward_filter(x, dy, dw_acc, p, 1.f);
+  Tensor dwg_acc = gpu(dw0);
+  ge::ops::conv2d_backward_filter(gpu(x), gpu(dy), dwg_acc, p, 1.f);
+  expect_close("conv2d_backward_filter beta=1", dwg_acc, dw_acc, tol);
+}
+
+TEST_CASE("gpu ops: conv2d forward backward-data backward-filter (beta 0 and 1) match the CPU") {
+  GE_REQUIRE_GPU();
+  for (DType dt : kDTypes)
+    for (MemoryFormat f : kFormats)
+      for (const ConvCase& cc : kConvCases) {
+        CAPTURE(tag(dt, f));
+        CAPTURE(cc.n);
+        CAPTURE(cc.c);
+        CAPTURE(cc.h);
+        CAPTURE(cc.k);
+        CAPTURE(cc.r);
+        CAPTURE(cc.stride);
+        check_conv2d(cc, dt, f);
+      }
+}
+
+TEST_CASE("gpu ops: conv2d in f32 with allow_tf32 stays within TF32 accuracy") {
+  GE_REQUIRE_GPU();
+  for (MemoryFormat f : kFormats) {
+    CAPTURE(ge::format_name(f));
+    check_conv2d(kConvCases[1], DType::F32, f, /*allow_tf32=*/true);
+    check_conv2d(kConvCases[1], DType::F32, f, /*allow_tf32=*/false);  // a separate cached plan
+  }
+}
+
+struct ConvTransposeCase {
+  int64_t n, cin, h, w, cout, r, s;
+  int stride, pad;
+};
+
+// G's first layer (nz=100 -> 32 at 1x1 -> 4x4), an inner layer (16 -> 8, 8x8 -> 16x16), and an
+// odd one.
+const ConvTransposeCase kConvTransposeCases[] = {
+    {3, 100, 1, 1, 32, 4, 4, 1, 0}, {2, 16, 8, 8, 8, 4, 4, 2, 1}, {2, 5, 5, 3, 3, 3, 3, 2, 1}};
+
+TEST_CASE("gpu ops: conv_transpose2d passes (DCGAN generator shapes) match the CPU") {
+  GE_REQUIRE_GPU();
+  for (DType dt : kDTypes)
+    for (MemoryFormat f : kFormats)
+      for (const ConvTransposeCase& cc : kConvTransposeCases) {
+        CAPTURE(tag(dt, f));
+        CAPTURE(cc.cin);
+        CAPTURE(cc.h);
+        CAPTURE(cc.cout);
+        const ge::Conv2dParams p{cc.stride, cc.pad};
+        const int64_t Ho = ge::conv_transpose_out_size(cc.h, cc.r, cc.stride, cc.pad);
+        const int64_t Wo = ge::conv_transpose_out_size(cc.w, cc.s, cc.stride, cc.pad);
+        const Tensor x = random_cpu({cc.n, cc.cin, cc.h, cc.w}, dt, f);
+        const Tensor w = random_cpu({cc.cin, cc.cout, cc.r, cc.s}, dt, f);
+        const Tensor dy = random_cpu({cc.n, cc.cout, Ho, Wo}, dt, f);
+
+        Tensor y = zeros_cpu(dy.shape(), dt, f);
+        ge::ops::conv_transpose2d_forward(x, w, y, p);
+        Tensor yg = poisoned_gpu(y);
+        ge::ops::conv_transpose2d_forward(gpu(x), gpu(w), yg, p);
+        expect_close("conv_transpose2d_forward", yg, y);
+
+        Tensor dx = zeros_cpu(x.shape(), dt, f);
+        ge::ops::conv_transpose2d_backward_data(dy, w, dx, p);
+        Tensor dxg = poisoned_gpu(dx);
+        ge::ops::conv_transpose2d_backward_data(gpu(dy), gpu(w), dxg, p);
+        expect_close("conv_transpose2d_backward_data", dxg, dx);
+
+        Tensor dw = zeros_cpu(w.shape(), dt, f);
+        ge::ops::conv_transpose2d_backward_filter(x, dy, dw, p, 0.f);
+        Tensor dwg = poisoned_gpu(dw);
+        ge::ops::conv_transpose2d_backward_filter(gpu(x), gpu(dy), dwg, p, 0.f);
+        expect_close("conv_transpose2d_backward_filter beta=0", dwg, dw);
+
+        const Tensor dw0 = random_cpu(w.shape(), dt, f);
+        Tensor dw_acc = dw0.clone();
+        ge::ops::conv_transpose2d_backward_filter(x, dy, dw_acc, p, 1.f);
+        Tensor dwg_acc = gpu(dw0);
+        ge::ops::conv_transpose2d_backward_filter(gpu(x), gpu(dy), dwg_acc, p, 1.f);
+        expect_close("conv_transpose2d_backward_filter beta=1", dwg_acc, dw_acc);
+      }
+}
+
+// ------------------------------------------------------------------------------ batchnorm
+
+// (5,16,8,8) is the brief's case; (3,7,5,3) has odd sizes; (16,8,32,32) is big enough to be
+// cut into several partial sums per channel; (64,40,4,4) has more channels than one NHWC tile.
+const Shape kBatchNormShapes[] = {{5, 16, 8, 8}, {3, 7, 5, 3}, {16, 8, 32, 32}, {64, 40, 4, 4}};
+
+TEST_CASE("gpu ops: batchnorm training/eval forward and backward match the CPU") {
+  GE_REQUIRE_GPU();
+  for (DType dt : kDTypes)
+    for (MemoryFormat f : kFormats)
+      for (const Shape& s : kBatchNormShapes)
+        for (DType pdt : dt == DType::F32 ? std::vector<DType>{DType::F32}
+                                          : std::vector<DType>{DType::F32, dt}) {  // O1/O2 or O3 params
+          CAPTURE(tag(dt, f));
+          CAPTURE(ge::dtype_name(pdt));
+          CAPTURE(ge::shape_str(s));
+          const Shape cs{s[1]};
+          // An offset mean checks that the variance does not cancel.
+          const Tensor x = random_cpu(s, dt, f, -1.0, 3.0);
+          const Tensor gamma = random_cpu(cs, pdt, f, 0.5, 1.5);
+          const Tensor beta = random_cpu(cs, pdt, f);
+          const Tensor rm0 = random_cpu(cs, pdt, f);
+          const Tensor rv0 = random_cpu(cs, pdt, f, 0.5, 2.0);
+          const float momentum = 0.1f, eps = 1e-5f;
+
+          // training forward
+          Tensor rm = rm0.clone(), rv = rv0.clone();
+          Tensor y = zeros_cpu(s, dt, f), mean = zeros_cpu(cs, DType::F32), invstd = zeros_cpu(cs, DType::F32);
+          ge::ops::batchnorm_forward_train(x, gamma, beta, rm, rv, momentum, eps, y, mean, invstd);
+          Tensor rmg = gpu(rm0), rvg = gpu(rv0);
+          Tensor yg = poisoned_gpu(y), meang = poisoned_gpu(mean), invstdg = poisoned_gpu(invstd);
+          ge::ops::batchnorm_forward_train(gpu(x), gpu(gamma), gpu(beta), rmg, rvg, momentum, eps, yg, meang,
+                                           invstdg);
+          expect_close("bn train y", yg, y);
+          expect_close("bn save_mean", meang, mean, 1e-5);
+          expect_close("bn save_invstd", invstdg, invstd, 1e-5);
+          expect_close("bn running_mean", rmg, rm);
+          expect_close("bn running_var", rvg, rv);
+
+          // eval forward with the updated running statistics
+          Tensor ye = zeros_cpu(s, dt, f);
+          ge::ops::batchnorm_forward_eval(x, gamma, beta, rm, rv, eps, ye);
+          Tensor yeg = poisoned_gpu(ye);
+          ge::ops::batchnorm_forward_eval(gpu(x), gpu(gamma), gpu(beta), gpu(rm), gpu(rv), eps, yeg);
+          expect_close("bn eval y", yeg, ye);
+
+          // backward from the reference's saved statistics
+          const Tensor dy = random_cpu(s, dt, f);
+          Tensor dx = zeros_cpu(s, dt, f), dgamma = zeros_cpu(cs, pdt), dbeta = zeros_cpu(cs, pdt);
+          ge::ops::batchnorm_backward(x, dy, gamma, mean, invstd, dx, dgamma, dbeta);
+          Tensor dxg = poisoned_gpu(dx), dgammag = poisoned_gpu(dgamma), dbetag = poisoned_gpu(dbeta);
+          ge::ops::batchnorm_backward(gpu(x), gpu(dy), gpu(gamma), gpu(mean), gpu(invstd), dxg, dgammag, dbetag);
+          // dx cancels (dy minus its mean minus its projection on xhat): allow twice the rounding.
+          expect_close("bn dx", dxg, dx, 2 * ge::test::tolerance_for(dt));
+          expect_close("bn dgamma", dgammag, dgamma);
+          expect_close("bn dbeta", dbetag, dbeta);
+
+          // dx written over dy (in place), as a fused backward may do
+          Tensor dyg = gpu(dy);
+          ge::ops::batchnorm_backward(gpu(x), dyg, gpu(gamma), gpu(mean), gpu(invstd), dyg, dgammag, dbetag);
+          expect_close("bn dx in place", dyg, dx, 2 * ge::test::tolerance_for(dt));
+        }
+}
+
+TEST_CASE("gpu ops: batchnorm running statistics skip a channel whose batch is not finite") {
+  GE_REQUIRE_GPU();
+  for (DType dt : kDTypes)
+    for (MemoryFormat f : kFormats) {
+      CAPTURE(tag(dt, f));
+      const Shape s{4, 3, 5, 5}, cs{3};
+      Values xv = random_cpu(s, DType::F32).to_doubles();
+      xv[1 * 25 + 7] = std::numeric_limits<double>::infinity();  // sample 0, channel 1
+      const Tensor x = Tensor::from_doubles(xv, s, dt, kCpu, f);
+      const Tensor gamma = random_cpu(cs, DType::F32, f, 0.5, 1.5), beta = random_cpu(cs, DType::F32);
+      const Tensor rm0 = values_cpu({0.1, 0.2, 0.3}, cs), rv0 = values_cpu({1.0, 2.0, 3.0}, cs);
+      Tensor rm = rm0.clone(), rv = rv0.clone();
+      Tensor y = zeros_cpu(s, dt, f), mean = zeros_cpu(cs, DType::F32), invstd = zeros_cpu(cs, DType::F32);
+      ge::ops::batchnorm_forward_train(x, gamma, beta, rm, rv, 0.1f, 1e-5f, y, mean, invstd);
+      Tensor rmg = gpu(rm0), rvg = gpu(rv0);
+      Tensor yg = poisoned_gpu(y), meang = poisoned_gpu(mean), invstdg = poisoned_gpu(invstd);
+      ge::ops::batchnorm_forward_train(gpu(x), gpu(gamma), gpu(beta), rmg, rvg, 0.1f, 1e-5f, yg, meang, invstdg);
+      const Values rmv = rmg.to(kCpu).to_doubles(), rvv = rvg.to(kCpu).to_doubles();
+      CHECK(rmv[1] == static_cast<double>(0.2f));  // untouched
+      CHECK(rvv[1] == 2.0);
+      CHECK(rmv[0] != static_cast<double>(0.1f));  // the finite channels did update
+      expect_close("running_mean", rmg, rm);
+      expect_close("running_var", rvg, rv);
+    }
+}
+
+// ----------------------------------------------------------------------------- activations
+
+TEST_CASE("gpu ops: ReLU LeakyReLU Tanh forward and backward (from the output) match the CPU") {
+  GE_REQUIRE_GPU();
+  const Shape shapes[] = {{3, 8, 16, 16}, {5, 3, 7, 9}};
+  for (Activation a : {Activation::ReLU, Activation::LeakyReLU, Activation::Tanh})
+    for (DType dt : kDTypes)
+      for (MemoryFormat f : kFormats)
+        for (const Shape& s : shapes) {
+          CAPTURE(ge::ops::activation_name(a));
+          CAPTURE(tag(dt, f));
+          CAPTURE(ge::shape_str(s));
+          const Tensor x = random_cpu(s, dt, f, -3.0, 3.0);
+          Tensor y = zeros_cpu(s, dt, f);
+          ge::ops::activation_forward(a, x, y, 0.2f);
+          Tensor yg = poisoned_gpu(y);
+          ge::ops::activation_forward(a, gpu(x), yg, 0.2f);
+          expect_close("forward", yg, y);
+          Tensor xg = gpu(x);  // in place, as ReLU(True)
+          ge::ops::activation_forward(a, xg, xg, 0.2f);
+          expect_close("forward in place", xg, y);
+
+          const Tensor dy = random_cpu(s, dt, f);
+          Tensor dx = zeros_cpu(s, dt, f);
+          ge::ops::activation_backward(a, y, dy, dx, 0.2f);
+          Tensor dxg = poisoned_gpu(dx);
+          ge::ops::activation_backward(a, gpu(y), gpu(dy), dxg, 0.2f);
+          expect_close("backward", dxg, dx);
+          Tensor dyg = gpu(dy);
+          ge::ops::activation_backward(a, gpu(y), dyg, dyg, 0.2f);
+          expect_close("backward in place", dyg, dx);
+        }
+}
+
+TEST_CASE("gpu ops: ReLU and LeakyReLU propagate NaN like the CPU") {
+  GE_REQUIRE_GPU();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const Tensor x = values_cpu({-1.0, nan, 2.0}, {3});
+  for (Activation a : {Activation::ReLU, Activation::LeakyReLU}) {
+    CAPTURE(ge::ops::activation_name(a));
+    Tensor yg = poisoned_gpu(x);
+    ge::ops::activation_forward(a, gpu(x), yg, 0.2f);
+    const Values y = yg.to(kCpu).to_doubles();
+    CHECK(y[0] == doctest::Approx(a == Activation::ReLU ? 0.0 : -0.2));
+    CHECK(std::isnan(y[1]));
+    CHECK(y[2] == 2.0);
+  }
+}
+
+// ------------------------------------------------------------------------------------ BCE
+
+TEST_CASE("gpu ops: BCE with logits forward (loss mean sigmoid) and scaled backward match the CPU") {
+  GE_REQUIRE_GPU();
+  for (int64_t n : {int64_t{1}, int64_t{5}, int64_t{64}, int64_t{1000}, int64_t{5000}})
+    for (DType dt : kDTypes)
+      for (float target : {1.f, 0.f})
+        for (double range : {4.0, 100.0}) {  // 100: exp would overflow in a naive formula
+          CAPTURE(n);
+          CAPTURE(ge::dtype_name(dt));
+          CAPTURE(target);
+          CAPTURE(range);
+          const Shape s = n % 2 ? Shape{n, 1, 1, 1} : Shape{n};
+          const Tensor logits = random_cpu(s, dt, MemoryFormat::NCHW, -range, range);
+
+          Tensor loss = zeros_cpu({1}, DType::F32), prob = zeros_cpu({1}, DType::F32);
+          ge::ops::bce_with_logits_forward(logits, target, loss, prob);
+          Tensor lossg = poisoned_gpu(loss), probg = poisoned_gpu(prob);
+          ge::ops::bce_with_logits_forward(gpu(logits), target, lossg, probg);
+          expect_close("loss", lossg, loss, 1e-6);
+          expect_close("mean sigmoid", probg, prob, 1e-6);
+          Tensor no_prob;
+          Tensor lossg2 = poisoned_gpu(loss);
+          ge::ops::bce_with_logits_forward(gpu(logits), target, lossg2, no_prob);
+          expect_identical("loss without mean sigmoid", lossg2, lossg.to(kCpu));
+
+          // 65536 * |sigmoid - t| would overflow f16 (max 65504) once |x| is large: a real
+          // overflow, the scaler's business, but inf - inf cannot be compared.
+          for (double scale : {1.0, range < 10 ? 65536.0 : 1024.0}) {
+            CAPTURE(scale);
+            const Tensor scale_t = values_cpu({scale}, {1});
+            Tensor d = zeros_cpu(s, dt);
+            ge::ops::bce_with_logits_backward(logits, target, scale_t, d);
+            Tensor dg = poisoned_gpu(d);
+            ge::ops::bce_with_logits_backward(gpu(logits), target, gpu(scale_t), dg);
+            expect_close("dlogits", dg, d);
+          }
+        }
+}
+
+// ------------------------------------------------------------------------------------- AMP
+
+struct GradList {
+  std::vector<Tensor> src, dst0;
+};
+
+// Grads of mixed dtypes and sizes: one spanning several chunks, tiny ones, an NHWC conv grad,
+// and enough tensors (55) to need more than one multi-tensor launch.
+GradList make_grad_list(double scale) {
+  GradList g;
+  const Shape big{40000}, conv{8, 3, 4, 4};
+  int k = 0;
+  for (const Shape& s : {big, conv, Shape{1}, Shape{7}}) {
+    for (DType dt : kDTypes) {
+      g.src.push_back(random_cpu(s, dt, (k++ % 2) ? MemoryFormat::NHWC : MemoryFormat::NCHW, -scale, scale));
+      g.dst0.push_back(random_cpu(s, DType::F32, g.src.back().format()));
+    }
+  }
+  while (g.src.size() < 55) {
+    g.src.push_back(random_cpu({int64_t(1 + g.src.size())}, DType::F16, MemoryFormat::NCHW, -scale, scale));
+    g.dst0.push_back(random_cpu(g.src.back().shape(), DType::F32));
+  }
+  return g;
+}
+
+std::vector<Tensor> clones(const std::vector<Tensor>& v, Device d) {
+  std::vector<Tensor> out;
+  for (const Tensor& t : v) out.push_back(t.to(d));
+  return out;
+}
+
+TEST_CASE("gpu ops: unscale_grads over many tensors matches the CPU - found_inf stays 0 when clean") {
+  GE_REQUIRE_GPU();
+  const double scale = 1024.0;
+  const GradList g = make_grad_list(scale);
+  const Tensor scale_t = values_cpu({scale}, {1});
+  for (bool accumulate : {false, true}) {
+    CAPTURE(accumulate);
+    std::vector<Tensor> dst = clones(g.dst0, kCpu);
+    Tensor found = zeros_cpu({1}, DType::F32);
+    ge::ops::unscale_grads(g.src, dst, scale_t, found, accumulate);
+
+    std::vector<Tensor> dstg = clones(g.dst0, kGpu);
+    if (!accumulate)
+      for (Tensor& t : dstg) ge::test::poison(t);
+    Tensor foundg = gpu(zeros_cpu({1}, DType::F32));
+    ge::ops::unscale_grads(clones(g.src, kGpu), dstg, gpu(scale_t), foundg, accumulate);
+    for (size_t i = 0; i < dst.size(); ++i) {
+      CAPTURE(i);
+      expect_close("unscaled grad", dstg[i], dst[i], 1e-6);
+    }
+    CHECK(found.item() == 0.0);
+    CHECK(foundg.item() == 0.0);
+  }
+}
+
+TEST_CASE("gpu ops: unscale_grads raises found_inf on inf or NaN and never clears it") {
+  GE_REQUIRE_GPU();
+  const Tensor scale_t = gpu(values_cpu({65536.0}, {1}));
+  for (double bad : {std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
+                     std::numeric_limits<double>::quiet_NaN()})
+    for (DType dt : kDTypes) {
+      CAPTURE(bad);
+      CAPTURE(ge::dtype_name(dt));
+      GradList g = make_grad_list(1.0);
+      // The bad value sits deep inside the big tensor (not in its first chunk) of this dtype.
+      const size_t victim = dt == DType::F32 ? 0 : (dt == DType::F16 ? 1 : 2);
+      Values v = g.src[victim].to_doubles();
+      v[33333] = bad;
+      g.src[victim] = Tensor::from_doubles(v, g.src[victim].shape(), dt, kCpu, g.src[victim].format());
+
+      std::vector<Tensor> dstg = clones(g.dst0, kGpu);
+      Tensor foundg = gpu(zeros_cpu({1}, DType::F32));
+      ge::ops::unscale_grads(clones(g.src, kGpu), dstg, scale_t, foundg, false);
+      CHECK(foundg.item() == 1.0);
+      // The other tensors are still unscaled correctly.
+      std::vector<Tensor> dst = clones(g.dst0, kCpu);
+      Tensor found = zeros_cpu({1}, DType::F32);
+      ge::ops::unscale_grads(g.src, dst, scale_t.to(kCpu), found, false);
+      for (size_t i = 0; i < dst.size(); ++i)
+        if (i != victim) expect_close("unscaled grad", dstg[i], dst[i], 1e-6);
+
+      // A later clean call (another loss of the same step) leaves the flag set.
+      GradList clean = make_grad_list(1.0);
+      std::vector<Tensor> dst2 = clones(clean.dst0, kGpu);
+      ge::ops::unscale_grads(clones(clean.src, kGpu), dst2, scale_t, foundg, true);
+      CHECK(foundg.item() == 1.0);
+    }
+}
+
+TEST_CASE("gpu ops: scale_inplace matches the CPU in every dtype") {
+  GE_REQUIRE_GPU();
+  for (DType dt : kDTypes)
+    for (MemoryFormat f : kFormats) {
+      CAPTURE(tag(dt, f));
+      const Tensor t = random_cpu({3, 5, 7, 9}, dt, f);
+      for (float factor : {0.5f, 1.f / 3.f, 65536.f}) {
+        CAPTURE(factor);
+        Tensor c = t.clone();
+        ge::ops::scale_inplace(c, factor);
+        Tensor g = gpu(t);
+        ge::ops::scale_inplace(g, factor);
+        expect_identical("scale_inplace", g, c);
+      }
+    }
+}
+
+TEST_CASE("gpu ops: loss_scaler_update follows the CPU over overflow/clean sequences") {
+  GE_REQUIRE_GPU();
+  ge::ops::ScalerConfig quick;
+  quick.growth_interval = 3;
+  ge::ops::ScalerConfig fixed;
+  fixed.dynamic = false;
+  ge::ops::ScalerConfig apex;  // 2000 clean steps, 2^24 ceiling, 2^-16 floor
+
+  struct Sequence {
+    const char* name;
+    ge::ops::ScalerConfig cfg;
+    Values start;
+    std::vector<int> overflows;
+  };
+  const std::vector<Sequence> sequences{
+      {"growth and back-off", quick, {65536, 0}, {0, 0, 0, 0, 1, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0}},
+      {"ceiling", quick, {16777216, 0}, {0, 0, 0, 0, 0, 0, 1, 0, 0, 0}},
+      {"floor", quick, {1.52587890625e-05 * 2, 2}, {1, 1, 1, 0, 1}},
+      {"static", fixed, {128, 5}, {1, 0, 0, 0, 1}},
+      {"apex defaults", apex, {65536, 1998}, {0, 0, 0, 1, 0}},
+  };
+  for (const Sequence& seq : sequences) {
+    CAPTURE(seq.name);
+    Tensor state = values_cpu(seq.start, {2});
+    Tensor stateg = gpu(state);
+    for (size_t k = 0; k < seq.overflows.size(); ++k) {
+      CAPTURE(k);
+      const Tensor found = values_cpu({double(seq.overflows[k])}, {1});
+      ge::ops::loss_scaler_update(state, found, seq.cfg);
+      ge::ops::loss_scaler_update(stateg, gpu(found), seq.cfg);
+      expect_identical("scaler state", stateg, state);
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------ Adam
+
+struct AdamState {
+  std::vector<Tensor> params, m, v, copies;
+  Tensor step;
+};
+
+AdamState to_device(const AdamState& s, Device d) {
+  return {clones(s.params, d), clones(s.m, d), clones(s.v, d), clones(s.copies, d), s.step.to(d)};
+}
+
+void expect_adam_close(const AdamState& g, const AdamState& c) {
+  for (size_t i = 0; i < c.params.size(); ++i) {
+    CAPTURE(i);
+    expect_close("param", g.params[i], c.params[i]);
+    expect_close("exp_avg", g.m[i], c.m[i]);
+    expect_close("exp_avg_sq", g.v[i], c.v[i]);
+    if (!c.copies.empty()) expect_close("half copy", g.copies[i], c.copies[i]);
+  }
+  expect_identical("step", g.step, c.step);
+}
+
+// Parameters of DCGAN-like shapes (conv weights in both layouts, BN vectors), one spanning
+// several chunks, and 40 in all so that one step needs two multi-tensor launches.
+AdamState make_adam_state(DType half_dt, bool with_copies) {
+  AdamState s;
+  std::vector<Shape> shapes{{8, 3, 4, 4}, {16, 8, 4, 4}, {16}, {16}, {50000}, {1, 16, 4, 4}};
+  while (shapes.size() < 40) shapes.push_back({int64_t(3 + shapes.size())});
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const MemoryFormat f = i % 2 ? MemoryFormat::NHWC : MemoryFormat::NCHW;
+    s.params.push_back(random_cpu(shapes[i], DType::F32, f));
+    s.m.push_back(random_cpu(shapes[i], DType::F32, f, -0.01, 0.01));
+    s.v.push_back(random_cpu(shapes[i], DType::F32, f, 0.0, 1e-4));
+    if (with_copies) {
+      // One copy is laid out differently from its master (NCHW copy of an NHWC conv weight).
+      const bool relaid = i == 1;
+      s.copies.push_back(zeros_cpu(shapes[i], half_dt, relaid ? MemoryFormat::NCHW : f));
+    }
+  }
+  s.step = values_cpu({0.0}, {1});
+  return s;
+}
+
+TEST_CASE("gpu ops: Adam over three steps with and without skip and half copies matches the CPU") {
+  GE_REQUIRE_GPU();
+  ge::ops::AdamConfig cfg;
+  cfg.lr = 1e-3f;
+  for (DType half_dt : {DType::F16, DType::BF16})
+    for (bool with_copies : {false, true})
+      for (int skip_at : {-1, 1}) {  // -1: no step skipped; 1: the second step overflowed
+        CAPTURE(ge::dtype_name(half_dt));
+        CAPTURE(with_copies);
+        CAPTURE(skip_at);
+        AdamState cpu_state = make_adam_state(half_dt, with_copies);
+        AdamState gpu_state = to_device(cpu_state, kGpu);
+        for (int t = 0; t < 3; ++t) {
+          CAPTURE(t);
+          std::vector<Tensor> grads;
+          for (const Tensor& p : cpu_state.params) grads.push_back(random_cpu(p.shape(), DType::F32, p.format()));
+          const Tensor skip = values_cpu({t == skip_at ? 1.0 : 0.0}, {1});
+          const AdamState before = to_device(gpu_state, kCpu);
+
+          ge::ops::adam_step(cpu_state.params, grads, cpu_state.m, cpu_state.v, cpu_state.step, skip, cfg,
+                             cpu_state.copies);
+          ge::ops::adam_step(gpu_state.params, clones(grads, kGpu), gpu_state.m, gpu_state.v, gpu_state.step,
+                             gpu(skip), cfg, gpu_state.copies);
+          expect_adam_close(gpu_state, cpu_state);
+          if (t == skip_at) {  // nothing moved, the step count included
+            const AdamState after = to_device(gpu_state, kCpu);
+            for (size_t i = 0; i < before.params.size(); ++i) {
+              expect_identical("skipped param", after.params[i], before.params[i]);
+              expect_identical("skipped exp_avg", after.m[i], before.m[i]);
+              expect_identical("skipped exp_avg_sq", after.v[i], before.v[i]);
+            }
+            expect_identical("skipped step", after.step, before.step);
+          }
+        }
+        CHECK(gpu_state.step.item() == (skip_at < 0 ? 3.0 : 2.0));
+        // Half copies are the fp32 masters rounded once.
+        for (size_t i = 0; i < gpu_state.copies.size(); ++i) {
+          const Values master = gpu_state.params[i].to_doubles(), copy = gpu_state.copies[i].to_doubles();
+          for (size_t j = 0; j < master.size(); j += 97) {
+            const float m32 = static_cast<float>(master[j]);
+            const double rounded = half_dt == DType::F16 ? ge::half_bits_to_float(ge::float_to_half_bits(m32))
+                                                         : ge::bf16_bits_to_float(ge::float_to_bf16_bits(m32));
+            CHECK(copy[j] == rounded);
+          }
+        }
+      }
+}
+
+}  // namespace
