@@ -1,0 +1,103 @@
+// Training data: a Dataset hands out u8 images one by one; a Loader shuffles them per epoch,
+// decodes a batch on worker threads, normalises it to [-1, 1] as the reference's
+// transforms.ToTensor() + Normalize((0.5,)*3, (0.5,)*3) do, and prefetches the next batch.
+#pragma once
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ganengine/tensor.h"
+
+namespace ge {
+
+// A fixed, indexable set of square images, already resized and cropped to image_size().
+// read() must be safe to call from several threads at once: the Loader's workers do.
+class Dataset {
+ public:
+  virtual ~Dataset();
+  virtual int64_t size() const = 0;
+  virtual int channels() const = 0;
+  virtual int image_size() const = 0;
+  // Writes image `index` (0 <= index < size()) as image_size() x image_size() x channels()
+  // bytes, row-major HWC.
+  virtual void read(int64_t index, uint8_t* hwc_out) const = 0;
+  virtual std::string name() const = 0;
+};
+
+// torchvision's FakeData: `size` random images that exist without any files. Image i is a
+// function of (seed, i) only, whatever order or thread reads it: its bytes, in HWC order, are
+// floor(256 u) for the Philox uniforms u of ops::fill_uniform at (seed, offset = i << 32).
+class FakeDataset : public Dataset {
+ public:
+  FakeDataset(int64_t size, int image_size, int channels, uint64_t seed);
+  int64_t size() const override { return size_; }
+  int channels() const override { return channels_; }
+  int image_size() const override { return image_size_; }
+  void read(int64_t index, uint8_t* hwc_out) const override;
+  std::string name() const override { return "fake"; }
+
+ private:
+  int64_t size_;
+  int image_size_;
+  int channels_;
+  uint64_t seed_;
+};
+
+// The dataset named by --dataset (the reference's names). "fake" gives FakeDataset(1000,
+// image_size, 3, seed); the others are recognised but not yet available, and say so.
+// dataroot and classes are for the file-backed datasets (lsun's --classes).
+std::unique_ptr<Dataset> open_dataset(const std::string& name, const std::string& dataroot, int image_size,
+                                      const std::string& classes, uint64_t seed);
+
+// The image channels of a dataset, known from its name alone (mnist 1, the others 3).
+int dataset_channels(const std::string& name);
+
+// Batches of a dataset, in an order that is a pure function of (seed, epoch): a resumed run
+// sees exactly the batches an uninterrupted one would have. Like the reference's DataLoader
+// (shuffle=True, drop_last=False) every image appears once per epoch and the last batch may
+// be smaller. One caller thread at a time; the dataset must outlive the Loader.
+class Loader {
+ public:
+  // workers: threads decoding the items of one batch (0 or 1: the calling thread).
+  Loader(const Dataset& ds, int64_t batch_size, uint64_t seed, int workers);
+  ~Loader();  // waits for a prefetch still in flight
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  const Dataset& dataset() const { return ds_; }
+  int64_t batch_size() const { return batch_size_; }
+  int64_t batches_per_epoch() const;  // ceil(size / batch_size)
+
+  // The dataset indices of epoch `epoch` in the order they are served: a permutation of
+  // [0, size) drawn by Fisher-Yates from a Philox stream keyed by (seed, epoch).
+  std::vector<int64_t> order(int64_t epoch) const;
+
+  // Batch `index` (0 <= index < batches_per_epoch()) of epoch `epoch`: an f32 CPU NCHW
+  // tensor (n, C, S, S), n = batch_size except perhaps for the last batch, holding
+  // (float(u8) / 255.0f - 0.5f) / 0.5f. After returning, the following batch (the next
+  // epoch's first after the last) is prepared in the background; asking for any other batch
+  // is still correct, only not faster.
+  Tensor batch(int64_t epoch, int64_t index);
+
+ private:
+  std::vector<int64_t> indices_of(int64_t epoch, int64_t index);  // one batch's slice of order()
+  Tensor assemble(const std::vector<int64_t>& indices) const;     // read + normalise, on workers
+  void start_prefetch(int64_t epoch, int64_t index);
+  void drop_prefetch();
+
+  const Dataset& ds_;
+  int64_t batch_size_;
+  uint64_t seed_;
+  int workers_;
+
+  int64_t cached_epoch_ = -1;  // order(cached_epoch_), kept because every batch of an epoch needs it
+  std::vector<int64_t> cached_order_;
+
+  std::pair<int64_t, int64_t> prefetched_key_{-1, -1};  // (epoch, index) of prefetched_
+  std::future<Tensor> prefetched_;
+};
+
+}  // namespace ge
