@@ -74,6 +74,15 @@ double tolerance_for(DType t) {
   }
 }
 
-std::string data_path(const std::string& name) { return std::string(GE_TEST_DATA_DIR) + "/" + name; }
+std::string data_path(const std::string& name) {
+  // The GPU host runs binaries built elsewhere: it points this at its copy of tests/data.
+  const char* dir = std::getenv("GE_TEST_DATA_DIR");
+  return std::string(dir ? dir : GE_TEST_DATA_DIR) + "/" + name;
+}
+
+std::string ganengine_binary() {
+  const char* bin = std::getenv("GE_BINARY");
+  return bin ? bin : GE_BINARY;
+}
 
 }  // namespace ge::test

@@ -39,6 +39,7 @@ void poison(Tensor& t);
 // Tolerance relative to the tensor norm for results computed in dtype.
 double tolerance_for(DType t);
 
-std::string data_path(const std::string& name);  // tests/data/<name>
+std::string data_path(const std::string& name);  // tests/data/<name> ($GE_TEST_DATA_DIR overrides)
+std::string ganengine_binary();                  // the built CLI ($GE_BINARY overrides)
 
 }  // namespace ge::test

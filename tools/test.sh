@@ -3,5 +3,6 @@
 # CTest. Without a GPU the GPU cases report "skipped"; tools/gpu_suite.sh runs them on one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+python3 tools/dev/check_test_names.py  # names must be usable as CTest names and doctest filters
 tools/build.sh
 ctest --test-dir build --output-on-failure -j"$(nproc)"

@@ -101,11 +101,13 @@ struct ScalerConfig {
 void loss_scaler_update(Tensor& state, const Tensor& found_inf, const ScalerConfig& cfg);
 
 // ---- Adam, PyTorch semantics: m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
-// p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
-// params, grads, exp_avg, exp_avg_sq: f32, matched per index. step: f32 (1) on the device,
-// incremented here unless skip is set. skip: f32 (1), nonzero means "this step overflowed":
-// nothing changes. half_copies (optional, one per param, f16/bf16): receive the updated
-// parameters rounded (the model copy of fp32 master weights).
+// p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps), computed in fp32.
+// params, exp_avg, exp_avg_sq share one dtype per index: f32, or f16/bf16 for a pure-half
+// model (O3: each buffer rounded once on store); grads are f32. step: f32 (1) on the device,
+// incremented here unless skipped. skip: f32 (1..8); any nonzero element means "one of this
+// optimizer's losses overflowed": nothing changes. half_copies (optional; empty, or one per
+// param where an undefined tensor means none): f16/bf16 model copies of f32 masters, written
+// with the updated values rounded.
 struct AdamConfig {
   float lr = 2e-4f;
   float beta1 = 0.5f;
@@ -118,7 +120,7 @@ void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
 
 // ---- random numbers: Philox4x32-10 keyed by seed, element i drawn from counter (offset + i/4).
 // The same (seed, offset) gives bitwise the same values on the CPU and the GPU.
-void fill_uniform(Tensor& t, uint64_t seed, uint64_t offset);  // [0, 1)
+void fill_uniform(Tensor& t, uint64_t seed, uint64_t offset);  // [0, 1) in f32 (a half type may round up to 1)
 void fill_normal(Tensor& t, uint64_t seed, uint64_t offset, float mean = 0.f, float stddev = 1.f);
 // How many counter values fill_* consumes for n elements (so callers can advance offsets).
 uint64_t philox_counters_for(int64_t n);

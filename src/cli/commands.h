@@ -4,4 +4,6 @@
 namespace ge::cli {
 const char* version();
 int run_info(int argc, char** argv);
+int run_train(int argc, char** argv);
+int run_generate(int argc, char** argv);
 }  // namespace ge::cli

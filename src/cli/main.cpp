@@ -14,6 +14,8 @@ void print_usage() {
       "ganengine %s — DCGAN training on cuDNN, cuBLAS and hand-written CUDA kernels\n\n"
       "usage: ganengine <command> [options]\n\n"
       "commands:\n"
+      "  train      train the DCGAN (Apex main_amp.py's flags; --opt-level O0..O3)\n"
+      "  generate   images from a trained generator\n"
       "  info       build configuration and the devices this machine offers\n"
       "\nRun 'ganengine <command> --help' for a command's options.\n",
       ge::cli::version());
@@ -32,8 +34,11 @@ int main(int argc, char** argv) {
       std::printf("ganengine %s\n", ge::cli::version());
       return 0;
     }
+    if (cmd == "train") return ge::cli::run_train(argc - 1, argv + 1);
+    if (cmd == "generate") return ge::cli::run_generate(argc - 1, argv + 1);
     if (cmd == "info") return ge::cli::run_info(argc - 1, argv + 1);
-    std::fprintf(stderr, "ganengine: unknown command '%s' (expected: info). See 'ganengine --help'.\n", cmd.c_str());
+    std::fprintf(stderr, "ganengine: unknown command '%s' (expected train, generate or info). See 'ganengine --help'.\n",
+                 cmd.c_str());
     return 2;
   } catch (const ge::Error& e) {
     std::fprintf(stderr, "ganengine %s: error: %s\n", cmd.c_str(), e.what());

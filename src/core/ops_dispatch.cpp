@@ -228,15 +228,22 @@ void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
            "adam_step: lists of different lengths");
   for (size_t i = 0; i < n; ++i) {
     same_device("adam_step", {&params[i], &grads[i], &exp_avg[i], &exp_avg_sq[i], &step, &skip});
-    for (const Tensor* t : {&params[i], &grads[i], &exp_avg[i], &exp_avg_sq[i]})
-      GE_CHECK(t->dtype() == DType::F32 && t->numel() == params[i].numel(), "adam_step: expected f32 with ",
-               params[i].numel(), " elements, got ", t->str());
-    if (!half_copies.empty())
-      GE_CHECK(half_copies[i].numel() == params[i].numel() &&
+    const DType state = params[i].dtype();
+    GE_CHECK(state == DType::F32 || state == DType::F16 || state == DType::BF16, "adam_step: parameter ",
+             params[i].str());
+    GE_CHECK(grads[i].dtype() == DType::F32 && grads[i].numel() == params[i].numel(), "adam_step: grad ",
+             grads[i].str(), " for parameter ", params[i].str());
+    for (const Tensor* t : {&exp_avg[i], &exp_avg_sq[i]})
+      GE_CHECK(t->dtype() == state && t->numel() == params[i].numel(), "adam_step: moment ", t->str(),
+               " for parameter ", params[i].str());
+    if (!half_copies.empty() && half_copies[i].defined())
+      GE_CHECK(state == DType::F32 && half_copies[i].numel() == params[i].numel() &&
                    (half_copies[i].dtype() == DType::F16 || half_copies[i].dtype() == DType::BF16),
-               "adam_step: half copy ", half_copies[i].str());
+               "adam_step: half copy ", half_copies[i].str(), " of ", params[i].str());
   }
-  GE_CHECK(step.dtype() == DType::F32 && skip.dtype() == DType::F32, "adam_step: step/skip must be f32");
+  GE_CHECK(step.dtype() == DType::F32 && step.numel() == 1 && skip.dtype() == DType::F32 && skip.numel() >= 1 &&
+               skip.numel() <= 8,
+           "adam_step: step must be f32 (1), skip f32 (1..8)");
   if (n == 0) return;
   GE_DISPATCH(step, adam_step(params, grads, exp_avg, exp_avg_sq, step, skip, cfg, half_copies));
 }

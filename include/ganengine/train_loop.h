@@ -1,0 +1,45 @@
+// `ganengine train`: main_amp.py's loop around DcganTrainer — data, noise, console lines,
+// sample grids, per-epoch weights, the training-state file for exact resume, metrics.jsonl.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ganengine/amp.h"
+#include "ganengine/trainer.h"
+
+namespace ge {
+
+struct TrainOptions {
+  std::string dataset = "cifar10";
+  std::string dataroot = "./";
+  int workers = 2;
+  int64_t batch_size = 64;
+  int image_size = 64;
+  int64_t nz = 100, ngf = 64, ndf = 64;
+  int niter = 25;
+  float lr = 0.0002f;
+  float beta1 = 0.5f;
+  int ngpu = 1;
+  std::string netG, netD;  // continue from these weights
+  std::string outf = ".";
+  uint64_t manual_seed = 2809;
+  std::string classes = "bedroom";
+  OptLevel opt_level = OptLevel::O1;
+  AmpOverrides amp;
+  Device device = Device::cpu();
+  int log_interval = 1;     // the example prints every iteration
+  int sample_interval = 100;
+  int64_t max_steps = -1;   // stop early (after this many steps in total, resumed ones included)
+  std::string resume;       // training-state file
+  bool progress = true;     // the progress line (only drawn on a terminal)
+  std::vector<std::pair<int64_t, int>> force_overflow;  // test hook: (global step, loss id)
+};
+
+// Runs training; returns the process exit code (0, or 3 when the loss scale hit its floor).
+int run_training(const TrainOptions& opt);
+
+// Prints, for each layer of both networks, the dtype it stores and computes in.
+void print_precision(const TrainOptions& opt, int nc);
+
+}  // namespace ge

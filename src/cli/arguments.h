@@ -1,0 +1,27 @@
+// Command-line normalisation shared by the subcommands: alternative spellings of a flag are
+// rewritten to the one the parser knows.
+#pragma once
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace ge::cli {
+
+class Arguments {
+ public:
+  int argc() const { return static_cast<int>(ptrs_.size()); }
+  char** argv() { return ptrs_.data(); }
+  std::vector<std::string> words;
+  void finish();
+
+ private:
+  std::vector<char*> ptrs_;
+};
+
+// aliases: spelling without dashes -> canonical name without dashes. boolean_flags: options
+// with an implicit value that may be followed by a separate True/False word.
+Arguments normalise_arguments(int argc, char** argv, const std::map<std::string, std::string>& aliases,
+                              const std::set<std::string>& boolean_flags = {});
+
+}  // namespace ge::cli

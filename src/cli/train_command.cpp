@@ -1,0 +1,194 @@
+// `ganengine train`: main_amp.py's flags (camelCase as the example spells them, kebab-case too)
+// plus ours, validated into TrainOptions.
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <cstring>
+#include <cxxopts.hpp>
+#include <map>
+
+#include "cli/arguments.h"
+#include "cli/commands.h"
+#include "ganengine/backend.h"
+#include "ganengine/data.h"
+#include "ganengine/train_loop.h"
+
+namespace ge::cli {
+
+namespace {
+
+bool parse_bool(const std::string& flag, const std::string& v) {
+  if (v == "True" || v == "true" || v == "1" || v == "yes") return true;
+  if (v == "False" || v == "false" || v == "0" || v == "no") return false;
+  fail(flag, " '", v, "' (expected True or False)");
+}
+
+std::vector<std::pair<int64_t, int>> parse_force_overflow(const std::string& spec) {
+  // "STEP:LOSS[,STEP:LOSS...]": a test hook that makes loss LOSS (0 errD_real, 1 errD_fake,
+  // 2 errG) overflow at global step STEP.
+  std::vector<std::pair<int64_t, int>> out;
+  size_t pos = 0;
+  while (pos < spec.size()) {
+    size_t end = spec.find(',', pos);
+    std::string item = spec.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+    size_t colon = item.find(':');
+    char* e1 = nullptr;
+    char* e2 = nullptr;
+    long long s = colon == std::string::npos ? -1 : std::strtoll(item.c_str(), &e1, 10);
+    long l = colon == std::string::npos ? -1 : std::strtol(item.c_str() + colon + 1, &e2, 10);
+    if (colon == std::string::npos || e1 != item.c_str() + colon || *e2 != '\0' || s < 0 || l < 0 || l > 2)
+      fail("--debug-force-overflow '", spec, "' (expected STEP:LOSS[,STEP:LOSS...] with LOSS 0, 1 or 2)");
+    out.emplace_back(s, static_cast<int>(l));
+    pos = end == std::string::npos ? spec.size() : end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+int run_train(int argc, char** argv) {
+  cxxopts::Options o("ganengine train",
+                     "Train the DCGAN of Apex's examples/dcgan/main_amp.py. Flags keep the example's names and "
+                     "defaults;\nkebab-case spellings work too (--batch-size, --image-size, --opt-level, --manual-seed).");
+  // clang-format off
+  o.add_options("main_amp.py")
+    ("dataset", "cifar10 | lsun | mnist | imagenet | folder | lfw | fake", cxxopts::value<std::string>()->default_value("cifar10"))
+    ("dataroot", "path to dataset", cxxopts::value<std::string>()->default_value("./"))
+    ("workers", "number of data loading threads", cxxopts::value<int>()->default_value("2"))
+    ("batchSize", "input batch size", cxxopts::value<int64_t>()->default_value("64"))
+    ("imageSize", "height/width of the images (a power of two, 16..512)", cxxopts::value<int>()->default_value("64"))
+    ("nz", "size of the latent z vector", cxxopts::value<int64_t>()->default_value("100"))
+    ("ngf", "generator width", cxxopts::value<int64_t>()->default_value("64"))
+    ("ndf", "discriminator width", cxxopts::value<int64_t>()->default_value("64"))
+    ("niter", "number of epochs to train for", cxxopts::value<int>()->default_value("25"))
+    ("lr", "learning rate", cxxopts::value<float>()->default_value("0.0002"))
+    ("beta1", "beta1 for adam", cxxopts::value<float>()->default_value("0.5"))
+    ("ngpu", "number of GPUs to use (this version: 1)", cxxopts::value<int>()->default_value("1"))
+    ("netG", "generator weights (.safetensors) to continue from", cxxopts::value<std::string>()->default_value(""))
+    ("netD", "discriminator weights (.safetensors) to continue from", cxxopts::value<std::string>()->default_value(""))
+    ("outf", "folder to output images and model checkpoints", cxxopts::value<std::string>()->default_value("."))
+    ("manualSeed", "manual seed", cxxopts::value<uint64_t>()->default_value("2809"))
+    ("classes", "comma separated list of classes for the lsun data set", cxxopts::value<std::string>()->default_value("bedroom"))
+    ("opt_level", "Apex opt level: O0 (fp32) | O1 (mixed) | O2 (half model, fp32 masters) | O3 (pure half)", cxxopts::value<std::string>()->default_value("O1"));
+  o.add_options("ganengine")
+    ("device", "cpu | cuda | cuda:K (default: the GPU when there is one, else the CPU with a warning)", cxxopts::value<std::string>()->default_value(""))
+    ("half", "what half precision means: fp16 | bf16 (bf16 runs without loss scaling)", cxxopts::value<std::string>()->default_value("fp16"))
+    ("keep-batchnorm-fp32", "Apex override: BatchNorm params in fp32 (True/False)", cxxopts::value<std::string>()->implicit_value("True"))
+    ("master-weights", "Apex override: fp32 master weights for half models (True/False)", cxxopts::value<std::string>()->implicit_value("True"))
+    ("loss-scale", "Apex override: dynamic | <value>", cxxopts::value<std::string>())
+    ("min-loss-scale", "floor of the dynamic loss scale; reaching it stops training", cxxopts::value<float>()->default_value("1.52587890625e-05"))
+    ("tf32", "let O0's fp32 convolutions use TF32 (off: O0 is true fp32)")
+    ("log-interval", "print and log every N iterations", cxxopts::value<int>()->default_value("1"))
+    ("sample-interval", "write sample grids every N iterations", cxxopts::value<int>()->default_value("100"))
+    ("max-steps", "stop after N steps in total (the epoch's samples and weights are still written)", cxxopts::value<int64_t>()->default_value("-1"))
+    ("resume", "continue exactly from a training_state.safetensors", cxxopts::value<std::string>()->default_value(""))
+    ("print-precision", "print the dtype each layer stores and computes in, then exit")
+    ("no-progress", "no progress line on the terminal")
+    ("debug-force-overflow", "test hook: STEP:LOSS[,...] makes loss LOSS (0,1,2) overflow at STEP", cxxopts::value<std::string>())
+    ("h,help", "show this help");
+  // clang-format on
+  Arguments args = normalise_arguments(argc, argv,
+                                       {{"batch-size", "batchSize"}, {"image-size", "imageSize"},
+                                        {"manual-seed", "manualSeed"}, {"opt-level", "opt_level"},
+                                        {"net-g", "netG"}, {"net-d", "netD"}, {"data-root", "dataroot"}},
+                                       {"keep-batchnorm-fp32", "master-weights"});
+  cxxopts::ParseResult r;
+  try {
+    r = o.parse(args.argc(), args.argv());
+  } catch (const cxxopts::exceptions::exception& e) {
+    fail(e.what(), " (see 'ganengine train --help')");
+  }
+  if (r.count("help")) {
+    std::printf("%s\n", o.help({"main_amp.py", "ganengine"}).c_str());
+    return 0;
+  }
+  if (!r.unmatched().empty()) fail("unexpected argument '", r.unmatched()[0], "' (see 'ganengine train --help')");
+
+  TrainOptions opt;
+  opt.dataset = r["dataset"].as<std::string>();
+  opt.dataroot = r["dataroot"].as<std::string>();
+  opt.workers = r["workers"].as<int>();
+  opt.batch_size = r["batchSize"].as<int64_t>();
+  opt.image_size = r["imageSize"].as<int>();
+  opt.nz = r["nz"].as<int64_t>();
+  opt.ngf = r["ngf"].as<int64_t>();
+  opt.ndf = r["ndf"].as<int64_t>();
+  opt.niter = r["niter"].as<int>();
+  opt.lr = r["lr"].as<float>();
+  opt.beta1 = r["beta1"].as<float>();
+  opt.ngpu = r["ngpu"].as<int>();
+  opt.netG = r["netG"].as<std::string>();
+  opt.netD = r["netD"].as<std::string>();
+  opt.outf = r["outf"].as<std::string>();
+  opt.manual_seed = r["manualSeed"].as<uint64_t>();
+  opt.classes = r["classes"].as<std::string>();
+  opt.opt_level = parse_opt_level(r["opt_level"].as<std::string>());
+  const std::string half = r["half"].as<std::string>();
+  if (half == "fp16" || half == "f16")
+    opt.amp.half = DType::F16;
+  else if (half == "bf16")
+    opt.amp.half = DType::BF16;
+  else
+    fail("--half '", half, "' (expected fp16 or bf16)");
+  if (r.count("keep-batchnorm-fp32"))
+    opt.amp.keep_batchnorm_fp32 = parse_bool("--keep-batchnorm-fp32", r["keep-batchnorm-fp32"].as<std::string>());
+  if (r.count("master-weights"))
+    opt.amp.master_weights = parse_bool("--master-weights", r["master-weights"].as<std::string>());
+  if (r.count("loss-scale")) opt.amp.loss_scale = r["loss-scale"].as<std::string>();
+  opt.amp.min_loss_scale = r["min-loss-scale"].as<float>();
+  if (!(opt.amp.min_loss_scale > 0)) fail("--min-loss-scale must be positive");
+  opt.amp.allow_tf32 = r.count("tf32") > 0;
+  opt.log_interval = r["log-interval"].as<int>();
+  opt.sample_interval = r["sample-interval"].as<int>();
+  opt.max_steps = r["max-steps"].as<int64_t>();
+  opt.resume = r["resume"].as<std::string>();
+  opt.progress = r.count("no-progress") == 0;
+  if (r.count("debug-force-overflow")) opt.force_overflow = parse_force_overflow(r["debug-force-overflow"].as<std::string>());
+  if (opt.workers < 0 || opt.workers > 256) fail("--workers ", opt.workers, " (expected 0..256)");
+
+  const std::string device = r["device"].as<std::string>();
+  if (device.empty()) {
+    if (cuda_available()) {
+      opt.device = Device::cuda(0);
+    } else {
+      opt.device = Device::cpu();
+      std::fprintf(stderr, "ganengine train: warning: no usable GPU found%s; training on the CPU (slow). "
+                           "Pass --device cpu to silence this.\n",
+                   built_with_cuda() ? "" : " (this build has no CUDA)");
+    }
+  } else {
+    opt.device = Device::parse(device);
+    if (opt.device.is_cuda() && !cuda_available())
+      fail("--device ", device, ": no usable CUDA GPU here", built_with_cuda() ? "" : " (this build has no CUDA)",
+           "; use --device cpu");
+  }
+  // Sizes are checked before any data is touched, so a typo fails at once.
+  nn::NetConfig net;
+  net.image_size = opt.image_size;
+  net.nz = opt.nz;
+  net.ngf = opt.ngf;
+  net.ndf = opt.ndf;
+  nn::validate(net);
+  const PrecisionPolicy policy = resolve_policy(opt.opt_level, opt.amp);  // checks the overrides
+  (void)policy;
+  if (opt.dataset != "fake") {
+    struct stat st {};
+    if (stat(opt.dataroot.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+      fail("--dataroot '", opt.dataroot, "' is not a directory (", opt.dataset,
+           " reads its files from there; --dataset fake needs none)");
+  }
+  for (const auto* flag : {&opt.netG, &opt.netD}) {
+    if (flag->empty()) continue;
+    std::FILE* f = std::fopen(flag->c_str(), "rb");
+    if (!f)
+      fail(flag == &opt.netG ? "--netG" : "--netD", " '", *flag, "': cannot open it (", std::strerror(errno), ")");
+    std::fclose(f);
+  }
+  if (r.count("print-precision")) {
+    print_precision(opt, dataset_channels(opt.dataset));
+    return 0;
+  }
+  return run_training(opt);
+}
+
+}  // namespace ge::cli

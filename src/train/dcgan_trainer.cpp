@@ -1,0 +1,114 @@
+#include <cmath>
+
+#include "ganengine/trainer.h"
+
+namespace ge {
+
+namespace {
+// Slots of the per-step record tensor.
+enum Slot { kErr = 0, kProb = 3, kFound = 6, kScale = 9, kSlots = 12 };
+constexpr float kReal = 1.f, kFake = 0.f;
+}  // namespace
+
+DcganTrainer::DcganTrainer(const TrainerConfig& cfg) : cfg_(cfg), where_(nn::Placement::for_device(cfg.device)) {
+  G_ = nn::make_generator(cfg_.net, cfg_.policy, where_);
+  D_ = nn::make_discriminator(cfg_.net, cfg_.policy, where_);
+  nn::weights_init(*G_, cfg_.seed, /*stream=*/1);
+  nn::weights_init(*D_, cfg_.seed, /*stream=*/2);
+  ops::AdamConfig adam;
+  adam.lr = cfg_.lr;
+  adam.beta1 = cfg_.beta1;
+  optG_ = std::make_unique<Adam>(G_->params(), adam, cfg_.device);
+  optD_ = std::make_unique<Adam>(D_->params(), adam, cfg_.device);
+  scaler_cfg_.dynamic = cfg_.policy.dynamic_loss_scale;
+  scaler_cfg_.min_scale = cfg_.policy.min_loss_scale;
+  for (auto& s : scaler_)
+    s = Tensor::from_doubles({cfg_.policy.initial_loss_scale, 0.0}, {2}, DType::F32, cfg_.device);
+  record_ = Tensor::zeros({kSlots}, DType::F32, cfg_.device);
+  no_skip_ = Tensor::zeros({1}, DType::F32, cfg_.device);
+}
+
+// Apex's scale_loss for one loss: backward of loss * scale into fresh model gradients, then
+// unscale them into the f32 gradients the optimizer reads (adding what the optimizer's earlier
+// losses left there), checking only this loss's gradients for overflow, then update the scaler.
+// For D's losses the gradients are D's; for G's loss they flow through D (whose weight gradients
+// are not computed) into G.
+void DcganTrainer::scaled_backward(const Tensor& logits, float target, LossId id, bool accumulate) {
+  Tensor scale = scaler_[id].slice0(0, 1);
+  Tensor dlogits = Tensor::empty(logits.shape(), logits.dtype(), logits.device(), logits.format());
+  ops::bce_with_logits_backward(logits, target, scale, dlogits);
+  nn::Sequential* owner = D_.get();
+  if (id == kLossG) {
+    Tensor dfake = D_->backward(dlogits, /*want_param_grads=*/false, /*want_input_grad=*/true);
+    G_->backward(dfake, true, false);
+    owner = G_.get();
+  } else {
+    D_->backward(dlogits, true, false);  // the input is data or fake.detach(): no input gradient
+  }
+  auto params = owner->params();
+  if (forced_[id]) {
+    ops::scale_inplace(params.front()->model_grad, INFINITY);
+    forced_[id] = false;
+  }
+  std::vector<Tensor> src, dst;
+  for (nn::Param* p : params) {
+    src.push_back(p->model_grad);
+    dst.push_back(p->grad);
+  }
+  Tensor found = record_.slice0(kFound + id, kFound + id + 1);
+  ops::unscale_grads(src, dst, scale, found, accumulate);
+  ops::loss_scaler_update(scaler_[id], found, scaler_cfg_);
+}
+
+void DcganTrainer::step(const Tensor& real_in, const Tensor& noise_in) {
+  GE_CHECK(real_in.rank() == 4 && real_in.dim(1) == cfg_.net.nc && real_in.dim(2) == cfg_.net.image_size &&
+               real_in.dim(3) == cfg_.net.image_size,
+           "real batch ", real_in.str(), " does not match nc=", cfg_.net.nc, " imageSize=", cfg_.net.image_size);
+  GE_CHECK(noise_in.rank() == 4 && noise_in.dim(0) == real_in.dim(0) && noise_in.dim(1) == cfg_.net.nz,
+           "noise ", noise_in.str(), " for a batch of ", real_in.dim(0), " and nz=", cfg_.net.nz);
+  // Inputs are cast to the compute dtype by the first layer (Apex casts O2/O3 inputs to half).
+  const Tensor real = real_in.device() == cfg_.device ? real_in : real_in.to(cfg_.device);
+  const Tensor noise = noise_in.device() == cfg_.device ? noise_in : noise_in.to(cfg_.device);
+  record_.slice0(kFound, kFound + 3).fill_zero();
+  auto loss_forward = [&](const Tensor& logits, float target, LossId id) {
+    Tensor err = record_.slice0(kErr + id, kErr + id + 1), prob = record_.slice0(kProb + id, kProb + id + 1);
+    ops::bce_with_logits_forward(logits, target, err, prob);
+  };
+
+  // (1) Update D: maximize log(D(x)) + log(1 - D(G(z))).
+  Tensor out = D_->forward(real, true);
+  loss_forward(out, kReal, kLossDReal);
+  scaled_backward(out, kReal, kLossDReal, /*accumulate=*/false);
+
+  Tensor fake = G_->forward(noise, true);
+  out = D_->forward(fake, true);  // on fake.detach(): D's backward stops at its input
+  loss_forward(out, kFake, kLossDFake);
+  scaled_backward(out, kFake, kLossDFake, /*accumulate=*/true);
+  // An optimizer whose losses included an overflow skips its step (dynamic scaling only).
+  optD_->step(cfg_.policy.dynamic_loss_scale ? record_.slice0(kFound, kFound + 2) : no_skip_);
+
+  // (2) Update G: maximize log(D(G(z))), through the freshly updated D.
+  out = D_->forward(fake, true);
+  loss_forward(out, kReal, kLossG);
+  scaled_backward(out, kReal, kLossG, /*accumulate=*/false);
+  optG_->step(cfg_.policy.dynamic_loss_scale ? record_.slice0(kFound + 2, kFound + 3) : no_skip_);
+  for (int i = 0; i < 3; ++i) record_.slice0(kScale + i, kScale + i + 1).copy_from(scaler_[i].slice0(0, 1));
+}
+
+StepRecord DcganTrainer::record() const {
+  std::vector<double> v = record_.to_doubles();
+  StepRecord r;
+  r.errD_real = static_cast<float>(v[kErr]);
+  r.errD_fake = static_cast<float>(v[kErr + 1]);
+  r.errG = static_cast<float>(v[kErr + 2]);
+  r.D_x = static_cast<float>(v[kProb]);
+  r.D_G_z1 = static_cast<float>(v[kProb + 1]);
+  r.D_G_z2 = static_cast<float>(v[kProb + 2]);
+  for (int i = 0; i < 3; ++i) {
+    r.overflow[i] = v[kFound + i] != 0;
+    r.scale[i] = static_cast<float>(v[kScale + i]);
+  }
+  return r;
+}
+
+}  // namespace ge

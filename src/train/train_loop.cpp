@@ -1,0 +1,291 @@
+#include "ganengine/train_loop.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "ganengine/atomic_file.h"
+#include "ganengine/data.h"
+#include "ganengine/image_grid.h"
+#include "ganengine/safetensors.h"
+#include "ganengine/state_dict.h"
+#include "ganengine/training_state.h"
+
+namespace ge {
+
+namespace {
+
+// Counter regions of the Philox stream (seed = --manualSeed); weights use regions 1 and 2.
+constexpr uint64_t kFixedNoiseRegion = 3ULL << 40;
+constexpr uint64_t kNoiseRegion = 4ULL << 40;
+constexpr uint64_t kNoiseCountersPerStep = 1ULL << 22;  // room for batch * nz <= 16M values
+
+volatile std::sig_atomic_t g_interrupted = 0;
+void on_interrupt(int) { g_interrupted = 1; }
+
+std::string join_path(const std::string& dir, const std::string& name) {
+  if (dir.empty() || dir == ".") return name;
+  return dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
+std::string epoch_file(const std::string& outf, const char* fmt, int64_t epoch) {
+  char buf[128];
+  std::snprintf(buf, sizeof buf, fmt, static_cast<int>(epoch));
+  return join_path(outf, buf);
+}
+
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  long s = static_cast<long>(seconds + 0.5);
+  char buf[32];
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, s / 60 % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
+  return buf;
+}
+
+// metrics.jsonl: one JSON record per logged step, kept in memory and rewritten atomically at
+// each sample interval, epoch end and exit, so the file on disk is always whole.
+class MetricsLog {
+ public:
+  MetricsLog(std::string path, int64_t keep_until_step) : path_(std::move(path)) {
+    // On resume, keep what the interrupted run logged up to where it saved its state.
+    if (keep_until_step <= 0) return;
+    std::ifstream in(path_);
+    std::string line;
+    while (std::getline(in, line)) {
+      auto at = line.find("\"step\": ");
+      if (at == std::string::npos) continue;
+      if (std::stoll(line.substr(at + 8)) <= keep_until_step) text_ += line + "\n";
+    }
+  }
+  void add(const std::string& json_line) { text_ += json_line + "\n"; }
+  void flush() { write_file_atomically(path_, text_); }
+
+ private:
+  std::string path_;
+  std::string text_;
+};
+
+std::string json_record(int64_t step, int64_t epoch, int64_t iter, const StepRecord& r, double images_per_s) {
+  char buf[640];
+  std::snprintf(buf, sizeof buf,
+                "{\"step\": %lld, \"epoch\": %lld, \"iter\": %lld, \"loss_D\": %.9g, \"loss_G\": %.9g, "
+                "\"errD_real\": %.9g, \"errD_fake\": %.9g, \"D_x\": %.9g, \"D_G_z1\": %.9g, \"D_G_z2\": %.9g, "
+                "\"loss_scale\": [%.9g, %.9g, %.9g], \"overflow\": [%d, %d, %d], \"images_per_s\": %.1f}",
+                static_cast<long long>(step), static_cast<long long>(epoch), static_cast<long long>(iter),
+                r.errD_real + r.errD_fake, r.errG, r.errD_real, r.errD_fake, r.D_x, r.D_G_z1, r.D_G_z2, r.scale[0],
+                r.scale[1], r.scale[2], r.overflow[0], r.overflow[1], r.overflow[2], images_per_s);
+  return buf;
+}
+
+// Overflows are summarised, at most one line per interval, never one per step.
+class OverflowSummary {
+ public:
+  void add(const StepRecord& r, int64_t step) {
+    for (int i = 0; i < 3; ++i)
+      if (r.overflow[i]) {
+        ++count_[i];
+        last_step_ = step;
+      }
+  }
+  void maybe_print(double now_s, const StepRecord& r, bool force) {
+    if (count_[0] + count_[1] + count_[2] == 0) return;
+    if (!force && now_s - last_print_s_ < 30.0) return;
+    std::fprintf(stderr,
+                 "[amp] gradient overflow (step skipped, that loss's scale halved) since last report: "
+                 "errD_real %lld, errD_fake %lld, errG %lld; last at step %lld; scales now %g %g %g\n",
+                 static_cast<long long>(count_[0]), static_cast<long long>(count_[1]),
+                 static_cast<long long>(count_[2]), static_cast<long long>(last_step_), r.scale[0], r.scale[1],
+                 r.scale[2]);
+    count_[0] = count_[1] = count_[2] = 0;
+    last_print_s_ = now_s;
+  }
+
+ private:
+  int64_t count_[3] = {0, 0, 0};
+  int64_t last_step_ = 0;
+  double last_print_s_ = -1e9;
+};
+
+TrainerConfig trainer_config(const TrainOptions& opt, int nc) {
+  TrainerConfig cfg;
+  cfg.net.image_size = opt.image_size;
+  cfg.net.nz = opt.nz;
+  cfg.net.ngf = opt.ngf;
+  cfg.net.ndf = opt.ndf;
+  cfg.net.nc = nc;
+  cfg.policy = resolve_policy(opt.opt_level, opt.amp);
+  cfg.device = opt.device;
+  cfg.seed = opt.manual_seed;
+  cfg.lr = opt.lr;
+  cfg.beta1 = opt.beta1;
+  return cfg;
+}
+
+void print_network(const char* title, nn::Sequential& net) {
+  std::printf("%s:\n", title);
+  auto& layers = net.layers();
+  for (size_t i = 0; i < layers.size(); ++i)
+    std::printf("  main.%-3zu %-48s %s\n", i, layers[i]->describe().c_str(), layers[i]->precision().c_str());
+}
+
+}  // namespace
+
+void print_precision(const TrainOptions& opt, int nc) {
+  TrainerConfig cfg = trainer_config(opt, nc);
+  std::printf("precision policy (%s):\n", opt_level_name(opt.opt_level));
+  for (auto& line : cfg.policy.describe()) std::printf("  %s\n", line.c_str());
+  DcganTrainer trainer(cfg);
+  print_network("Generator", trainer.generator());
+  print_network("Discriminator", trainer.discriminator());
+}
+
+int run_training(const TrainOptions& opt) {
+  if (opt.ngpu != 1)
+    fail("--ngpu ", opt.ngpu, ": this version trains on one device (--ngpu 1); multi-GPU training is not there yet");
+  if (opt.batch_size < 1) fail("--batchSize ", opt.batch_size, " (expected a positive number)");
+  if (opt.niter < 1) fail("--niter ", opt.niter, " (expected at least 1)");
+  if (opt.sample_interval < 1 || opt.log_interval < 1) fail("--sample-interval and --log-interval must be >= 1");
+  if (opt.batch_size * opt.nz > static_cast<int64_t>(kNoiseCountersPerStep) * 4)
+    fail("--batchSize x --nz is too large (", opt.batch_size * opt.nz, " noise values per step, at most ",
+         kNoiseCountersPerStep * 4, ")");
+  auto dataset = open_dataset(opt.dataset, opt.dataroot, opt.image_size, opt.classes, opt.manual_seed);
+  ensure_directory(opt.outf);
+  const TrainerConfig cfg = trainer_config(opt, dataset->channels());
+  DcganTrainer trainer(cfg);
+  if (!opt.netG.empty()) nn::load_state_dict(trainer.generator(), load_safetensors(opt.netG).tensors, opt.netG);
+  if (!opt.netD.empty()) nn::load_state_dict(trainer.discriminator(), load_safetensors(opt.netD).tensors, opt.netD);
+
+  const RunIdentity identity{opt.dataset,  opt_level_name(opt.opt_level), dtype_name(cfg.policy.half), opt.batch_size,
+                             opt.image_size, opt.nz, opt.ngf, opt.ndf, dataset->channels(), opt.manual_seed};
+  Tensor fixed_noise = Tensor::empty({opt.batch_size, opt.nz, 1, 1}, DType::F32, opt.device);
+  ops::fill_normal(fixed_noise, opt.manual_seed, kFixedNoiseRegion);
+  RunPosition pos;
+  if (!opt.resume.empty()) {
+    pos = load_training_state(opt.resume, trainer, fixed_noise, identity);
+    std::printf("resumed from %s at epoch %lld, iteration %lld (step %lld)\n", opt.resume.c_str(),
+                static_cast<long long>(pos.epoch), static_cast<long long>(pos.iteration),
+                static_cast<long long>(pos.global_step));
+  }
+
+  Loader loader(*dataset, opt.batch_size, opt.manual_seed, opt.workers);
+  const int64_t per_epoch = loader.batches_per_epoch();
+  const int64_t total_steps = per_epoch * opt.niter;
+  const int64_t stop_at = opt.max_steps >= 0 ? std::min<int64_t>(opt.max_steps, total_steps) : total_steps;
+  std::printf("ganengine train: %s (%lld images, %lld batches of %lld per epoch), %s on %s, %lld steps to go\n",
+              dataset->name().c_str(), static_cast<long long>(dataset->size()), static_cast<long long>(per_epoch),
+              static_cast<long long>(opt.batch_size), opt_level_name(opt.opt_level), opt.device.str().c_str(),
+              static_cast<long long>(std::max<int64_t>(0, stop_at - pos.global_step)));
+  std::fflush(stdout);
+
+  const std::string state_path = join_path(opt.outf, "training_state.safetensors");
+  MetricsLog metrics(join_path(opt.outf, "metrics.jsonl"), pos.global_step);
+  OverflowSummary overflows;
+  const bool tty = opt.progress && isatty(fileno(stderr));
+  g_interrupted = 0;
+  auto prev_handler = std::signal(SIGINT, on_interrupt);
+
+  using clock = std::chrono::steady_clock;
+  const auto t_start = clock::now();
+  auto seconds_since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
+  int64_t steps_this_run = 0, images_this_run = 0;
+  int64_t step = pos.global_step;
+  int exit_code = 0;
+
+  auto save_epoch_outputs = [&](int64_t epoch, const RunPosition& next) {
+    save_safetensors(epoch_file(opt.outf, "netG_epoch_%d.safetensors", epoch), nn::state_dict(trainer.generator()));
+    save_safetensors(epoch_file(opt.outf, "netD_epoch_%d.safetensors", epoch), nn::state_dict(trainer.discriminator()));
+    save_training_state(state_path, trainer, fixed_noise, next, identity);
+    metrics.flush();
+  };
+  auto save_samples = [&](const Tensor& real, int64_t epoch) {
+    save_image_grid(real, join_path(opt.outf, "real_samples.png"));
+    // As in the example, G runs on the fixed noise in training mode (batch statistics).
+    Tensor fake = trainer.generator().forward(fixed_noise, true);
+    save_image_grid(fake, epoch_file(opt.outf, "fake_samples_epoch_%03d.png", epoch));
+  };
+
+  for (int64_t epoch = pos.epoch; epoch < opt.niter && step < stop_at && !g_interrupted; ++epoch) {
+    const int64_t first = epoch == pos.epoch ? pos.iteration : 0;
+    Tensor last_real;
+    bool last_sampled = false;
+    int64_t i = first;
+    for (; i < per_epoch && step < stop_at && !g_interrupted; ++i) {
+      Tensor real = loader.batch(epoch, i);
+      Tensor noise = Tensor::empty({real.dim(0), opt.nz, 1, 1}, DType::F32, opt.device);
+      ops::fill_normal(noise, opt.manual_seed, kNoiseRegion + static_cast<uint64_t>(step) * kNoiseCountersPerStep);
+      for (auto& [at, loss] : opt.force_overflow)
+        if (at == step) trainer.force_overflow_next_step(static_cast<LossId>(loss));
+      trainer.step(real, noise);
+      ++step;
+      ++steps_this_run;
+      images_this_run += real.dim(0);
+      last_real = real;
+      const bool log_now = (i % opt.log_interval == 0) || i + 1 == per_epoch || step == stop_at;
+      if (log_now) {
+        const StepRecord r = trainer.record();
+        overflows.add(r, step - 1);
+        const double elapsed = seconds_since(t_start);
+        const double ips = images_this_run / std::max(elapsed, 1e-9);
+        std::printf("[%lld/%d][%lld/%lld] Loss_D: %.4f Loss_G: %.4f D(x): %.4f D(G(z)): %.4f / %.4f  scale: %g %g %g\n",
+                    static_cast<long long>(epoch), opt.niter, static_cast<long long>(i),
+                    static_cast<long long>(per_epoch), r.errD_real + r.errD_fake, r.errG, r.D_x, r.D_G_z1, r.D_G_z2,
+                    r.scale[0], r.scale[1], r.scale[2]);
+        metrics.add(json_record(step - 1, epoch, i, r, ips));
+        overflows.maybe_print(elapsed, r, false);
+        if (r.scale[0] <= cfg.policy.min_loss_scale || r.scale[1] <= cfg.policy.min_loss_scale ||
+            r.scale[2] <= cfg.policy.min_loss_scale) {
+          if (cfg.policy.dynamic_loss_scale) {
+            std::fprintf(stderr,
+                         "ganengine train: a loss scale reached its floor %g at step %lld: the gradients overflow even "
+                         "at the smallest scale, so training has diverged (losses or weights are no longer finite). "
+                         "Try a lower --lr, --opt-level O1/O2 instead of O3, or --half bf16; the last good weights are "
+                         "the latest netG/netD_epoch files.\n",
+                         cfg.policy.min_loss_scale, static_cast<long long>(step - 1));
+            exit_code = 3;
+            break;
+          }
+        }
+        if (tty) {
+          const double rate = steps_this_run / std::max(elapsed, 1e-9);
+          std::fprintf(stderr, "\r\033[K%lld/%lld steps  %.0f img/s  ETA %s", static_cast<long long>(step),
+                       static_cast<long long>(stop_at), ips, format_duration((stop_at - step) / rate).c_str());
+          std::fflush(stderr);
+        }
+        std::fflush(stdout);
+      }
+      last_sampled = i % opt.sample_interval == 0;
+      if (last_sampled) {
+        save_samples(real, epoch);
+        metrics.flush();
+      }
+    }
+    if (exit_code) break;
+    // The epoch is over, or the run stops inside it: its samples and weights are written.
+    if (last_real.defined() && !last_sampled) save_samples(last_real, epoch);
+    RunPosition next{i == per_epoch ? epoch + 1 : epoch, i == per_epoch ? 0 : i, step};
+    save_epoch_outputs(epoch, next);
+  }
+  std::signal(SIGINT, prev_handler);
+  if (tty) std::fprintf(stderr, "\n");
+  if (steps_this_run > 0) {
+    overflows.maybe_print(1e18, trainer.record(), true);
+    const double elapsed = seconds_since(t_start);
+    std::printf("done: %lld steps in %.1f s (%.1f images/s); outputs in %s\n", static_cast<long long>(steps_this_run),
+                elapsed, images_this_run / std::max(elapsed, 1e-9), opt.outf.c_str());
+  }
+  if (g_interrupted) {
+    std::printf("interrupted: state saved to %s; continue with --resume %s\n", state_path.c_str(), state_path.c_str());
+    return 130;
+  }
+  return exit_code;
+}
+
+}  // namespace ge

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The GPU test suite, run on a GPU host from binaries built elsewhere (tools/stage_gpu.sh puts
+# them in .carry/). Usage on the GPU host, from the repository root:
+#   tools/gpu_suite.sh [--goldens] [--bench]
+#     --goldens   first regenerate tests/data/golden_*.safetensors with PyTorch
+#     --bench     also run the training benchmarks
+# Logs go to $OUT (or ./gpu-logs); the last line is the summary.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-gpu-logs}
+mkdir -p "$OUT"
+CUDNN_TORCH=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib
+[ -d "$CUDNN_TORCH" ] && export LD_LIBRARY_PATH="$CUDNN_TORCH:${LD_LIBRARY_PATH:-}"
+export GE_TEST_DATA_DIR="$PWD/tests/data" GE_BINARY="$PWD/.carry/ganengine"
+goldens=0 bench=0
+for a in "$@"; do
+  case "$a" in
+    --goldens) goldens=1 ;;
+    --bench) bench=1 ;;
+    *) echo "unknown option $a" >&2; exit 2 ;;
+  esac
+done
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+.carry/ganengine info | tee -a "$OUT/gpu.txt"
+if ((goldens)); then
+  PYTHONUNBUFFERED=1 python3 tools/make_goldens.py --out tests/data 2>&1 | tee "$OUT/goldens.log"
+  mkdir -p "$OUT/data" && cp tests/data/golden_*.safetensors "$OUT/data/" 2>/dev/null
+fi
+# Every test case: GPU cases run here, CPU cases too (same binary), so one summary covers all.
+.carry/ganengine_tests --duration=true 2>&1 | tee "$OUT/tests.log" | grep -E "^\[doctest\]|ERROR|FAILED|CHECK|error" | tail -60
+status=${PIPESTATUS[0]}
+if ((bench)) && [ -x tools/bench_suite.sh ]; then
+  tools/bench_suite.sh 2>&1 | tee "$OUT/bench.log"
+fi
+echo "GPU suite summary: $(grep -E '^\[doctest\] (test cases|assertions)' "$OUT/tests.log" | tr '\n' ' ') exit=$status"
+exit "$status"
