@@ -3,20 +3,25 @@
 # them in .carry/). Usage on the GPU host, from the repository root:
 #   tools/gpu_suite.sh [--goldens] [--bench]
 #     --goldens   first regenerate tests/data/golden_*.safetensors with PyTorch
+#     --train     also train each opt level on fake data (tools/gpu_train_check.sh)
 #     --bench     also run the training benchmarks
 # Logs go to $OUT (or ./gpu-logs); the last line is the summary.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-logs}
 mkdir -p "$OUT"
-CUDNN_TORCH=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib
-[ -d "$CUDNN_TORCH" ] && export LD_LIBRARY_PATH="$CUDNN_TORCH:${LD_LIBRARY_PATH:-}"
+# cuDNN 9.19 and cuBLAS 13 as PyTorch ships them (the host's own cuDNN is older).
+NV=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
+for lib in "$NV/cudnn/lib" "$NV/cu13/lib" "$NV/cublas/lib"; do
+  [ -d "$lib" ] && export LD_LIBRARY_PATH="$lib:${LD_LIBRARY_PATH:-}"
+done
 export GE_TEST_DATA_DIR="$PWD/tests/data" GE_BINARY="$PWD/.carry/ganengine"
-goldens=0 bench=0
+goldens=0 bench=0 train=0
 for a in "$@"; do
   case "$a" in
     --goldens) goldens=1 ;;
     --bench) bench=1 ;;
+    --train) train=1 ;;
     *) echo "unknown option $a" >&2; exit 2 ;;
   esac
 done
@@ -29,8 +34,15 @@ fi
 # Every test case: GPU cases run here, CPU cases too (same binary), so one summary covers all.
 .carry/ganengine_tests --duration=true 2>&1 | tee "$OUT/tests.log" | grep -E "^\[doctest\]|ERROR|FAILED|CHECK|error" | tail -60
 status=${PIPESTATUS[0]}
+if ((train)); then
+  tools/gpu_train_check.sh 2>&1 | tee "$OUT/train.log" || status=1
+fi
 if ((bench)) && [ -x tools/bench_suite.sh ]; then
   tools/bench_suite.sh 2>&1 | tee "$OUT/bench.log"
 fi
 echo "GPU suite summary: $(grep -E '^\[doctest\] (test cases|assertions)' "$OUT/tests.log" | tr '\n' ' ') exit=$status"
+# The device tool brings back at most 8 files: pack everything into one archive.
+if [ -n "${PACK_OUT:-}" ]; then
+  tar czf /tmp/gpu-results.tgz -C "$OUT" . && rm -rf "${OUT:?}"/* && mv /tmp/gpu-results.tgz "$OUT/"
+fi
 exit "$status"
