@@ -5,4 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 tools/dev/check_test_names.py  # names must be usable as CTest names and doctest filters
 tools/build.sh
+tools/check_checkpoints_ci.sh  # the saved weights, read by Python's safetensors library
 ctest --test-dir build --output-on-failure -j"$(nproc)"

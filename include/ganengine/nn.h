@@ -85,6 +85,9 @@ class BatchNorm2d : public Layer {
   std::string precision() const override;
   Tensor& running_mean() { return running_mean_; }
   Tensor& running_var() { return running_var_; }
+  // Off: a training-mode forward uses batch statistics but leaves the running ones (and the
+  // batch counter) alone, so looking at samples never changes the state of a run.
+  void set_update_running_stats(bool on) { update_running_stats_ = on; }
 
   static constexpr float kMomentum = 0.1f;
   static constexpr float kEps = 1e-5f;
@@ -96,6 +99,7 @@ class BatchNorm2d : public Layer {
   Param gamma_, beta_;
   Tensor running_mean_, running_var_;
   int64_t num_batches_tracked_ = 0;
+  bool update_running_stats_ = true;
   Tensor saved_x_, save_mean_, save_invstd_;
 };
 
@@ -122,6 +126,7 @@ class Sequential {
   // want_param_grads=false skips every weight gradient (G's step through D needs only dx).
   Tensor backward(const Tensor& dy, bool want_param_grads, bool want_input_grad);
   std::vector<std::unique_ptr<Layer>>& layers() { return layers_; }
+  void set_update_running_stats(bool on);  // every BatchNorm2d
   std::vector<Param*> params();
   // PyTorch state_dict: "main.<i>.<name>" -> tensor (CPU, f32 weights as stored, i64 counters).
   std::vector<std::pair<std::string, Param*>> named_params();

@@ -108,11 +108,11 @@ void loss_scaler_update(Tensor& state, const Tensor& found_inf, const ScalerConf
 // optimizer's losses overflowed": nothing changes. half_copies (optional; empty, or one per
 // param where an undefined tensor means none): f16/bf16 model copies of f32 masters, written
 // with the updated values rounded.
-struct AdamConfig {
-  float lr = 2e-4f;
-  float beta1 = 0.5f;
-  float beta2 = 0.999f;
-  float eps = 1e-8f;
+struct AdamConfig {  // doubles, like the Python floats PyTorch takes them as
+  double lr = 2e-4;
+  double beta1 = 0.5;
+  double beta2 = 0.999;
+  double eps = 1e-8;
 };
 void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq, Tensor& step,

@@ -18,8 +18,8 @@ struct TrainOptions {
   int image_size = 64;
   int64_t nz = 100, ngf = 64, ndf = 64;
   int niter = 25;
-  float lr = 0.0002f;
-  float beta1 = 0.5f;
+  double lr = 0.0002;
+  double beta1 = 0.5;
   int ngpu = 1;
   std::string netG, netD;  // continue from these weights
   std::string outf = ".";

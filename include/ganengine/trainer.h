@@ -16,8 +16,8 @@ struct TrainerConfig {
   PrecisionPolicy policy;
   Device device = Device::cpu();
   uint64_t seed = 2809;
-  float lr = 2e-4f;
-  float beta1 = 0.5f;
+  double lr = 2e-4;
+  double beta1 = 0.5;
 };
 
 // The losses of the example's three backward passes.

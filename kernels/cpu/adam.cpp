@@ -1,55 +1,30 @@
-// CPU reference for Adam with PyTorch's semantics and arithmetic:
+// CPU reference for Adam with PyTorch's semantics and arithmetic (ganengine/adam_math.h):
 //   t = step + 1 (the step tensor is advanced first)
-//   m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g*g                          (fp32, per element)
-//   bias_correction1 = 1 - b1^t;  bias_correction2 = 1 - b2^t           (double, as Python floats)
-//   step_size = lr / bias_correction1
-//   denom = sqrt(v) / sqrt(bias_correction2) + eps                      (fp32)
-//   p = p - step_size * (m / denom)                                     (fp32)
-// The per-step scalars are formed in double and enter the fp32 element math rounded to float,
-// which is how PyTorch's fp32 path (foreach or single-tensor) treats Python scalars.
+//   m = lerp(m, g, 1 - b1);  v = b2*v + (1-b2)*g*g                        (fp32, per element)
+//   p = p - lr/(1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)         (scalars from doubles)
 // A nonzero skip element (one of this optimizer's losses overflowed) leaves every tensor, step
 // included, untouched. At O3 the parameters and moments are half: computed in fp32, rounded once.
 #include <cmath>
 
 #include "cpu_util.h"
+#include "ganengine/adam_math.h"
 #include "ganengine/backend.h"
 
 namespace ge {
 namespace cpu {
 namespace {
 
-struct AdamScalars {
-  float beta1, one_minus_beta1, beta2, one_minus_beta2, eps;
-  float step_size;               // lr / bias_correction1
-  float bias_correction2_sqrt;   // sqrt(1 - b2^t)
-};
-
-AdamScalars scalars_for_step(const ops::AdamConfig& cfg, double t) {
-  const double bc1 = 1.0 - std::pow(static_cast<double>(cfg.beta1), t);
-  const double bc2 = 1.0 - std::pow(static_cast<double>(cfg.beta2), t);
-  AdamScalars s;
-  s.beta1 = cfg.beta1;
-  s.one_minus_beta1 = 1.f - cfg.beta1;
-  s.beta2 = cfg.beta2;
-  s.one_minus_beta2 = 1.f - cfg.beta2;
-  s.eps = cfg.eps;
-  s.step_size = static_cast<float>(static_cast<double>(cfg.lr) / bc1);
-  s.bias_correction2_sqrt = static_cast<float>(std::sqrt(bc2));
-  return s;
-}
-
 // One parameter tensor; all tensors addressed in logical order (formats may differ).
-void update_tensor(const AdamScalars& s, Tensor p, const Tensor& g, Tensor m, Tensor v, Tensor half_copy) {
+void update_tensor(const AdamElementScalars& s, Tensor p, const Tensor& g, Tensor m, Tensor v, Tensor half_copy) {
   for (int64_t i = 0; i < p.numel(); ++i) {
-    const float grad = static_cast<float>(load_logical(g, i));
-    const float m_new = s.beta1 * static_cast<float>(load_logical(m, i)) + s.one_minus_beta1 * grad;
-    const float v_new = s.beta2 * static_cast<float>(load_logical(v, i)) + s.one_minus_beta2 * grad * grad;
-    const float denom = std::sqrt(v_new) / s.bias_correction2_sqrt + s.eps;
-    const float p_new = static_cast<float>(load_logical(p, i)) - s.step_size * (m_new / denom);
-    store_logical(m, i, m_new);
-    store_logical(v, i, v_new);
-    store_logical(p, i, p_new);
-    if (half_copy.defined()) store_logical(half_copy, i, p_new);
+    float p_i = static_cast<float>(load_logical(p, i));
+    float m_i = static_cast<float>(load_logical(m, i));
+    float v_i = static_cast<float>(load_logical(v, i));
+    adam_element(s, static_cast<float>(load_logical(g, i)), p_i, m_i, v_i);
+    store_logical(m, i, m_i);
+    store_logical(v, i, v_i);
+    store_logical(p, i, p_i);
+    if (half_copy.defined()) store_logical(half_copy, i, p_i);
   }
 }
 
@@ -84,7 +59,7 @@ void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
 
   const double t = load_as_double(step.data(), step.dtype(), 0) + 1.0;
   store_from_double(step.data(), step.dtype(), 0, t);
-  const AdamScalars s = scalars_for_step(cfg, t);
+  const AdamElementScalars s = adam_scalars(cfg.lr, cfg.beta1, cfg.beta2, cfg.eps, t);
   parallel_for(static_cast<int64_t>(n), [&](int64_t i) {
     const size_t k = static_cast<size_t>(i);
     update_tensor(s, params[k], grads[k], exp_avg[k], exp_avg_sq[k],

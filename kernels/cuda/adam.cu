@@ -9,6 +9,7 @@
 // a one-thread kernel on the same stream, so no block can see a half-updated step.
 #include <vector>
 
+#include "ganengine/adam_math.h"
 #include "ganengine/backend.h"
 #include "cuda_util.cuh"
 #include "multi_tensor.cuh"
@@ -28,19 +29,15 @@ __device__ __forceinline__ bool any_flag(const float* skip, int count) {
   return false;
 }
 
-__global__ void adam_kernel(AdamTable table, const float* step, const float* skip, int skip_count, float lr,
-                            float beta1, float beta2, float eps) {
+__global__ void adam_kernel(AdamTable table, const float* step, const float* skip, int skip_count, double lr,
+                            double beta1, double beta2, double eps) {
   if (any_flag(skip, skip_count)) return;  // the step overflowed: leave every buffer as it is
   int tensor;
   int64_t begin, end;
   locate_chunk(table, blockIdx.x, tensor, begin, end);
 
-  // Bias corrections in double, as PyTorch computes them on the host from a Python float.
-  const double t = static_cast<double>(step[0]) + 1.0;
-  const double bias_correction1 = 1.0 - pow(static_cast<double>(beta1), t);
-  const double bias_correction2 = 1.0 - pow(static_cast<double>(beta2), t);
-  const float step_size = static_cast<float>(static_cast<double>(lr) / bias_correction1);
-  const float bias_correction2_sqrt = static_cast<float>(sqrt(bias_correction2));
+  // Scalars as PyTorch forms them from its Python-float hyper-parameters (adam_math.h).
+  const AdamElementScalars s = adam_scalars(lr, beta1, beta2, eps, static_cast<double>(step[0]) + 1.0);
 
   // Parameters and moments share one dtype: f32 (masters, or fp32 models), or half at O3,
   // where the update is computed in fp32 and each buffer rounded once on store.
@@ -53,11 +50,10 @@ __global__ void adam_kernel(AdamTable table, const float* step, const float* ski
   const ElemType half_type = table.type[kHalfCopy][tensor];
 
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-    const float g = grad[i];
-    const float m = beta1 * load_float_dyn(exp_avg, state_type, i) + (1.f - beta1) * g;
-    const float v = beta2 * load_float_dyn(exp_avg_sq, state_type, i) + (1.f - beta2) * g * g;
-    const float denom = sqrtf(v) / bias_correction2_sqrt + eps;
-    const float p = load_float_dyn(param, state_type, i) - step_size * (m / denom);
+    float p = load_float_dyn(param, state_type, i);
+    float m = load_float_dyn(exp_avg, state_type, i);
+    float v = load_float_dyn(exp_avg_sq, state_type, i);
+    adam_element(s, grad[i], p, m, v);
     store_float_dyn(exp_avg, state_type, i, m);
     store_float_dyn(exp_avg_sq, state_type, i, v);
     store_float_dyn(param, state_type, i, p);

@@ -61,8 +61,8 @@ int run_train(int argc, char** argv) {
     ("ngf", "generator width", cxxopts::value<int64_t>()->default_value("64"))
     ("ndf", "discriminator width", cxxopts::value<int64_t>()->default_value("64"))
     ("niter", "number of epochs to train for", cxxopts::value<int>()->default_value("25"))
-    ("lr", "learning rate", cxxopts::value<float>()->default_value("0.0002"))
-    ("beta1", "beta1 for adam", cxxopts::value<float>()->default_value("0.5"))
+    ("lr", "learning rate", cxxopts::value<double>()->default_value("0.0002"))
+    ("beta1", "beta1 for adam", cxxopts::value<double>()->default_value("0.5"))
     ("ngpu", "number of GPUs to use (this version: 1)", cxxopts::value<int>()->default_value("1"))
     ("netG", "generator weights (.safetensors) to continue from", cxxopts::value<std::string>()->default_value(""))
     ("netD", "discriminator weights (.safetensors) to continue from", cxxopts::value<std::string>()->default_value(""))
@@ -114,8 +114,8 @@ int run_train(int argc, char** argv) {
   opt.ngf = r["ngf"].as<int64_t>();
   opt.ndf = r["ndf"].as<int64_t>();
   opt.niter = r["niter"].as<int>();
-  opt.lr = r["lr"].as<float>();
-  opt.beta1 = r["beta1"].as<float>();
+  opt.lr = r["lr"].as<double>();
+  opt.beta1 = r["beta1"].as<double>();
   opt.ngpu = r["ngpu"].as<int>();
   opt.netG = r["netG"].as<std::string>();
   opt.netD = r["netD"].as<std::string>();
@@ -145,6 +145,8 @@ int run_train(int argc, char** argv) {
   opt.progress = r.count("no-progress") == 0;
   if (r.count("debug-force-overflow")) opt.force_overflow = parse_force_overflow(r["debug-force-overflow"].as<std::string>());
   if (opt.workers < 0 || opt.workers > 256) fail("--workers ", opt.workers, " (expected 0..256)");
+  if (!(opt.lr >= 0) || opt.lr > 1) fail("--lr ", opt.lr, " (expected a learning rate in [0, 1], the example's is 0.0002)");
+  if (!(opt.beta1 >= 0 && opt.beta1 < 1)) fail("--beta1 ", opt.beta1, " (expected 0 <= beta1 < 1, the example's is 0.5)");
 
   const std::string device = r["device"].as<std::string>();
   if (device.empty()) {

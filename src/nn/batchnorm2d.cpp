@@ -24,9 +24,15 @@ Tensor BatchNorm2d::forward(const Tensor& x, bool training) {
   if (training) {
     save_mean_ = Tensor::empty({channels_}, DType::F32, where_.device);
     save_invstd_ = Tensor::empty({channels_}, DType::F32, where_.device);
-    ops::batchnorm_forward_train(x, gamma_.value, beta_.value, running_mean_, running_var_, kMomentum, kEps, y,
-                                 save_mean_, save_invstd_);
-    ++num_batches_tracked_;
+    if (update_running_stats_) {
+      ops::batchnorm_forward_train(x, gamma_.value, beta_.value, running_mean_, running_var_, kMomentum, kEps, y,
+                                   save_mean_, save_invstd_);
+      ++num_batches_tracked_;
+    } else {
+      Tensor scratch_mean = running_mean_.clone(), scratch_var = running_var_.clone();
+      ops::batchnorm_forward_train(x, gamma_.value, beta_.value, scratch_mean, scratch_var, kMomentum, kEps, y,
+                                   save_mean_, save_invstd_);
+    }
     saved_x_ = x;
   } else {
     ops::batchnorm_forward_eval(x, gamma_.value, beta_.value, running_mean_, running_var_, kEps, y);

@@ -14,6 +14,11 @@ Tensor Sequential::backward(const Tensor& dy, bool want_param_grads, bool want_i
   return g;
 }
 
+void Sequential::set_update_running_stats(bool on) {
+  for (auto& layer : layers_)
+    if (auto* bn = dynamic_cast<BatchNorm2d*>(layer.get())) bn->set_update_running_stats(on);
+}
+
 std::vector<Param*> Sequential::params() {
   std::vector<Param*> out;
   for (auto& kv : named_params()) out.push_back(kv.second);

@@ -207,8 +207,12 @@ int run_training(const TrainOptions& opt) {
   };
   auto save_samples = [&](const Tensor& real, int64_t epoch) {
     save_image_grid(real, join_path(opt.outf, "real_samples.png"));
-    // As in the example, G runs on the fixed noise in training mode (batch statistics).
+    // As in the example, G runs on the fixed noise in training mode (batch statistics); unlike
+    // the example, this leaves G's running statistics alone, so writing samples (which a stop
+    // or resume adds) never changes the run: a resumed run stays bitwise the uninterrupted one.
+    trainer.generator().set_update_running_stats(false);
     Tensor fake = trainer.generator().forward(fixed_noise, true);
+    trainer.generator().set_update_running_stats(true);
     save_image_grid(fake, epoch_file(opt.outf, "fake_samples_epoch_%03d.png", epoch));
   };
 
