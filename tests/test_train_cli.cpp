@@ -219,7 +219,7 @@ TEST_CASE("train cli: bad flags fail with one clear line and a non-zero exit") {
   CHECK(r.output.find("main.0.weight") != std::string::npos);
 }
 
-TEST_CASE("generate cli: grids, one PNG per image, tensors, eval and batch statistics") {
+TEST_CASE("generate cli: grids - one PNG per image - tensors - eval and batch statistics") {
   TempDir tmp("ge_gen");
   expect_ok(run_ganengine("train " + kTiny + "--batchSize 8 --max-steps 2 --outf " + tmp.dir.string()));
   const std::string netG = tmp.file("netG_epoch_0.safetensors");

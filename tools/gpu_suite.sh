@@ -15,7 +15,7 @@ NV=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
 for lib in "$NV/cudnn/lib" "$NV/cu13/lib" "$NV/cublas/lib"; do
   [ -d "$lib" ] && export LD_LIBRARY_PATH="$lib:${LD_LIBRARY_PATH:-}"
 done
-export GE_TEST_DATA_DIR="$PWD/tests/data" GE_BINARY="$PWD/.carry/ganengine"
+export GE_TEST_DATA_DIR="$PWD/tests/data" GE_BINARY="$PWD/.carry/ganengine" GE_TEACHER_DIR=/tmp/ge-goldens
 goldens=0 bench=0 train=0
 for a in "$@"; do
   case "$a" in
@@ -27,9 +27,13 @@ for a in "$@"; do
 done
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 .carry/ganengine info | tee -a "$OUT/gpu.txt"
+# PyTorch's goldens, made fresh on every run: the step-by-step test needs PyTorch's state before
+# each training step (too large to commit). --goldens also replaces the committed files.
+PYTHONUNBUFFERED=1 python3 tools/make_goldens.py --out /tmp/ge-goldens --teacher-dir /tmp/ge-goldens/teacher 2>&1 \
+  | tee "$OUT/goldens.log"
 if ((goldens)); then
-  PYTHONUNBUFFERED=1 python3 tools/make_goldens.py --out tests/data 2>&1 | tee "$OUT/goldens.log"
-  mkdir -p "$OUT/data" && cp tests/data/golden_*.safetensors "$OUT/data/" 2>/dev/null
+  cp /tmp/ge-goldens/golden_*.safetensors tests/data/
+  mkdir -p "$OUT/data" && cp /tmp/ge-goldens/golden_*.safetensors "$OUT/data/"
 fi
 # Every test case: GPU cases run here, CPU cases too (same binary), so one summary covers all.
 .carry/ganengine_tests --duration=true 2>&1 | tee "$OUT/tests.log" | grep -E "^\[doctest\]|ERROR|FAILED|CHECK|error" | tail -60

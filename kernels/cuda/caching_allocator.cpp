@@ -22,7 +22,7 @@ size_t round_size(size_t bytes) {
 
 struct DeviceCache {
   std::mutex mu;
-  std::multimap<size_t, void*> free_blocks;      // size -> block
+  std::multimap<size_t, void*> free_blocks;      // size class -> block
   std::unordered_map<void*, size_t> block_size;  // every live or cached block
   AllocatorStats stats;
 };
@@ -53,9 +53,12 @@ void* caching_alloc(int device, size_t bytes) {
   DeviceCache& c = cache(device);
   std::lock_guard<std::mutex> lock(c.mu);
   size_t want = round_size(bytes == 0 ? 1 : bytes);
-  // Best fit, but never hand out a block more than twice the request: that would strand memory.
-  auto it = c.free_blocks.lower_bound(want);
-  if (it != c.free_blocks.end() && it->first <= 2 * want) {
+  // Exact size classes only: a training step asks for the same multiset of sizes every time,
+  // so once one step has run, every request finds a block freed by the previous step. (Handing
+  // out larger blocks would save memory but let sizes steal each other's blocks, and the cache
+  // might then never settle.)
+  auto it = c.free_blocks.find(want);
+  if (it != c.free_blocks.end()) {
     void* p = it->second;
     c.stats.bytes_in_use += it->first;
     c.free_blocks.erase(it);
