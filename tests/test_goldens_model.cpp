@@ -20,8 +20,7 @@ nn::StateDict prefixed(const SafeTensorsFile& f, const std::string& prefix) {
   return sd;
 }
 
-void check_network(Device d, bool generator) {
-  const auto& f = golden("golden_dcgan.safetensors");
+void check_network(Device d, bool generator, const SafeTensorsFile& f = golden("golden_dcgan.safetensors")) {
   nn::NetConfig cfg;
   cfg.nz = std::stoi(f.metadata.at("nz"));
   cfg.ngf = std::stoi(f.metadata.at("ngf"));
@@ -250,7 +249,19 @@ TEST_CASE("golden/gpu: every training step from PyTorch's state matches PyTorch 
   GE_REQUIRE_GPU();
   for (Device d : {Device::cuda(0), Device::cpu()}) {
     check_teacher_forced(d, "O0", OptLevel::O0, 1e-4);
-    check_teacher_forced(d, "O1", OptLevel::O1, 2e-2);
-    check_teacher_forced(d, "O2", OptLevel::O2, 2e-2);
+    // Measured on the H200: at most 6e-4 on either device (PyTorch's own fp16 noise); the
+    // bound is tighter than the 2e-2 the spec allows, to catch regressions early.
+    check_teacher_forced(d, "O1", OptLevel::O1, 5e-3);
+    check_teacher_forced(d, "O2", OptLevel::O2, 5e-3);
   }
+}
+TEST_CASE("golden/gpu: full-width Generator and Discriminator (ngf=ndf=64) match PyTorch computed on the spot") {
+  GE_REQUIRE_GPU();
+  const char* dir = std::getenv("GE_TEACHER_DIR");
+  INFO("GE_TEACHER_DIR is not set: tools/gpu_suite.sh writes the full-width golden there and sets it");
+  REQUIRE(dir != nullptr);
+  const SafeTensorsFile full = load_safetensors(std::string(dir) + "/golden_dcgan_full.safetensors");
+  REQUIRE(full.metadata.at("ngf") == "64");
+  check_network(Device::cuda(0), true, full);
+  check_network(Device::cuda(0), false, full);
 }

@@ -106,7 +106,7 @@ TEST_CASE("image transforms: a same-size resize is a copy") {
   CHECK(resize_shorter_side(img, 7).hwc == img.hwc);
 }
 
-TEST_CASE("image transforms: Resize output size follows torchvision's int(size * long / short)") {
+TEST_CASE("image transforms: Resize output size follows torchvision's int of size times long over short") {
   auto check = [](int w, int h, int size, int ew, int eh) {
     const ImageSize s = shorter_side_resized_size(w, h, size);
     INFO(w, "x", h, " -> ", size);

@@ -164,9 +164,9 @@ def weights_init(m):
         m.bias.data.fill_(0)
 
 
-def dcgan_goldens(path):
+def dcgan_goldens(path, ngf=4, ndf=4):
     torch.manual_seed(1234)
-    nz, ngf, ndf, nc, N = 100, 4, 4, 3, 2
+    nz, nc, N = 100, 3, 2
     G, D = Generator(nz, ngf, nc).double(), Discriminator(ndf, nc).double()
     G.apply(weights_init)
     D.apply(weights_init)
@@ -434,6 +434,8 @@ def main():
     dcgan_goldens(os.path.join(args.out, "golden_dcgan.safetensors"))
     adam_goldens(os.path.join(args.out, "golden_adam.safetensors"))
     train_goldens(args.out, args.device, args.teacher_dir)
+    if args.teacher_dir:  # the example's full-width networks, too large to commit
+        dcgan_goldens(os.path.join(args.teacher_dir, "golden_dcgan_full.safetensors"), ngf=64, ndf=64)
 
 
 if __name__ == "__main__":

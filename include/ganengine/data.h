@@ -100,4 +100,56 @@ class Loader {
   std::future<Tensor> prefetched_;
 };
 
+// torchvision's ImageFolder, which the reference uses for --dataset imagenet | folder | lfw:
+// dataroot/<class>/.../<image>. Classes are the sorted names of dataroot's subdirectories
+// (symlinks followed); each class directory is searched recursively and its files ordered as
+// torchvision's make_dataset orders them (by directory path, then by name); files with the
+// extensions .jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp (any case) are images. Item i is
+// decode -> RGB -> Resize(image_size) -> CenterCrop(image_size): 3-channel u8, byte-exact
+// with torchvision on Pillow 13 (image_transform.h).
+//
+// A tree without class directories, or a class without images, is refused at construction
+// with a message that shows the expected layout and what was found. A file that does not
+// decode makes read() throw ge::Error naming it, unless skip_bad_images is set: then every
+// file's header is checked at construction (probe_image, in parallel) and bad files are left
+// out, so size() never changes afterwards; a file whose damage only decoding finds is
+// replaced, at read time, by the next good item (index + 1, + 2, ... wrapping around) and
+// remembered, so it is not tried again.
+class ImageFolderDataset : public Dataset {
+ public:
+  ImageFolderDataset(const std::string& dataroot, int image_size, bool skip_bad_images = false,
+                     const std::string& name = "folder");
+  ~ImageFolderDataset() override;
+  int64_t size() const override { return static_cast<int64_t>(items_.size()); }
+  int channels() const override { return 3; }
+  int image_size() const override { return image_size_; }
+  void read(int64_t index, uint8_t* hwc_out) const override;
+  std::string name() const override { return name_; }
+
+  const std::vector<std::string>& classes() const { return classes_; }
+  const std::string& path(int64_t index) const;
+  int target(int64_t index) const;  // the class index, torchvision's target
+
+  // skip_bad_images only: the files left out at construction, as "path: reason" lines, and
+  // the files found bad later by read() (each counted once).
+  const std::vector<std::string>& excluded_at_scan() const { return excluded_; }
+  int64_t failed_at_read() const;
+
+ private:
+  struct Item {
+    std::string path;
+    int target;
+  };
+  struct ReadFailures;  // the bad files read() found, shared by its threads
+
+  std::string name_;
+  std::string root_;
+  int image_size_;
+  bool skip_bad_images_;
+  std::vector<std::string> classes_;
+  std::vector<Item> items_;
+  std::vector<std::string> excluded_;
+  std::unique_ptr<ReadFailures> read_failures_;
+};
+
 }  // namespace ge

@@ -28,6 +28,8 @@ int dataset_channels(const std::string& name) {
 std::unique_ptr<Dataset> open_dataset(const std::string& name, const std::string& dataroot, int image_size,
                                       const std::string& classes, uint64_t seed) {
   if (name == "fake") return std::make_unique<FakeDataset>(1000, image_size, 3, seed);
+  if (name == "imagenet" || name == "folder" || name == "lfw")  // the reference's dset.ImageFolder
+    return std::make_unique<ImageFolderDataset>(dataroot, image_size, /*skip_bad_images=*/false, name);
   if (name == "cifar10") return std::make_unique<Cifar10Dataset>(dataroot, image_size);
   if (name == "mnist") return std::make_unique<MnistDataset>(dataroot, image_size, MnistVariant::Mnist);
   if (name == "fashion-mnist") return std::make_unique<MnistDataset>(dataroot, image_size, MnistVariant::FashionMnist);
