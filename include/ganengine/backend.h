@@ -47,4 +47,6 @@ GE_BACKEND_OPS
 // True when this build has the CUDA backend and a usable GPU is present.
 bool cuda_available();
 bool built_with_cuda();
+// Waits until the device has finished all work issued to it (no-op for the CPU).
+void synchronize(Device d);
 }  // namespace ge

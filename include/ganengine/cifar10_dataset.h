@@ -30,6 +30,8 @@ class Cifar10Dataset : public Dataset {
   int image_size() const override { return image_size_; }
   void read(int64_t index, uint8_t* hwc_out) const override;
   std::string name() const override { return "cifar10"; }
+  // The five batch files' paths, sizes and mtimes.
+  std::string fingerprint() const override;
 
  private:
   // Image i of a batch is the 3072 planar bytes at first_image + i * stride of its file.

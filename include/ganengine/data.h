@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "ganengine/batch_source.h"
 #include "ganengine/tensor.h"
 
 namespace ge {
@@ -25,6 +26,12 @@ class Dataset {
   // bytes, row-major HWC.
   virtual void read(int64_t index, uint8_t* hwc_out) const = 0;
   virtual std::string name() const = 0;
+  // A description of the source that changes whenever the images read() serves could change
+  // (files edited, added or removed; another image size), so that a cache of decoded images
+  // (dataset_cache.h) knows when it is stale. File-backed datasets record paths, sizes and
+  // modification times rather than contents. This default, name() + size + image_size +
+  // channels, suits only datasets without files.
+  virtual std::string fingerprint() const;
 };
 
 // torchvision's FakeData: `size` random images that exist without any files. Image i is a
@@ -38,6 +45,8 @@ class FakeDataset : public Dataset {
   int image_size() const override { return image_size_; }
   void read(int64_t index, uint8_t* hwc_out) const override;
   std::string name() const override { return "fake"; }
+  // The images are a function of the seed too.
+  std::string fingerprint() const override { return Dataset::fingerprint() + " seed=" + std::to_string(seed_); }
 
  private:
   int64_t size_;
@@ -46,33 +55,35 @@ class FakeDataset : public Dataset {
   uint64_t seed_;
 };
 
-// The dataset named by --dataset (the reference's names). "fake" gives FakeDataset(1000,
-// image_size, 3, seed); the others are recognised but not yet available, and say so.
-// dataroot and classes are for the file-backed datasets (lsun's --classes).
+// The dataset named by --dataset: the reference's names (cifar10, lsun, mnist, imagenet, folder,
+// lfw, fake) and fashion-mnist. "fake" gives FakeDataset(1000, image_size, 3, seed); the others
+// read their files under dataroot (lsun takes --classes). skip_bad_images: lsun and the
+// folder-like datasets skip and count undecodable images instead of failing on them.
 std::unique_ptr<Dataset> open_dataset(const std::string& name, const std::string& dataroot, int image_size,
-                                      const std::string& classes, uint64_t seed);
+                                      const std::string& classes, uint64_t seed, bool skip_bad_images = false);
 
-// The image channels of a dataset, known from its name alone (mnist 1, the others 3).
+// The image channels of a dataset, known from its name alone (mnist and fashion-mnist 1, the others 3).
 int dataset_channels(const std::string& name);
 
 // Batches of a dataset, in an order that is a pure function of (seed, epoch): a resumed run
 // sees exactly the batches an uninterrupted one would have. Like the reference's DataLoader
 // (shuffle=True, drop_last=False) every image appears once per epoch and the last batch may
 // be smaller. One caller thread at a time; the dataset must outlive the Loader.
-class Loader {
+class Loader : public BatchSource {
  public:
   // workers: threads decoding the items of one batch (0 or 1: the calling thread).
   Loader(const Dataset& ds, int64_t batch_size, uint64_t seed, int workers);
-  ~Loader();  // waits for a prefetch still in flight
+  ~Loader() override;  // waits for a prefetch still in flight
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
 
   const Dataset& dataset() const { return ds_; }
   int64_t batch_size() const { return batch_size_; }
-  int64_t batches_per_epoch() const;  // ceil(size / batch_size)
+  int64_t batches_per_epoch() const override;  // ceil(size / batch_size)
 
   // The dataset indices of epoch `epoch` in the order they are served: a permutation of
-  // [0, size) drawn by Fisher-Yates from a Philox stream keyed by (seed, epoch).
+  // [0, size) drawn by Fisher-Yates from a Philox stream keyed by (seed, epoch), i.e.
+  // epoch_order(size, seed, epoch).
   std::vector<int64_t> order(int64_t epoch) const;
 
   // Batch `index` (0 <= index < batches_per_epoch()) of epoch `epoch`: an f32 CPU NCHW
@@ -80,7 +91,8 @@ class Loader {
   // (float(u8) / 255.0f - 0.5f) / 0.5f. After returning, the following batch (the next
   // epoch's first after the last) is prepared in the background; asking for any other batch
   // is still correct, only not faster.
-  Tensor batch(int64_t epoch, int64_t index);
+  Tensor batch(int64_t epoch, int64_t index) override;
+  std::string describe() const override;
 
  private:
   std::vector<int64_t> indices_of(int64_t epoch, int64_t index);  // one batch's slice of order()
@@ -125,6 +137,9 @@ class ImageFolderDataset : public Dataset {
   int image_size() const override { return image_size_; }
   void read(int64_t index, uint8_t* hwc_out) const override;
   std::string name() const override { return name_; }
+  // An MD5 over every served file's (path relative to dataroot, size, mtime_ns), in order:
+  // stats each file once, so it costs about what the directory scan did.
+  std::string fingerprint() const override;
 
   const std::vector<std::string>& classes() const { return classes_; }
   const std::string& path(int64_t index) const;

@@ -31,6 +31,8 @@ class LsunDataset : public Dataset {
   // (WebP as released, or JPEG/PNG), unless skip_bad_images.
   void read(int64_t index, uint8_t* hwc_out) const override;
   std::string name() const override { return "lsun"; }
+  // Per database: its path, its data file's size and mtime, and its entry count.
+  std::string fingerprint() const override;
 
   // How many reads so far fell on an undecodable value and were served the next image.
   int64_t bad_images_skipped() const { return bad_images_skipped_.load(); }

@@ -23,6 +23,8 @@ class MnistDataset : public Dataset {
   int image_size() const override { return image_size_; }
   void read(int64_t index, uint8_t* hwc_out) const override;
   std::string name() const override;
+  // The images file's path, size and mtime.
+  std::string fingerprint() const override;
 
   const std::string& path() const { return path_; }  // the file read
   int source_rows() const { return rows_; }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ganengine/amp.h"
+#include "ganengine/data_pipeline.h"
 #include "ganengine/trainer.h"
 
 namespace ge {
@@ -34,6 +35,13 @@ struct TrainOptions {
   std::string resume;       // training-state file
   bool progress = true;     // the progress line (only drawn on a terminal)
   std::vector<std::pair<int64_t, int>> force_overflow;  // test hook: (global step, loss id)
+  // Input pipeline extras (issue: datasets): --download, --download-mirror, --skip-bad-images,
+  // --cache-dir, --data-on.
+  bool download = false;
+  std::string download_mirror;
+  bool skip_bad_images = false;
+  std::string cache_dir;
+  DataPlacement data_on = DataPlacement::Auto;
 };
 
 // Runs training; returns the process exit code (0, or 3 when the loss scale hit its floor).

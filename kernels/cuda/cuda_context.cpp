@@ -23,6 +23,10 @@ bool cuda_available() {
   return available;
 }
 
+void synchronize(Device d) {
+  if (d.is_cuda()) gpu::synchronize(d.index);
+}
+
 namespace gpu {
 
 CudaContext& context(int device_index) {

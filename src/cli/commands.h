@@ -6,4 +6,5 @@ const char* version();
 int run_info(int argc, char** argv);
 int run_train(int argc, char** argv);
 int run_generate(int argc, char** argv);
+int run_bench_data(int argc, char** argv);
 }  // namespace ge::cli

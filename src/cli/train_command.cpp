@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "ganengine/backend.h"
 #include "ganengine/data.h"
+#include "ganengine/download.h"
 #include "ganengine/train_loop.h"
 
 namespace ge::cli {
@@ -84,6 +85,11 @@ int run_train(int argc, char** argv) {
     ("resume", "continue exactly from a training_state.safetensors", cxxopts::value<std::string>()->default_value(""))
     ("print-precision", "print the dtype each layer stores and computes in, then exit")
     ("no-progress", "no progress line on the terminal")
+    ("download", "fetch the dataset into --dataroot first (cifar10, mnist, fashion-mnist), md5-checked")
+    ("download-mirror", "base URL to download from (else $GANENGINE_DATASET_MIRROR, else the official sites)", cxxopts::value<std::string>()->default_value(""))
+    ("skip-bad-images", "skip (and count) undecodable images instead of stopping")
+    ("cache-dir", "keep decoded images of lsun/imagenet/folder/lfw here, reused while the source is unchanged", cxxopts::value<std::string>()->default_value(""))
+    ("data-on", "auto | host | gpu: keep the decoded dataset on the GPU and build batches there (auto: when it fits)", cxxopts::value<std::string>()->default_value("auto"))
     ("debug-force-overflow", "test hook: STEP:LOSS[,...] makes loss LOSS (0,1,2) overflow at STEP", cxxopts::value<std::string>())
     ("h,help", "show this help");
   // clang-format on
@@ -143,6 +149,11 @@ int run_train(int argc, char** argv) {
   opt.max_steps = r["max-steps"].as<int64_t>();
   opt.resume = r["resume"].as<std::string>();
   opt.progress = r.count("no-progress") == 0;
+  opt.download = r.count("download") > 0;
+  opt.download_mirror = r["download-mirror"].as<std::string>();
+  opt.skip_bad_images = r.count("skip-bad-images") > 0;
+  opt.cache_dir = r["cache-dir"].as<std::string>();
+  opt.data_on = parse_data_placement(r["data-on"].as<std::string>());
   if (r.count("debug-force-overflow")) opt.force_overflow = parse_force_overflow(r["debug-force-overflow"].as<std::string>());
   if (opt.workers < 0 || opt.workers > 256) fail("--workers ", opt.workers, " (expected 0..256)");
   if (!(opt.lr >= 0) || opt.lr > 1) fail("--lr ", opt.lr, " (expected a learning rate in [0, 1], the example's is 0.0002)");
@@ -173,11 +184,12 @@ int run_train(int argc, char** argv) {
   nn::validate(net);
   const PrecisionPolicy policy = resolve_policy(opt.opt_level, opt.amp);  // checks the overrides
   (void)policy;
-  if (opt.dataset != "fake") {
+  if (opt.dataset != "fake" && !opt.download) {
     struct stat st {};
     if (stat(opt.dataroot.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
       fail("--dataroot '", opt.dataroot, "' is not a directory (", opt.dataset,
-           " reads its files from there; --dataset fake needs none)");
+           " reads its files from there; --dataset fake needs none", dataset_has_download(opt.dataset) ? "; or add --download" : "",
+           ")");
   }
   for (const auto* flag : {&opt.netG, &opt.netD}) {
     if (flag->empty()) continue;

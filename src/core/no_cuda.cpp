@@ -5,5 +5,6 @@
 namespace ge {
 bool built_with_cuda() { return false; }
 bool cuda_available() { return false; }
+void synchronize(Device) {}
 }  // namespace ge
 #endif

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include "cifar10_pickle.h"
+#include "file_stamp.h"
 #include "ganengine/error.h"
 #include "image_fit.h"
 #include "read_only_file.h"
@@ -74,6 +75,12 @@ Cifar10Dataset::Cifar10Dataset(const std::string& dataroot, int image_size) : im
 }
 
 Cifar10Dataset::~Cifar10Dataset() = default;
+
+std::string Cifar10Dataset::fingerprint() const {
+  std::string f = Dataset::fingerprint() + "\n";
+  for (const Batch& b : batches_) f += file_stamp_line(b.file->path());
+  return f;
+}
 
 void Cifar10Dataset::read(int64_t index, uint8_t* hwc_out) const {
   GE_CHECK(index >= 0 && index < size(), "cifar10: index ", index, " out of range [0, ", size(), ")");

@@ -10,6 +10,8 @@
 #include "ganengine/error.h"
 #include "ganengine/image_decode.h"
 #include "ganengine/image_transform.h"
+#include "ganengine/md5.h"
+#include "file_stamp.h"
 #include "image_folder_scan.h"
 
 namespace ge {
@@ -93,6 +95,24 @@ int ImageFolderDataset::target(int64_t index) const {
 }
 
 int64_t ImageFolderDataset::failed_at_read() const { return read_failures_->count(); }
+
+std::string ImageFolderDataset::fingerprint() const {
+  // Hashed as we go: a million-file tree would make a fingerprint string of ~100 MB. Paths are
+  // relative to dataroot, so a tree moved or copied with its mtimes keeps its fingerprint.
+  Md5 files;
+  for (const Item& item : items_) {
+    const bool under_root = item.path.compare(0, root_.size(), root_) == 0;
+    size_t start = under_root ? root_.size() : 0;
+    while (under_root && start < item.path.size() && item.path[start] == '/') ++start;
+    const FileStamp st = file_stamp(item.path);
+    // '\0' cannot occur in a path, so the fields of one file never run into the next.
+    const std::string line = item.path.substr(start) + '\0' +
+                             (st.exists ? std::to_string(st.size) + ' ' + std::to_string(st.mtime_ns) : "missing") +
+                             '\0';
+    files.update(line.data(), line.size());
+  }
+  return Dataset::fingerprint() + (skip_bad_images_ ? " skip_bad_images" : "") + " files_md5=" + files.hex_digest();
+}
 
 namespace {
 

@@ -97,17 +97,23 @@ void resample_rows(const DecodedImage& in, int row_offset, const AxisWeights& a,
   }
 }
 
+// Output rows from rows first[yy] .. first[yy] + count[yy] of `in`. Tap by tap over whole
+// rows, so the inner loop runs along memory (and vectorises); integer sums do not depend on
+// their order, so this is PIL's result exactly.
 void resample_columns(const DecodedImage& in, const AxisWeights& a, DecodedImage& out) {
   const size_t row = size_t(in.width) * size_t(in.channels);
+  std::vector<int32_t> sum(row);
   for (int yy = 0; yy < out.height; ++yy) {
     const int32_t* k = &a.weights[size_t(yy) * size_t(a.ksize)];
     const uint8_t* src = &in.hwc[size_t(a.first[size_t(yy)]) * row];
-    uint8_t* dst = &out.hwc[size_t(yy) * row];
-    for (size_t i = 0; i < row; ++i) {
-      int32_t sum = 1 << (kPrecisionBits - 1);
-      for (int y = 0; y < a.count[size_t(yy)]; ++y) sum += src[size_t(y) * row + i] * k[y];
-      dst[i] = clip8(sum);
+    std::fill(sum.begin(), sum.end(), int32_t(1) << (kPrecisionBits - 1));
+    for (int y = 0; y < a.count[size_t(yy)]; ++y) {
+      const uint8_t* s = src + size_t(y) * row;
+      const int32_t w = k[y];
+      for (size_t i = 0; i < row; ++i) sum[i] += s[i] * w;
     }
+    uint8_t* dst = &out.hwc[size_t(yy) * row];
+    for (size_t i = 0; i < row; ++i) dst[i] = clip8(sum[i]);
   }
 }
 
@@ -168,19 +174,20 @@ DecodedImage resize_bilinear(const DecodedImage& image, int width, int height, R
     resample_rows_any(columns, 0, horizontal, out);
     return out;
   }
-  DecodedImage stage = image;
-  if (need_horizontal) {
-    // As PIL does: the horizontal pass covers only the rows the vertical pass will read.
-    const int first_row = vertical.first.front();
-    const int last_row = vertical.first.back() + vertical.count.back();
-    DecodedImage rows = blank_like(image, width, last_row - first_row);
-    resample_rows_any(image, first_row, horizontal, rows);
-    for (int& f : vertical.first) f -= first_row;
-    stage = std::move(rows);
+  if (!need_horizontal) {
+    DecodedImage out = blank_like(image, width, height);
+    resample_columns(image, vertical, out);
+    return out;
   }
-  if (!need_vertical) return stage;
-  DecodedImage out = blank_like(stage, stage.width, height);
-  resample_columns(stage, vertical, out);
+  // As PIL does: the horizontal pass covers only the rows the vertical pass will read.
+  const int first_row = vertical.first.front();
+  const int last_row = vertical.first.back() + vertical.count.back();
+  DecodedImage rows = blank_like(image, width, last_row - first_row);
+  resample_rows_any(image, first_row, horizontal, rows);
+  if (!need_vertical) return rows;
+  for (int& f : vertical.first) f -= first_row;
+  DecodedImage out = blank_like(image, width, height);
+  resample_columns(rows, vertical, out);
   return out;
 }
 

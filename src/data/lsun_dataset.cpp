@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "file_stamp.h"
 #include "ganengine/error.h"
 #include "ganengine/image_decode.h"
 #include "image_fit.h"
@@ -65,6 +66,16 @@ LsunDataset::LsunDataset(const std::string& dataroot, const std::string& classes
 }
 
 LsunDataset::~LsunDataset() = default;
+
+std::string LsunDataset::fingerprint() const {
+  std::string f = Dataset::fingerprint() + (skip_bad_images_ ? " skip_bad_images" : "") + "\n";
+  for (const auto& db : databases_) {
+    // LmdbReader opens either a directory holding data.mdb or the data file itself.
+    const std::string data = file_stamp(db->path() + "/data.mdb").exists ? db->path() + "/data.mdb" : db->path();
+    f += file_stamp_line(data) + "entries=" + std::to_string(db->size()) + "\n";
+  }
+  return f;
+}
 
 bool LsunDataset::try_read(int64_t index, uint8_t* hwc_out, std::string* why) const {
   const size_t db =

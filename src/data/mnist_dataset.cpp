@@ -3,6 +3,7 @@
 
 #include <sys/stat.h>
 
+#include "file_stamp.h"
 #include "ganengine/error.h"
 #include "idx_images.h"
 #include "image_fit.h"
@@ -58,6 +59,8 @@ MnistDataset::MnistDataset(const std::string& dataroot, int image_size, MnistVar
   cols_ = images.cols;
   pixels_ = std::move(images.pixels);
 }
+
+std::string MnistDataset::fingerprint() const { return Dataset::fingerprint() + "\n" + file_stamp_line(path_); }
 
 void MnistDataset::read(int64_t index, uint8_t* hwc_out) const {
   GE_CHECK(index >= 0 && index < count_, name(), ": index ", index, " out of range [0, ", count_, ")");

@@ -10,7 +10,6 @@
 #include <sstream>
 
 #include "ganengine/atomic_file.h"
-#include "ganengine/data.h"
 #include "ganengine/image_grid.h"
 #include "ganengine/safetensors.h"
 #include "ganengine/state_dict.h"
@@ -156,8 +155,25 @@ int run_training(const TrainOptions& opt) {
   if (opt.batch_size * opt.nz > static_cast<int64_t>(kNoiseCountersPerStep) * 4)
     fail("--batchSize x --nz is too large (", opt.batch_size * opt.nz, " noise values per step, at most ",
          kNoiseCountersPerStep * 4, ")");
-  auto dataset = open_dataset(opt.dataset, opt.dataroot, opt.image_size, opt.classes, opt.manual_seed);
   ensure_directory(opt.outf);
+  DataPipelineOptions data;
+  data.dataset = opt.dataset;
+  data.dataroot = opt.dataroot;
+  data.classes = opt.classes;
+  data.image_size = opt.image_size;
+  data.seed = opt.manual_seed;
+  data.workers = opt.workers;
+  data.batch_size = opt.batch_size;
+  data.skip_bad_images = opt.skip_bad_images;
+  data.download = opt.download;
+  data.mirror = opt.download_mirror;
+  data.cache_dir = opt.cache_dir;
+  data.placement = opt.data_on;
+  data.device = opt.device;
+  data.gpu_dtype = resolve_policy(opt.opt_level, opt.amp).compute_dtype;
+  DataPipeline pipeline = open_data_pipeline(data);
+  const Dataset* dataset = pipeline.dataset.get();
+  BatchSource& batches = *pipeline.source;
   const TrainerConfig cfg = trainer_config(opt, dataset->channels());
   DcganTrainer trainer(cfg);
   if (!opt.netG.empty()) nn::load_state_dict(trainer.generator(), load_safetensors(opt.netG).tensors, opt.netG);
@@ -175,14 +191,14 @@ int run_training(const TrainOptions& opt) {
                 static_cast<long long>(pos.global_step));
   }
 
-  Loader loader(*dataset, opt.batch_size, opt.manual_seed, opt.workers);
-  const int64_t per_epoch = loader.batches_per_epoch();
+  const int64_t per_epoch = batches.batches_per_epoch();
   const int64_t total_steps = per_epoch * opt.niter;
   const int64_t stop_at = opt.max_steps >= 0 ? std::min<int64_t>(opt.max_steps, total_steps) : total_steps;
-  std::printf("ganengine train: %s (%lld images, %lld batches of %lld per epoch), %s on %s, %lld steps to go\n",
+  std::printf("ganengine train: %s (%lld images, %lld batches of %lld per epoch), %s on %s, %lld steps to go\n"
+              "data: %s\n",
               dataset->name().c_str(), static_cast<long long>(dataset->size()), static_cast<long long>(per_epoch),
               static_cast<long long>(opt.batch_size), opt_level_name(opt.opt_level), opt.device.str().c_str(),
-              static_cast<long long>(std::max<int64_t>(0, stop_at - pos.global_step)));
+              static_cast<long long>(std::max<int64_t>(0, stop_at - pos.global_step)), batches.describe().c_str());
   std::fflush(stdout);
 
   const std::string state_path = join_path(opt.outf, "training_state.safetensors");
@@ -222,7 +238,7 @@ int run_training(const TrainOptions& opt) {
     bool last_sampled = false;
     int64_t i = first;
     for (; i < per_epoch && step < stop_at && !g_interrupted; ++i) {
-      Tensor real = loader.batch(epoch, i);
+      Tensor real = batches.batch(epoch, i);
       Tensor noise = Tensor::empty({real.dim(0), opt.nz, 1, 1}, DType::F32, opt.device);
       ops::fill_normal(noise, opt.manual_seed, kNoiseRegion + static_cast<uint64_t>(step) * kNoiseCountersPerStep);
       for (auto& [at, loss] : opt.force_overflow)

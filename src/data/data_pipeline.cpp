@@ -1,0 +1,75 @@
+#include "ganengine/data_pipeline.h"
+
+#include <iostream>
+
+#include "ganengine/dataset_cache.h"
+#include "ganengine/download.h"
+#include "ganengine/error.h"
+#include "ganengine/gpu_resident.h"
+
+#ifdef GE_WITH_CUDA
+#include "ganengine/cuda_check.h"
+#endif
+
+namespace ge {
+
+DataPlacement parse_data_placement(const std::string& s) {
+  if (s == "auto") return DataPlacement::Auto;
+  if (s == "host" || s == "cpu") return DataPlacement::Host;
+  if (s == "gpu" || s == "device") return DataPlacement::Gpu;
+  fail("--data-on '", s, "' (expected auto, host or gpu)");
+}
+
+int64_t gpu_resident_budget_bytes(Device device) {
+#ifdef GE_WITH_CUDA
+  if (device.is_cuda()) {
+    size_t free_bytes = 0, total = 0;
+    CUDA_CHECK(cudaSetDevice(device.index));
+    CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+    // A quarter of what is free, at most 16 GiB: the training step keeps the rest.
+    return std::min<int64_t>(static_cast<int64_t>(free_bytes / 4), int64_t(16) << 30);
+  }
+#endif
+  (void)device;
+  return 0;
+}
+
+namespace {
+bool cacheable(const std::string& name) {
+  return name == "lsun" || name == "imagenet" || name == "folder" || name == "lfw";
+}
+}  // namespace
+
+DataPipeline open_data_pipeline(const DataPipelineOptions& opt) {
+  if (opt.download) {
+    if (!dataset_has_download(opt.dataset))
+      fail("--download works for cifar10, mnist and fashion-mnist, not for --dataset ", opt.dataset);
+    download_dataset(opt.dataset, opt.dataroot, opt.mirror, &std::cerr);
+  }
+  DataPipeline p;
+  p.dataset = open_dataset(opt.dataset, opt.dataroot, opt.image_size, opt.classes, opt.seed, opt.skip_bad_images);
+  if (!opt.cache_dir.empty()) {
+    if (!cacheable(opt.dataset))
+      fail("--cache-dir is for datasets decoded from image files (lsun, imagenet, folder, lfw), not ", opt.dataset);
+    p.dataset = std::make_unique<CachedDataset>(std::move(p.dataset), opt.cache_dir, opt.workers);
+  }
+  bool on_gpu = false;
+  if (opt.device.is_cuda()) {
+    const int64_t need = GpuResidentSource::bytes_needed(*p.dataset);
+    if (opt.placement == DataPlacement::Gpu) {
+      on_gpu = true;
+    } else if (opt.placement == DataPlacement::Auto) {
+      on_gpu = need <= gpu_resident_budget_bytes(opt.device);
+    }
+  } else if (opt.placement == DataPlacement::Gpu) {
+    fail("--data-on gpu needs a CUDA device (--device cuda)");
+  }
+  if (on_gpu)
+    p.source = std::make_unique<GpuResidentSource>(*p.dataset, opt.batch_size, opt.seed, opt.workers, opt.device,
+                                                   opt.gpu_dtype, MemoryFormat::NHWC);
+  else
+    p.source = std::make_unique<Loader>(*p.dataset, opt.batch_size, opt.seed, opt.workers);
+  return p;
+}
+
+}  // namespace ge
