@@ -241,3 +241,22 @@ TEST_CASE("generate cli: grids - one PNG per image - tensors - eval and batch st
   CHECK(bad.exit_code != 0);
   CHECK(bad.output.find("missing.safetensors") != std::string::npos);
 }
+
+TEST_CASE("train cli: overflows are summarised and a loss scale at its floor stops with a diagnosis") {
+  TempDir tmp("ge_floor");
+  // Forced overflows of errD_fake at steps 0 and 1: the summary names the loss, never one line
+  // per step, and training goes on.
+  const auto r = run_ganengine("train " + kTiny + "--batchSize 8 --max-steps 4 --opt-level O1 --outf " +
+                               tmp.file("a") + " --debug-force-overflow 0:1,1:1");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("[amp] gradient overflow") != std::string::npos);
+  CHECK(r.output.find("errD_fake") != std::string::npos);
+  // A floor of 2^15 is reached by the first halving of errD_real's scale.
+  const auto f = run_ganengine("train " + kTiny + "--batchSize 8 --max-steps 4 --opt-level O1 --min-loss-scale 32768 " +
+                               "--outf " + tmp.file("b") + " --debug-force-overflow 0:0");
+  INFO(f.output);
+  CHECK(f.exit_code == 3);
+  CHECK(f.output.find("reached its floor") != std::string::npos);
+  CHECK(f.output.find("Try a lower --lr") != std::string::npos);
+}

@@ -4,6 +4,7 @@
 #   tools/gpu_suite.sh [--goldens] [--bench]
 #     --goldens   first regenerate tests/data/golden_*.safetensors with PyTorch
 #     --train     also train each opt level on fake data (tools/gpu_train_check.sh)
+#     --datasets  also train one epoch per dataset family (tools/gpu_datasets_check.sh)
 #     --bench     also run the training benchmarks
 # Logs go to $OUT (or ./gpu-logs); the last line is the summary.
 set -uo pipefail
@@ -16,12 +17,13 @@ for lib in "$NV/cudnn/lib" "$NV/cu13/lib" "$NV/cublas/lib"; do
   [ -d "$lib" ] && export LD_LIBRARY_PATH="$lib:${LD_LIBRARY_PATH:-}"
 done
 export GE_TEST_DATA_DIR="$PWD/tests/data" GE_BINARY="$PWD/.carry/ganengine" GE_TEACHER_DIR=/tmp/ge-goldens
-goldens=0 bench=0 train=0
+goldens=0 bench=0 train=0 datasets=0
 for a in "$@"; do
   case "$a" in
     --goldens) goldens=1 ;;
     --bench) bench=1 ;;
     --train) train=1 ;;
+    --datasets) datasets=1 ;;
     *) echo "unknown option $a" >&2; exit 2 ;;
   esac
 done
@@ -42,6 +44,9 @@ fi
 status=${PIPESTATUS[0]}
 if ((train)); then
   tools/gpu_train_check.sh 2>&1 | tee "$OUT/train.log" || status=1
+fi
+if ((datasets)); then
+  tools/gpu_datasets_check.sh 2>&1 | tee "$OUT/datasets.log" || status=1
 fi
 if ((bench)) && [ -x tools/bench_suite.sh ]; then
   tools/bench_suite.sh 2>&1 | tee "$OUT/bench.log"
