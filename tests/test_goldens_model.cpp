@@ -260,7 +260,7 @@ TEST_CASE("golden/gpu: full-width Generator and Discriminator (ngf=ndf=64) match
   const char* dir = std::getenv("GE_TEACHER_DIR");
   INFO("GE_TEACHER_DIR is not set: tools/gpu_suite.sh writes the full-width golden there and sets it");
   REQUIRE(dir != nullptr);
-  const SafeTensorsFile full = load_safetensors(std::string(dir) + "/golden_dcgan_full.safetensors");
+  const SafeTensorsFile full = load_safetensors(std::string(dir) + "/teacher/golden_dcgan_full.safetensors");
   REQUIRE(full.metadata.at("ngf") == "64");
   check_network(Device::cuda(0), true, full);
   check_network(Device::cuda(0), false, full);
