@@ -21,6 +21,7 @@
 #include "ganengine/md5.h"
 #include "image_files.h"
 #include "temp_dir.h"
+#include "lmdb_fixture.h"
 #include "test_util.h"
 
 using namespace ge;
@@ -240,37 +241,19 @@ TEST_CASE("dataset fingerprint: fake images differ by seed size and image size")
 
 namespace {
 
-// Adds key/value pairs to the LMDB database in dir (created if needed).
-void put_lmdb(const std::string& dir, const std::vector<std::pair<std::string, std::string>>& items) {
-  fs::create_directories(dir);
-  MDB_env* env = nullptr;
-  REQUIRE(mdb_env_create(&env) == 0);
-  REQUIRE(mdb_env_set_mapsize(env, size_t(16) << 20) == 0);
-  REQUIRE(mdb_env_open(env, dir.c_str(), 0, 0644) == 0);
-  MDB_txn* txn = nullptr;
-  REQUIRE(mdb_txn_begin(env, nullptr, 0, &txn) == 0);
-  MDB_dbi dbi = 0;
-  REQUIRE(mdb_dbi_open(txn, nullptr, 0, &dbi) == 0);
-  for (const auto& [k, v] : items) {
-    MDB_val key{k.size(), const_cast<char*>(k.data())}, value{v.size(), const_cast<char*>(v.data())};
-    REQUIRE(mdb_put(txn, dbi, &key, &value, 0) == 0);
-  }
-  REQUIRE(mdb_txn_commit(txn) == 0);
-  mdb_env_close(env);
-}
 
 }  // namespace
 
 TEST_CASE("dataset fingerprint: an lsun database changes when a value is added") {
   test::TempDir root("ge_cache");
   // The fingerprint never decodes: any bytes will do as values.
-  put_lmdb(root.file("bedroom_train_lmdb"), {{"a", "first"}, {"b", "second"}});
+  ge::test::write_lmdb(root.file("bedroom_train_lmdb"), {{"a", "first"}, {"b", "second"}});
   const std::string before = LsunDataset(root.dir.string(), "bedroom", 16).fingerprint();
   CHECK(LsunDataset(root.dir.string(), "bedroom", 16).fingerprint() == before);
   CHECK(LsunDataset(root.dir.string(), "bedroom", 32).fingerprint() != before);
   CHECK(before.find(root.file("bedroom_train_lmdb")) != std::string::npos);
 
-  put_lmdb(root.file("bedroom_train_lmdb"), {{"c", "third"}});
+  ge::test::write_lmdb(root.file("bedroom_train_lmdb"), {{"c", "third"}});
   const std::string after = LsunDataset(root.dir.string(), "bedroom", 16).fingerprint();
   CHECK(after != before);
   CHECK(after.find("entries=3") != std::string::npos);

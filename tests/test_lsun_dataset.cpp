@@ -18,6 +18,7 @@
 #include "ganengine/image_transform.h"
 #include "ganengine/lsun_dataset.h"
 #include "temp_dir.h"
+#include "lmdb_fixture.h"
 #include "test_util.h"
 
 using namespace ge;
@@ -29,23 +30,6 @@ doctest::Contains has(const std::string& text) { return doctest::Contains(text.c
 
 using Items = std::vector<std::pair<std::string, std::string>>;  // key, value
 
-void write_lmdb(const std::string& dir, const Items& items) {
-  std::filesystem::create_directories(dir);
-  MDB_env* env = nullptr;
-  REQUIRE(mdb_env_create(&env) == 0);
-  REQUIRE(mdb_env_set_mapsize(env, size_t(64) << 20) == 0);
-  REQUIRE(mdb_env_open(env, dir.c_str(), 0, 0644) == 0);
-  MDB_txn* txn = nullptr;
-  REQUIRE(mdb_txn_begin(env, nullptr, 0, &txn) == 0);
-  MDB_dbi dbi = 0;
-  REQUIRE(mdb_dbi_open(txn, nullptr, 0, &dbi) == 0);
-  for (const auto& [k, v] : items) {
-    MDB_val key{k.size(), const_cast<char*>(k.data())}, value{v.size(), const_cast<char*>(v.data())};
-    REQUIRE(mdb_put(txn, dbi, &key, &value, 0) == 0);
-  }
-  REQUIRE(mdb_txn_commit(txn) == 0);
-  mdb_env_close(env);
-}
 
 DecodedImage pattern_image(int width, int height, int seed) {
   DecodedImage im;

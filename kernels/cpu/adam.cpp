@@ -34,11 +34,7 @@ void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
                const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq, Tensor& step,
                const Tensor& skip, const ops::AdamConfig& cfg, const std::vector<Tensor>& half_copies) {
   const size_t n = params.size();
-  GE_CHECK(grads.size() == n && exp_avg.size() == n && exp_avg_sq.size() == n,
-           "adam_step: params, grads, exp_avg, exp_avg_sq must pair up (", n, ", ", grads.size(), ", ",
-           exp_avg.size(), ", ", exp_avg_sq.size(), ")");
-  GE_CHECK(half_copies.empty() || half_copies.size() == n, "adam_step: ", half_copies.size(),
-           " half copies for ", n, " params");
+  // List lengths are checked once, in ops::adam_step.
   require_cpu_floating(step, "adam step");
   require_cpu_floating(skip, "adam skip");
   for (size_t i = 0; i < n; ++i) {

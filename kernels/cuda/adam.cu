@@ -79,10 +79,7 @@ void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
                const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq, Tensor& step,
                const Tensor& skip, const ops::AdamConfig& cfg, const std::vector<Tensor>& half_copies) {
   const size_t n = params.size();
-  GE_CHECK(grads.size() == n && exp_avg.size() == n && exp_avg_sq.size() == n,
-           "adam_step: params, grads, exp_avg and exp_avg_sq lists differ in length");
-  GE_CHECK(half_copies.empty() || half_copies.size() == n,
-           "adam_step: half_copies must be empty or one per parameter");
+  // List lengths are checked once, in ops::adam_step.
   GE_CHECK(step.device().is_cuda() && step.dtype() == DType::F32 && step.numel() == 1,
            "adam_step: step must be an f32 (1) GPU tensor, is ", step.str());
   GE_CHECK(skip.device().is_cuda() && skip.dtype() == DType::F32 && skip.numel() >= 1 && skip.numel() <= 8,
