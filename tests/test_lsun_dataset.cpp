@@ -85,9 +85,9 @@ TEST_CASE("lsun: classes in order and keys in LMDB order with WebP PNG and JPEG 
                      square = pattern_image(20, 20, 3);
   const std::string jpeg = jpeg_of(pattern_image(33, 17, 4));
   // Inserted out of order: LMDB keeps keys sorted, and so does the dataset.
-  write_lmdb(root.file("bedroom_train_lmdb"),
+  ge::test::write_lmdb(root.file("bedroom_train_lmdb"),
              {{"c-jpeg", jpeg}, {"a-webp", lossless_webp_of(tall)}, {"b-png", png_of(wide)}});
-  write_lmdb(root.file("tower_train_lmdb"), {{"z", png_of(square)}});
+  ge::test::write_lmdb(root.file("tower_train_lmdb"), {{"z", png_of(square)}});
 
   const LsunDataset ds(root.dir.string(), "bedroom,tower", 16);
   CHECK(ds.size() == 4);
@@ -125,7 +125,7 @@ TEST_CASE("lsun class names get the torchvision train suffix") {
 
 TEST_CASE("lsun missing or broken databases name the expected directory") {
   test::TempDir root("ge_lsun");
-  write_lmdb(root.file("bedroom_train_lmdb"), {{"k", png_of(pattern_image(8, 8, 0))}});
+  ge::test::write_lmdb(root.file("bedroom_train_lmdb"), {{"k", png_of(pattern_image(8, 8, 0))}});
   CHECK_THROWS_WITH_AS(LsunDataset(root.dir.string(), "bedroom,kitchen", 8), has(root.file("kitchen_train_lmdb")),
                        Error);
   CHECK_THROWS_WITH_AS(LsunDataset(root.dir.string(), "bedroom,kitchen", 8), has("no such file or directory"), Error);
@@ -135,7 +135,7 @@ TEST_CASE("lsun missing or broken databases name the expected directory") {
   CHECK_THROWS_WITH_AS(LsunDataset(root.dir.string(), "garbage", 8),
                        has("cannot open LMDB database " + root.file("garbage_train_lmdb")), Error);
 
-  write_lmdb(root.file("empty_train_lmdb"), {});
+  ge::test::write_lmdb(root.file("empty_train_lmdb"), {});
   CHECK_THROWS_WITH_AS(LsunDataset(root.dir.string(), "empty", 8), has("hold no images"), Error);
 }
 
@@ -143,7 +143,7 @@ TEST_CASE("lsun undecodable values: an error naming database and key or skipped 
   test::TempDir root("ge_lsun");
   const DecodedImage good0 = pattern_image(12, 12, 5), good3 = pattern_image(12, 12, 6);
   const std::string png = png_of(good0);
-  write_lmdb(root.file("bedroom_train_lmdb"), {{"0-good", png},
+  ge::test::write_lmdb(root.file("bedroom_train_lmdb"), {{"0-good", png},
                                                {"1-text", "this is not an image"},
                                                {"2-cut", png.substr(0, png.size() / 2)},
                                                {"3-good", png_of(good3)}});
@@ -164,7 +164,7 @@ TEST_CASE("lsun undecodable values: an error naming database and key or skipped 
   CHECK(read_image(lenient, 3) == good3.hwc);
   CHECK(lenient.bad_images_skipped() == 3);
 
-  write_lmdb(root.file("junk_train_lmdb"), {{"a", "x"}, {"b", "y"}, {"c", "z"}});
+  ge::test::write_lmdb(root.file("junk_train_lmdb"), {{"a", "x"}, {"b", "y"}, {"c", "z"}});
   const LsunDataset all_bad(root.dir.string(), "junk", 12, true);
   CHECK_THROWS_WITH_AS(read_image(all_bad, 0), has("do not decode either"), Error);
 }
