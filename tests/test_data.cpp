@@ -188,3 +188,20 @@ TEST_CASE("open_dataset: fake works and unknown names list what is available") {
                        Contains("cifar10 | lsun | mnist | imagenet | folder | lfw | fake"), Error);
   CHECK_THROWS_WITH_AS(open_dataset("cifar100", "data/", 64, "", 1), Contains("cifar100"), Error);
 }
+
+TEST_CASE("Loader: pinned batches hold the same values in page-locked memory") {
+  const FakeDataset ds(100, 8, 3, 21);
+  Loader plain(ds, 16, 5, 2), pinned(ds, 16, 5, 2, /*pinned=*/true);
+  for (int64_t i : {0, 3, 6}) {  // 6 is the partial last batch
+    const Tensor a = plain.batch(1, i), b = pinned.batch(1, i);
+    CHECK_FALSE(a.is_pinned());
+    CHECK(b.is_pinned());
+    REQUIRE(a.shape() == b.shape());
+    CHECK(std::memcmp(a.data(), b.data(), a.nbytes()) == 0);
+    if (ge::cuda_available()) {  // and they reach the GPU intact
+      const Tensor on_gpu = b.to(ge::Device::cuda(0));
+      CHECK(ge::test::rel_error(on_gpu.to_doubles(), a.to_doubles()) == 0);
+    }
+  }
+  CHECK(pinned.describe().find("pinned") != std::string::npos);
+}

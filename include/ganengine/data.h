@@ -72,7 +72,8 @@ int dataset_channels(const std::string& name);
 class Loader : public BatchSource {
  public:
   // workers: threads decoding the items of one batch (0 or 1: the calling thread).
-  Loader(const Dataset& ds, int64_t batch_size, uint64_t seed, int workers);
+  // pinned: batches are built in page-locked memory, the fast source of a copy to the GPU.
+  Loader(const Dataset& ds, int64_t batch_size, uint64_t seed, int workers, bool pinned = false);
   ~Loader() override;  // waits for a prefetch still in flight
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
@@ -104,6 +105,7 @@ class Loader : public BatchSource {
   int64_t batch_size_;
   uint64_t seed_;
   int workers_;
+  bool pinned_;
 
   int64_t cached_epoch_ = -1;  // order(cached_epoch_), kept because every batch of an epoch needs it
   std::vector<int64_t> cached_order_;

@@ -21,6 +21,7 @@ struct Storage {
   void* ptr = nullptr;
   size_t bytes = 0;
   Device device;
+  bool pinned = false;  // page-locked host memory (pinned_memory.h)
   ~Storage();
   Storage() = default;
   Storage(const Storage&) = delete;
@@ -36,6 +37,9 @@ class Tensor {
                       MemoryFormat format = MemoryFormat::NCHW);
   static Tensor zeros(const Shape& shape, DType dtype, Device device = Device::cpu(),
                       MemoryFormat format = MemoryFormat::NCHW);
+  // A CPU tensor in page-locked memory: the fast source of a host-to-GPU copy.
+  static Tensor empty_pinned(const Shape& shape, DType dtype, MemoryFormat format = MemoryFormat::NCHW);
+  bool is_pinned() const { return storage_ && storage_->pinned; }
   // Host floats (logical NCHW order) converted to dtype and laid out in format.
   static Tensor from_floats(const std::vector<float>& values, const Shape& shape, DType dtype,
                             Device device = Device::cpu(), MemoryFormat format = MemoryFormat::NCHW);
@@ -79,6 +83,7 @@ class Tensor {
   bool same_storage(const Tensor& o) const { return storage_ == o.storage_ && offset_bytes_ == o.offset_bytes_; }
 
  private:
+  static Tensor allocate(const Shape& shape, DType dtype, Device device, MemoryFormat format, bool pinned);
   std::shared_ptr<Storage> storage_;
   size_t offset_bytes_ = 0;
   Shape shape_;

@@ -5,6 +5,7 @@
 
 #include "ganengine/allocator.h"
 #include "ganengine/half_bits.h"
+#include "ganengine/pinned_memory.h"
 #include "ganengine/round_from_double.h"
 
 namespace ge {
@@ -32,7 +33,12 @@ void copy_any(void* dst, Device dst_dev, const void* src, Device src_dev, size_t
 
 }  // namespace
 
-Storage::~Storage() { device_free(device, ptr, bytes); }
+Storage::~Storage() {
+  if (pinned)
+    pinned_free(ptr, bytes);
+  else
+    device_free(device, ptr, bytes);
+}
 
 std::string shape_str(const Shape& s) {
   std::ostringstream os;
@@ -48,7 +54,7 @@ int64_t shape_numel(const Shape& s) {
   return n;
 }
 
-Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, MemoryFormat format) {
+Tensor Tensor::allocate(const Shape& shape, DType dtype, Device device, MemoryFormat format, bool pinned) {
   for (int64_t d : shape)
     if (d < 0) fail("negative dimension in shape ", shape_str(shape));
   if (format == MemoryFormat::NHWC && shape.size() != 4)
@@ -60,9 +66,18 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, MemoryForma
   t.format_ = format;
   t.storage_ = std::make_shared<Storage>();
   t.storage_->device = device;
+  t.storage_->pinned = pinned;
   t.storage_->bytes = t.nbytes();
-  t.storage_->ptr = device_alloc(device, t.storage_->bytes);
+  t.storage_->ptr = pinned ? pinned_alloc(t.storage_->bytes) : device_alloc(device, t.storage_->bytes);
   return t;
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, MemoryFormat format) {
+  return allocate(shape, dtype, device, format, false);
+}
+
+Tensor Tensor::empty_pinned(const Shape& shape, DType dtype, MemoryFormat format) {
+  return allocate(shape, dtype, Device::cpu(), format, true);
 }
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device, MemoryFormat format) {

@@ -68,7 +68,8 @@ DataPipeline open_data_pipeline(const DataPipelineOptions& opt) {
     p.source = std::make_unique<GpuResidentSource>(*p.dataset, opt.batch_size, opt.seed, opt.workers, opt.device,
                                                    opt.gpu_dtype, MemoryFormat::NHWC);
   else
-    p.source = std::make_unique<Loader>(*p.dataset, opt.batch_size, opt.seed, opt.workers);
+    p.source = std::make_unique<Loader>(*p.dataset, opt.batch_size, opt.seed, opt.workers,
+                                        /*pinned=*/opt.device.is_cuda());
   return p;
 }
 

@@ -26,8 +26,8 @@ const std::array<float, 256>& normalised_byte_values() {
 
 }  // namespace
 
-Loader::Loader(const Dataset& ds, int64_t batch_size, uint64_t seed, int workers)
-    : ds_(ds), batch_size_(batch_size), seed_(seed), workers_(workers < 1 ? 1 : workers) {
+Loader::Loader(const Dataset& ds, int64_t batch_size, uint64_t seed, int workers, bool pinned)
+    : ds_(ds), batch_size_(batch_size), seed_(seed), workers_(workers < 1 ? 1 : workers), pinned_(pinned) {
   if (batch_size < 1) fail("--batchSize: expected at least 1, got ", batch_size);
   if (workers < 0) fail("--workers: expected 0 or more, got ", workers);
 }
@@ -38,7 +38,8 @@ int64_t Loader::batches_per_epoch() const { return (ds_.size() + batch_size_ - 1
 
 std::string Loader::describe() const {
   return "host loader: " + std::to_string(workers_) + " worker thread" + (workers_ == 1 ? "" : "s") +
-         ", f32 batches copied to the device each step";
+         (pinned_ ? ", f32 batches in pinned memory copied to the device each step"
+                  : ", f32 batches in host memory");
 }
 
 std::vector<int64_t> Loader::order(int64_t epoch) const { return epoch_order(ds_.size(), seed_, epoch); }
@@ -56,7 +57,7 @@ std::vector<int64_t> Loader::indices_of(int64_t epoch, int64_t index) {
 Tensor Loader::assemble(const std::vector<int64_t>& indices) const {
   const int64_t n = static_cast<int64_t>(indices.size());
   const int64_t c = ds_.channels(), s = ds_.image_size(), plane = s * s;
-  Tensor batch = Tensor::empty({n, c, s, s}, DType::F32);
+  Tensor batch = pinned_ ? Tensor::empty_pinned({n, c, s, s}, DType::F32) : Tensor::empty({n, c, s, s}, DType::F32);
   float* out = batch.data_as<float>();
   const std::array<float, 256>& value_of = normalised_byte_values();
 
