@@ -1,10 +1,14 @@
 // The whole training step on the GPU: against the CPU trainer, and without cudaMalloc once warm.
 #include <cmath>
+#include <cstring>
 
+#include "cli_runner.h"
 #include "ganengine/allocator.h"
+#include "ganengine/cuda_graph.h"
 #include "ganengine/ops.h"
 #include "ganengine/state_dict.h"
 #include "ganengine/trainer.h"
+#include "temp_dir.h"
 #include "test_util.h"
 
 using namespace ge;
@@ -86,4 +90,305 @@ TEST_CASE("gpu trainer: every opt level and bf16 trains with finite losses and n
       CHECK(r.D_x < 1);
     }
   }
+}
+
+// ---- CUDA graph mode (TrainerConfig::cuda_graph): the captured step must be the eager step,
+// bit for bit. Both trainers of a comparison run in one process, so they share cuDNN's cached
+// algorithm per shape; deterministic algorithms are requested because cuDNN's fastest ones may
+// accumulate with atomics, which would make even two eager runs differ in the last bits.
+
+namespace {
+
+struct DeterministicConvolutions {
+  bool previous = ops::deterministic_convolutions();
+  DeterministicConvolutions() { ops::set_deterministic_convolutions(true); }
+  ~DeterministicConvolutions() { ops::set_deterministic_convolutions(previous); }
+};
+
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+// Same shape, dtype, layout and bytes.
+bool same_tensor(const Tensor& a, const Tensor& b) {
+  if (a.defined() != b.defined()) return false;
+  if (!a.defined()) return true;
+  if (a.shape() != b.shape() || a.dtype() != b.dtype() || a.format() != b.format()) return false;
+  const Tensor ha = a.to(Device::cpu()), hb = b.to(Device::cpu());
+  return std::memcmp(ha.data(), hb.data(), a.nbytes()) == 0;
+}
+
+void expect_same_record(const StepRecord& a, const StepRecord& b, size_t step) {
+  INFO("step ", step);
+  const float fa[] = {a.errD_real, a.errD_fake, a.errG, a.D_x, a.D_G_z1, a.D_G_z2, a.scale[0], a.scale[1], a.scale[2]};
+  const float fb[] = {b.errD_real, b.errD_fake, b.errG, b.D_x, b.D_G_z1, b.D_G_z2, b.scale[0], b.scale[1], b.scale[2]};
+  for (int c = 0; c < 9; ++c) {
+    INFO("field ", c, " (errD_real errD_fake errG D_x D_G_z1 D_G_z2 scale0 scale1 scale2): eager ", fa[c],
+         " graph ", fb[c]);
+    CHECK(same_bits(fa[c], fb[c]));
+  }
+  for (int i = 0; i < 3; ++i) {
+    INFO("overflow ", i);
+    CHECK(a.overflow[i] == b.overflow[i]);
+  }
+}
+
+// Every weight (model copy, master, gradients), BatchNorm buffer and counter, Adam moment and
+// step count, and loss-scaler state.
+void expect_same_state(DcganTrainer& a, DcganTrainer& b) {
+  for (int net = 0; net < 2; ++net) {
+    nn::Sequential& na = net == 0 ? a.generator() : a.discriminator();
+    nn::Sequential& nb = net == 0 ? b.generator() : b.discriminator();
+    auto pa = na.named_params(), pb = nb.named_params();
+    REQUIRE(pa.size() == pb.size());
+    for (size_t i = 0; i < pa.size(); ++i) {
+      INFO((net == 0 ? "G " : "D "), pa[i].first);
+      CHECK(same_tensor(pa[i].second->value, pb[i].second->value));
+      CHECK(same_tensor(pa[i].second->master, pb[i].second->master));
+      CHECK(same_tensor(pa[i].second->grad, pb[i].second->grad));
+    }
+    auto ba = na.named_buffers(), bb = nb.named_buffers();
+    REQUIRE(ba.size() == bb.size());
+    for (size_t i = 0; i < ba.size(); ++i) {
+      INFO((net == 0 ? "G " : "D "), ba[i].first);
+      if (ba[i].second.tensor) CHECK(same_tensor(*ba[i].second.tensor, *bb[i].second.tensor));
+      if (ba[i].second.counter) CHECK(*ba[i].second.counter == *bb[i].second.counter);
+    }
+    Adam& oa = net == 0 ? a.optimizer_G() : a.optimizer_D();
+    Adam& ob = net == 0 ? b.optimizer_G() : b.optimizer_D();
+    INFO((net == 0 ? "Adam G" : "Adam D"));
+    CHECK(same_tensor(oa.step_count(), ob.step_count()));
+    REQUIRE(oa.exp_avg().size() == ob.exp_avg().size());
+    for (size_t i = 0; i < oa.exp_avg().size(); ++i) {
+      INFO("moment ", i);
+      CHECK(same_tensor(oa.exp_avg()[i], ob.exp_avg()[i]));
+      CHECK(same_tensor(oa.exp_avg_sq()[i], ob.exp_avg_sq()[i]));
+    }
+  }
+  for (int i = 0; i < 3; ++i) {
+    INFO("scaler ", i);
+    CHECK(same_tensor(a.scaler_state(i), b.scaler_state(i)));
+  }
+}
+
+TrainerConfig graph_config(TrainerConfig cfg) {
+  cfg.cuda_graph = true;
+  return cfg;
+}
+
+// Runs one step per batch size (the same inputs for every trainer) and keeps every record.
+std::vector<StepRecord> run_steps(DcganTrainer& t, const std::vector<int64_t>& sizes) {
+  std::vector<StepRecord> out;
+  for (size_t s = 0; s < sizes.size(); ++s) {
+    Tensor real, noise;
+    batch(static_cast<int64_t>(s), sizes[s], real, noise);
+    t.step(real, noise);
+    out.push_back(t.record());
+  }
+  return out;
+}
+
+// Returns what the graph trainer's graph mode did.
+DcganTrainer::GraphStats expect_graph_matches_eager(const TrainerConfig& cfg, const std::vector<int64_t>& sizes) {
+  DcganTrainer eager(cfg), graph(graph_config(cfg));
+  const std::vector<StepRecord> re = run_steps(eager, sizes), rg = run_steps(graph, sizes);
+  for (size_t s = 0; s < sizes.size(); ++s) expect_same_record(re[s], rg[s], s);
+  expect_same_state(eager, graph);
+  CHECK(eager.graph_stats().captures == 0);
+  CHECK(eager.graph_stats().replays == 0);
+  return graph.graph_stats();
+}
+
+}  // namespace
+
+TEST_CASE("gpu trainer graph: 8 replayed steps are bitwise the eager steps at O0 O1 O2 and O3") {
+  GE_REQUIRE_GPU();
+  DeterministicConvolutions deterministic;
+  for (OptLevel level : {OptLevel::O0, OptLevel::O1, OptLevel::O2, OptLevel::O3}) {
+    INFO(opt_level_name(level));
+    const TrainerConfig cfg = small_config(level, Device::cuda(0));
+    const DcganTrainer::GraphStats stats = expect_graph_matches_eager(cfg, std::vector<int64_t>(8, 8));
+    // The graph really ran: 3 eager warm-up steps, then one capture and 5 launches.
+    CHECK(stats.eager_steps == 3);
+    CHECK(stats.captures == 1);
+    CHECK(stats.replays == 5);
+    CHECK(stats.nodes > 0);
+  }
+}
+
+TEST_CASE("gpu trainer graph: dynamic-scale overflows and skipped steps inside the graph match eager") {
+  GE_REQUIRE_GPU();
+  DeterministicConvolutions deterministic;
+  TrainerConfig cfg = small_config(OptLevel::O2, Device::cuda(0));
+  // 2^24: the scaled fp16 gradients overflow for real, and the scale halves step after step until
+  // they fit; replayed steps decide overflow, skip and the new scale on the device.
+  cfg.policy.initial_loss_scale = 16777216.f;
+  const std::vector<int64_t> sizes(14, 8);
+  DcganTrainer eager(cfg), graph(graph_config(cfg));
+  const std::vector<StepRecord> re = run_steps(eager, sizes), rg = run_steps(graph, sizes);
+  bool replay_overflowed = false, replay_clean = false;
+  for (size_t s = 0; s < sizes.size(); ++s) {
+    expect_same_record(re[s], rg[s], s);
+    if (s >= 3) {  // steps 0..2 are the eager warm-up
+      replay_overflowed = replay_overflowed || rg[s].overflow[0] || rg[s].overflow[1] || rg[s].overflow[2];
+      replay_clean = replay_clean || !(rg[s].overflow[0] || rg[s].overflow[1] || rg[s].overflow[2]);
+    }
+  }
+  expect_same_state(eager, graph);
+  CHECK(graph.graph_stats().replays == 11);
+  CHECK(replay_overflowed);
+  WARN(replay_clean);  // the scenario, not the engine: the scale should have come down by then
+  CHECK(re[0].overflow[0]);  // at 2^24 the very first step overflows
+  CHECK(re[0].scale[0] == 8388608.f);
+}
+
+TEST_CASE("gpu trainer graph: no cudaMalloc across 10 replays and the graph mode rejects host-side hooks") {
+  GE_REQUIRE_GPU();
+  DcganTrainer t(graph_config(small_config(OptLevel::O2, Device::cuda(0))));
+  CHECK_THROWS_WITH_AS(t.force_overflow_next_step(kLossG), doctest::Contains("--cuda-graph"), Error);
+  Tensor real, noise;
+  for (int64_t s = 0; s < 4; ++s) {  // 3 warm-up steps, then the capture and its first launch
+    batch(s, 8, real, noise);
+    t.step(real, noise);
+  }
+  REQUIRE(t.graph_stats().captures == 1);
+  synchronize(Device::cuda(0));
+  const AllocatorStats before = cuda_allocator_stats(0);
+  std::vector<float> losses;
+  for (int64_t s = 4; s < 14; ++s) {
+    batch(s, 8, real, noise);
+    t.step(real, noise);
+    const StepRecord r = t.record();
+    CHECK(std::isfinite(r.errD_real + r.errD_fake + r.errG));
+    losses.push_back(r.errD_real);
+  }
+  const AllocatorStats after = cuda_allocator_stats(0);
+  CHECK(after.cuda_malloc_calls == before.cuda_malloc_calls);
+  CHECK(after.bytes_reserved == before.bytes_reserved);
+  CHECK(t.graph_stats().replays == 11);
+  CHECK(t.graph_stats().eager_steps == 3);
+  // Each replay read its own batch (a graph stuck on the captured inputs would repeat itself).
+  CHECK(losses[0] != losses[1]);
+}
+
+TEST_CASE("gpu trainer graph: batches of another size run eagerly before and after the capture and still match") {
+  GE_REQUIRE_GPU();
+  DeterministicConvolutions deterministic;
+  // A 5 inside the warm-up restarts it; after the capture, 5 and 3 run eagerly between replays.
+  const std::vector<int64_t> sizes{8, 8, 5, 8, 8, 8, 8, 8, 5, 8, 3, 8};
+  const TrainerConfig cfg = small_config(OptLevel::O2, Device::cuda(0));
+  const DcganTrainer::GraphStats stats = expect_graph_matches_eager(cfg, sizes);
+  CHECK(stats.eager_steps == 8);  // 8 8 5 8 8 8, then 5 and 3
+  CHECK(stats.captures == 1);
+  CHECK(stats.replays == 4);
+}
+
+TEST_CASE("gpu trainer graph: switching BatchNorm running-statistics updates off falls back to eager") {
+  GE_REQUIRE_GPU();
+  DeterministicConvolutions deterministic;
+  const TrainerConfig cfg = small_config(OptLevel::O1, Device::cuda(0));
+  DcganTrainer eager(cfg), graph(graph_config(cfg));
+  for (DcganTrainer* t : {&eager, &graph}) {
+    run_steps(*t, std::vector<int64_t>(5, 8));
+    t->generator().set_update_running_stats(false);
+    Tensor real, noise;
+    batch(5, 8, real, noise);
+    t->step(real, noise);
+    t->generator().set_update_running_stats(true);
+    batch(6, 8, real, noise);
+    t->step(real, noise);
+  }
+  expect_same_record(eager.record(), graph.record(), 6);
+  expect_same_state(eager, graph);
+  CHECK(graph.graph_stats().eager_steps == 4);
+  CHECK(graph.graph_stats().replays == 3);
+}
+
+TEST_CASE("gpu cuda graph: capture records without running and a failed capture leaves the stream usable") {
+  GE_REQUIRE_GPU();
+  const Device d = Device::cuda(0);
+  Tensor x = Tensor::from_floats({1, 2, 3, 4}, {4}, DType::F32, d);
+  CudaGraph g;
+  g.capture(d, [&] { ops::scale_inplace(x, 2.f); });
+  REQUIRE(g.captured());
+  CHECK(x.to_floats() == std::vector<float>{1, 2, 3, 4});
+  g.replay();
+  g.replay();
+  CHECK(x.to_floats() == std::vector<float>{4, 8, 12, 16});
+  // A host round trip cannot be captured: the error surfaces, nothing stays captured, and
+  // the stream takes ordinary work again.
+  CudaGraph bad;
+  CHECK_THROWS_AS(bad.capture(d, [&] {
+    ops::scale_inplace(x, 2.f);
+    (void)x.to_doubles();
+  }),
+                  Error);
+  CHECK_FALSE(bad.captured());
+  ops::scale_inplace(x, 0.5f);
+  CHECK(x.to_floats() == std::vector<float>{2, 4, 6, 8});
+  g.replay();
+  CHECK(x.to_floats() == std::vector<float>{4, 8, 12, 16});
+}
+
+TEST_CASE("gpu allocator: a graph pool never calls cudaMalloc and keeps its blocks until released") {
+  GE_REQUIRE_GPU();
+  const Device d = Device::cuda(0);
+  // Size classes nothing else uses: 493828 bytes -> 494080, 800012 bytes -> 800256.
+  const Shape shape{123457}, other{200003};
+  Tensor a = Tensor::empty(shape, DType::F32, d);
+  a = Tensor();  // one cached block of the class
+  Tensor outside = Tensor::empty(other, DType::F32, d);
+  const size_t mallocs = cuda_allocator_stats(0).cuda_malloc_calls;
+  const GraphPoolId pool = cuda_allocator_begin_graph_pool(0);
+  Tensor b = Tensor::empty(shape, DType::F32, d);  // the cached block joins the pool
+  CHECK_THROWS_WITH_AS(Tensor::empty(shape, DType::F32, d), doctest::Contains("during CUDA graph capture"), Error);
+  CHECK(cuda_allocator_stats(0).cuda_malloc_calls == mallocs);
+  b = Tensor();                                    // back to the pool's own list
+  Tensor c = Tensor::empty(shape, DType::F32, d);  // reused inside the pool
+  CHECK(cuda_allocator_stats(0).cuda_malloc_calls == mallocs);
+  outside = Tensor();  // allocated before, freed during the capture: the pool adopts it
+  cuda_allocator_end_graph_pool(0);
+  CHECK(cuda_allocator_graph_pool_bytes(0, pool) == 494080 + 800256);
+  c = Tensor();  // still the pool's: allocations outside it must not get these blocks
+  Tensor e = Tensor::empty(shape, DType::F32, d);
+  Tensor o = Tensor::empty(other, DType::F32, d);
+  CHECK(cuda_allocator_stats(0).cuda_malloc_calls == mallocs + 2);
+  cuda_allocator_release_graph_pool(0, pool);
+  CHECK(cuda_allocator_graph_pool_bytes(0, pool) == 0);
+  Tensor f = Tensor::empty(shape, DType::F32, d);  // the released blocks, from the general cache
+  Tensor o2 = Tensor::empty(other, DType::F32, d);
+  CHECK(cuda_allocator_stats(0).cuda_malloc_calls == mallocs + 2);
+}
+
+TEST_CASE("trainer: cuda_graph needs a CUDA device and the train command says so") {
+  TrainerConfig cfg = small_config(OptLevel::O0, Device::cpu());
+  cfg.cuda_graph = true;
+  CHECK_THROWS_WITH_AS(DcganTrainer{cfg}, doctest::Contains("needs a CUDA device"), Error);
+  const std::string tiny = "train --dataset fake --device cpu --imageSize 16 --ngf 4 --ndf 4 --nz 8 --no-progress "
+                           "--batchSize 8 --max-steps 1 ";
+  const CommandResult r = run_ganengine(tiny + "--cuda-graph --outf /nonexistent");
+  INFO(r.output);
+  CHECK(r.exit_code != 0);
+  CHECK(r.output.find("--cuda-graph needs a CUDA device") != std::string::npos);
+  const CommandResult both = run_ganengine(tiny + "--cuda-graph --no-cuda-graph");
+  INFO(both.output);
+  CHECK(both.exit_code != 0);
+  CHECK(both.output.find("contradict") != std::string::npos);
+  TempDir tmp("ge_graph_cli");
+  const CommandResult plain = run_ganengine(tiny + "--no-cuda-graph --outf " + tmp.dir.string());
+  INFO(plain.output);
+  CHECK(plain.exit_code == 0);
+}
+
+TEST_CASE("gpu train cli: --cuda-graph trains with finite losses") {
+  GE_REQUIRE_GPU();
+  TempDir tmp("ge_graph_train");
+  const CommandResult r = run_ganengine(
+      "train --dataset fake --device cuda --imageSize 16 --ngf 4 --ndf 4 --nz 8 --no-progress --batchSize 8 "
+      "--max-steps 8 --opt-level O2 --cuda-graph --outf " +
+      tmp.dir.string());
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(r.output.find("[0/25][7/125] Loss_D: ") != std::string::npos);
+  CHECK(r.output.find(": nan") == std::string::npos);
+  CHECK(r.output.find(": -nan") == std::string::npos);
+  CHECK(std::filesystem::exists(tmp.file("training_state.safetensors")));
 }

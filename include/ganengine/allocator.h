@@ -19,5 +19,31 @@ struct AllocatorStats {
 };
 AllocatorStats cuda_allocator_stats(int device_index = 0);
 void cuda_allocator_release_cached(int device_index = 0);  // cudaFree every cached block
+// Starts a new peak: peak_bytes_in_use becomes bytes_in_use (benchmarks measure each
+// configuration's own peak).
+void cuda_allocator_reset_peak(int device_index = 0);
+
+// Memory pools for CUDA graphs (cuda_graph.h). A graph bakes in the address of every buffer its
+// captured work touches, so those blocks must stay reserved for as long as the graph lives, and
+// capture itself must not call cudaMalloc (an implicit device synchronisation that would break
+// the capture).
+//  - begin: makes a new pool active on the device for the calling thread and returns its handle.
+//    While it is active, that thread's allocations come first from blocks freed back to this
+//    pool, then from the general cache; one that would need cudaMalloc throws ge::Error instead.
+//    Other threads allocate as usual.
+//  - Every block handed out while the pool is active belongs to it from then on: freeing it,
+//    during or after the capture, puts it on the pool's own free list, which only later
+//    allocations of the same pool (while it is active) reuse; the general cache never sees it.
+//    So does any block the capturing thread frees while the pool is active (the captured work
+//    may have used it, though it was allocated before).
+//  - end: the pool stops serving the thread; its blocks stay reserved.
+//  - release (the graph is gone): the pool's free blocks return to the general cache, and blocks
+//    still held by tensors become ordinary ones (they return to the general cache when freed).
+using GraphPoolId = unsigned long long;
+GraphPoolId cuda_allocator_begin_graph_pool(int device_index);
+void cuda_allocator_end_graph_pool(int device_index);
+void cuda_allocator_release_graph_pool(int device_index, GraphPoolId pool);
+// Bytes held by a pool (in use or on its free list); 0 for a released or unknown pool.
+size_t cuda_allocator_graph_pool_bytes(int device_index, GraphPoolId pool);
 
 }  // namespace ge

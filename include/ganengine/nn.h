@@ -88,6 +88,7 @@ class BatchNorm2d : public Layer {
   // Off: a training-mode forward uses batch statistics but leaves the running ones (and the
   // batch counter) alone, so looking at samples never changes the state of a run.
   void set_update_running_stats(bool on) { update_running_stats_ = on; }
+  bool update_running_stats() const { return update_running_stats_; }
 
   static constexpr float kMomentum = 0.1f;
   static constexpr float kEps = 1e-5f;

@@ -35,6 +35,13 @@ void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const C
 void conv2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw, const Conv2dParams& p,
                             float beta = 0.f);
 
+// GPU convolution algorithms: off (the default), cuDNN's fastest algorithm for each shape, which
+// may accumulate with atomics and so differ from run to run in the last bits; on, only algorithms
+// cuDNN reports as deterministic. Process-wide; a shape's choice is cached per setting. The CPU
+// reference is always deterministic.
+void set_deterministic_convolutions(bool on);
+bool deterministic_convolutions();
+
 // ---- transposed convolution: x (N,Cin,H,W), w (Cin,Cout,R,S) as PyTorch stores it -> y (N,Cout,Ho,Wo).
 // It is the adjoint of conv2d, so each of its passes is one of conv2d's.
 void conv_transpose2d_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p);

@@ -35,6 +35,7 @@ struct TrainOptions {
   std::string resume;       // training-state file
   bool progress = true;     // the progress line (only drawn on a terminal)
   std::vector<std::pair<int64_t, int>> force_overflow;  // test hook: (global step, loss id)
+  bool cuda_graph = false;  // --cuda-graph: TrainerConfig::cuda_graph
   // Input pipeline extras (issue: datasets): --download, --download-mirror, --skip-bad-images,
   // --cache-dir, --data-on.
   bool download = false;

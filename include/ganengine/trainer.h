@@ -4,8 +4,10 @@
 #pragma once
 #include <array>
 #include <memory>
+#include <vector>
 
 #include "ganengine/amp.h"
+#include "ganengine/cuda_graph.h"
 #include "ganengine/nn.h"
 #include "ganengine/optim.h"
 
@@ -18,6 +20,18 @@ struct TrainerConfig {
   uint64_t seed = 2809;
   double lr = 2e-4;
   double beta1 = 0.5;
+  // Run the whole step (three losses, both backward passes, unscale and finite checks, the
+  // loss-scaler updates, both Adam steps, the record) as one CUDA graph. GPU only; off by default.
+  // The first cuda_graph_warmup steps of an input shape run eagerly (cuDNN algorithm searches,
+  // workspace growth and the allocator's cache settle there); the next step of that shape is
+  // captured and launched, and every later step with the same shapes, dtypes and layouts of
+  // real and noise only copies its inputs into the graph's own input buffers and replays it.
+  // Steps of any other shape (the last, partial batch of an epoch) run eagerly, before or after
+  // the capture, with the same results; the graph is never re-captured. The same happens while
+  // any BatchNorm2d has its running-statistics updates switched off. force_overflow_next_step
+  // is rejected in this mode.
+  bool cuda_graph = false;
+  int cuda_graph_warmup = 3;  // at least 2: the capture must see the steady-state allocation pattern
 };
 
 // The losses of the example's three backward passes.
@@ -40,7 +54,17 @@ class DcganTrainer {
   // The latest step's losses, probabilities, overflows and scales (waits for the device).
   StepRecord record() const;
   // Test hook: the next step() puts an inf into loss `id`'s gradients, as a real overflow would.
-  void force_overflow_next_step(LossId id) { forced_[id] = true; }
+  // Throws with TrainerConfig::cuda_graph (a replayed graph cannot take host-side decisions).
+  void force_overflow_next_step(LossId id);
+
+  // What the CUDA graph mode did so far (all zero without TrainerConfig::cuda_graph).
+  struct GraphStats {
+    int64_t eager_steps = 0;  // warm-up steps and steps of another shape
+    int64_t captures = 0;     // 0 or 1
+    int64_t replays = 0;      // graph launches, the one right after the capture included
+    size_t nodes = 0;         // nodes of the captured graph
+  };
+  const GraphStats& graph_stats() const { return graph_stats_; }
 
   nn::Sequential& generator() { return *G_; }
   nn::Sequential& discriminator() { return *D_; }
@@ -53,6 +77,20 @@ class DcganTrainer {
 
  private:
   void scaled_backward(const Tensor& logits, float target, LossId id, bool accumulate);
+  // The step itself on device tensors: what eager mode runs and what the CUDA graph captures.
+  void step_body(const Tensor& real, const Tensor& noise);
+  void graph_step(const Tensor& real, const Tensor& noise);
+  // What must not change between capture and replay: the inputs' shapes, dtypes and layouts,
+  // and which BatchNorm2d layers update their running statistics.
+  struct GraphSignature {
+    Shape real_shape, noise_shape;
+    DType real_dtype = DType::F32, noise_dtype = DType::F32;
+    MemoryFormat real_format = MemoryFormat::NCHW, noise_format = MemoryFormat::NCHW;
+    std::vector<bool> bn_updates;
+    bool operator==(const GraphSignature& o) const;
+  };
+  GraphSignature signature(const Tensor& real, const Tensor& noise);
+  std::vector<int64_t*> batchnorm_counters();
   TrainerConfig cfg_;
   nn::Placement where_;
   std::unique_ptr<nn::Sequential> G_, D_;
@@ -62,6 +100,15 @@ class DcganTrainer {
   Tensor no_skip_;     // f32 (1) zero: static loss scales never skip a step (Apex)
   std::array<bool, 3> forced_{};
   ops::ScalerConfig scaler_cfg_;
+  // CUDA graph mode (TrainerConfig::cuda_graph).
+  GraphStats graph_stats_;
+  GraphSignature warm_signature_, graph_signature_;
+  int warm_steps_ = 0;                    // consecutive eager steps with warm_signature_
+  Tensor static_real_, static_noise_;     // the graph's inputs: fixed addresses
+  // num_batches_tracked is host state: a replay adds what one captured step added.
+  std::vector<int64_t*> graph_counters_;
+  std::vector<int64_t> graph_counter_steps_;
+  std::unique_ptr<CudaGraph> graph_;      // last member: destroyed first, while the rest still lives
 };
 
 }  // namespace ge

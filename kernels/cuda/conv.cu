@@ -11,7 +11,9 @@
 // algorithm on the real buffers) and caches the fastest one that succeeded, fits the workspace
 // cap and respects the math rule above; later calls only look the plan up. The descriptors are
 // cached in the same plan. Find allocates and synchronises, so warm every shape up once before
-// capturing a CUDA graph.
+// capturing a CUDA graph: a search that would run during a capture throws instead.
+// With ops::set_deterministic_convolutions(true), only algorithms cuDNN reports as deterministic
+// qualify (a separate cache entry per setting).
 #include <algorithm>
 #include <array>
 #include <map>
@@ -71,16 +73,17 @@ void check_conv(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dP
 
 // ---- plan cache
 
-using ConvKey = std::array<int64_t, 16>;
+using ConvKey = std::array<int64_t, 17>;
 
 ConvKey make_key(ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p) {
   const bool tf32 = x.dtype() == DType::F32 && p.allow_tf32;
+  const bool deterministic = ops::deterministic_convolutions();
   return {x.device().index,  static_cast<int64_t>(pass),     static_cast<int64_t>(x.dtype()),
           static_cast<int64_t>(x.format()), static_cast<int64_t>(w.format()), static_cast<int64_t>(y.format()),
           x.dim(0),          x.dim(1),                       x.dim(2),
           x.dim(3),          w.dim(0),                       w.dim(2),
           w.dim(3),          p.stride,                       p.pad,
-          tf32};
+          tf32,              deterministic};
 }
 
 struct ConvPlan {
@@ -100,9 +103,10 @@ std::map<ConvKey, std::unique_ptr<ConvPlan>> g_plans;  // nodes never move or go
 // Index of the fastest usable result (cuDNN sorts them by time), or -1.
 // fp32 without TF32 accepts only FMA kernels, as PyTorch asserts for allow_tf32=False.
 template <class Perf>
-int pick_usable(const Perf* perf, int count, bool fma_only) {
+int pick_usable(const Perf* perf, int count, bool fma_only, bool deterministic_only) {
   for (int i = 0; i < count; ++i) {
     if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+    if (deterministic_only && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
     if (perf[i].memory > kWorkspaceCap) continue;
     if (fma_only && perf[i].mathType != CUDNN_FMA_MATH) continue;
     return i;
@@ -122,7 +126,7 @@ void adopt(ConvPlan& plan, const Perf& perf) {
 // Times the algorithms on the real inputs; `out` is a buffer the pass may overwrite.
 // Falls back to cuDNN's heuristic list when no timed algorithm qualifies.
 void search_algorithm(ConvPlan& plan, ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& y,
-                      void* out, bool fma_only, CudaContext& ctx) {
+                      void* out, bool fma_only, bool deterministic_only, CudaContext& ctx) {
   void* ws = workspace(ctx, kWorkspaceCap);
   int found = 0, index = -1;
   switch (pass) {
@@ -131,12 +135,12 @@ void search_algorithm(ConvPlan& plan, ConvPass pass, const Tensor& x, const Tens
       CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
           ctx.cudnn, plan.x_desc.get(), x.data(), plan.w_desc.get(), w.data(), plan.conv_desc.get(),
           plan.y_desc.get(), out, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf, ws, kWorkspaceCap));
-      index = pick_usable(perf, found, fma_only);
+      index = pick_usable(perf, found, fma_only, deterministic_only);
       if (index < 0) {
         CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
             ctx.cudnn, plan.x_desc.get(), plan.w_desc.get(), plan.conv_desc.get(), plan.y_desc.get(),
             CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf));
-        index = pick_usable(perf, found, fma_only);
+        index = pick_usable(perf, found, fma_only, deterministic_only);
       }
       if (index >= 0) adopt(plan, perf[index]);
       break;
@@ -146,12 +150,12 @@ void search_algorithm(ConvPlan& plan, ConvPass pass, const Tensor& x, const Tens
       CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
           ctx.cudnn, plan.w_desc.get(), w.data(), plan.y_desc.get(), y.data(), plan.conv_desc.get(),
           plan.x_desc.get(), out, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, perf, ws, kWorkspaceCap));
-      index = pick_usable(perf, found, fma_only);
+      index = pick_usable(perf, found, fma_only, deterministic_only);
       if (index < 0) {
         CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
             ctx.cudnn, plan.w_desc.get(), plan.y_desc.get(), plan.conv_desc.get(), plan.x_desc.get(),
             CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, perf));
-        index = pick_usable(perf, found, fma_only);
+        index = pick_usable(perf, found, fma_only, deterministic_only);
       }
       if (index >= 0) adopt(plan, perf[index]);
       break;
@@ -161,19 +165,20 @@ void search_algorithm(ConvPlan& plan, ConvPass pass, const Tensor& x, const Tens
       CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
           ctx.cudnn, plan.x_desc.get(), x.data(), plan.y_desc.get(), y.data(), plan.conv_desc.get(),
           plan.w_desc.get(), out, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, perf, ws, kWorkspaceCap));
-      index = pick_usable(perf, found, fma_only);
+      index = pick_usable(perf, found, fma_only, deterministic_only);
       if (index < 0) {
         CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
             ctx.cudnn, plan.x_desc.get(), plan.y_desc.get(), plan.conv_desc.get(), plan.w_desc.get(),
             CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, perf));
-        index = pick_usable(perf, found, fma_only);
+        index = pick_usable(perf, found, fma_only, deterministic_only);
       }
       if (index >= 0) adopt(plan, perf[index]);
       break;
     }
   }
   GE_CHECK(index >= 0, "cuDNN has no usable ", pass_name(pass), " algorithm for x ", x.str(), ", w ", w.str(),
-           ", y ", y.str(), fma_only ? " without TF32" : "", " within a ", kWorkspaceCap >> 20,
+           ", y ", y.str(), fma_only ? " without TF32" : "", deterministic_only ? " (deterministic only)" : "",
+           " within a ", kWorkspaceCap >> 20,
            " MiB workspace");
 
   // The heuristic fallback only estimates memory: ask for the exact size of the chosen one.
@@ -206,6 +211,12 @@ ConvPlan& plan_for(ConvPass pass, const Tensor& x, const Tensor& w, const Tensor
   std::lock_guard<std::mutex> lock(g_plans_mutex);
   auto it = g_plans.find(key);
   if (it != g_plans.end()) return *it->second;
+  // The search times algorithms, allocates and synchronises: impossible inside a graph capture.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  CUDA_CHECK(cudaStreamIsCapturing(ctx.stream, &capture));
+  if (capture != cudaStreamCaptureStatusNone)
+    fail("cuDNN ", pass_name(pass), " algorithm search for x ", x.str(), ", w ", w.str(), ", y ", y.str(),
+         " would run during CUDA graph capture: run warm-up steps with the same shapes before capturing");
 
   auto plan = std::make_unique<ConvPlan>(x, w, y, p);
   const Tensor& output = pass == ConvPass::Forward ? y : (pass == ConvPass::BackwardData ? x : w);
@@ -216,7 +227,7 @@ ConvPlan& plan_for(ConvPass pass, const Tensor& x, const Tensor& w, const Tensor
     out = scratch.data();
   }
   const bool fma_only = x.dtype() == DType::F32 && !p.allow_tf32;
-  search_algorithm(*plan, pass, x, w, y, out, fma_only, ctx);
+  search_algorithm(*plan, pass, x, w, y, out, fma_only, key[16] != 0, ctx);
   return *g_plans.emplace(key, std::move(plan)).first->second;
 }
 

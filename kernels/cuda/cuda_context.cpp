@@ -55,13 +55,41 @@ CudaContext& context(int device_index) {
 
 void* workspace(CudaContext& ctx, size_t bytes) {
   if (bytes <= ctx.workspace_bytes) return ctx.workspace;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  CUDA_CHECK(cudaStreamIsCapturing(ctx.stream, &capture));
+  if (capture != cudaStreamCaptureStatusNone)
+    fail("the cuDNN workspace of cuda:", ctx.device, " would have to grow from ", ctx.workspace_bytes, " to ", bytes,
+         " bytes during CUDA graph capture, which cannot synchronise or allocate: run more warm-up steps with the "
+         "same shapes before capturing");
   // Growing means freeing the old buffer, which may still be read by queued work.
   CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
-  if (ctx.workspace) CUDA_CHECK(cudaFree(ctx.workspace));
+  if (ctx.workspace) {
+    if (ctx.workspace_pins > 0)
+      ctx.retired_workspaces.push_back(ctx.workspace);  // a live CUDA graph still uses it
+    else
+      CUDA_CHECK(cudaFree(ctx.workspace));
+    ctx.workspace = nullptr;
+    ctx.workspace_bytes = 0;
+  }
   size_t want = ((bytes + (1 << 20) - 1) >> 20) << 20;
   CUDA_CHECK(cudaMalloc(&ctx.workspace, want));
   ctx.workspace_bytes = want;
   return ctx.workspace;
+}
+
+void pin_workspace(CudaContext& ctx) { ++ctx.workspace_pins; }
+
+void unpin_workspace(CudaContext& ctx) {
+  if (ctx.workspace_pins > 0) --ctx.workspace_pins;
+  if (ctx.workspace_pins > 0 || ctx.retired_workspaces.empty()) return;
+  // No graph refers to the retired buffers any more; queued work might still.
+  if (cudaStreamSynchronize(ctx.stream) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return;  // keep them: freeing memory the device may still read is worse than a leak
+  }
+  for (void* p : ctx.retired_workspaces) (void)cudaFree(p);
+  ctx.retired_workspaces.clear();
+  (void)cudaGetLastError();
 }
 
 void synchronize(int device_index) { CUDA_CHECK(cudaStreamSynchronize(context(device_index).stream)); }

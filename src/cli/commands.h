@@ -7,4 +7,5 @@ int run_info(int argc, char** argv);
 int run_train(int argc, char** argv);
 int run_generate(int argc, char** argv);
 int run_bench_data(int argc, char** argv);
+int run_bench(int argc, char** argv);
 }  // namespace ge::cli

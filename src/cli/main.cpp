@@ -16,6 +16,7 @@ void print_usage() {
       "commands:\n"
       "  train      train the DCGAN (Apex main_amp.py's flags; --opt-level O0..O3)\n"
       "  generate   images from a trained generator\n"
+      "  bench      ms/step, images/s and TFLOP/s of the training step on the GPU\n"
       "  bench-data images/s of the input pipeline for a dataset\n"
       "  info       build configuration and the devices this machine offers\n"
       "\nRun 'ganengine <command> --help' for a command's options.\n",
@@ -37,9 +38,10 @@ int main(int argc, char** argv) {
     }
     if (cmd == "train") return ge::cli::run_train(argc - 1, argv + 1);
     if (cmd == "generate") return ge::cli::run_generate(argc - 1, argv + 1);
+    if (cmd == "bench") return ge::cli::run_bench(argc - 1, argv + 1);
     if (cmd == "bench-data") return ge::cli::run_bench_data(argc - 1, argv + 1);
     if (cmd == "info") return ge::cli::run_info(argc - 1, argv + 1);
-    std::fprintf(stderr, "ganengine: unknown command '%s' (expected train, generate, bench-data or info). See 'ganengine --help'.\n",
+    std::fprintf(stderr, "ganengine: unknown command '%s' (expected train, generate, bench, bench-data or info). See 'ganengine --help'.\n",
                  cmd.c_str());
     return 2;
   } catch (const ge::Error& e) {

@@ -91,6 +91,8 @@ int run_train(int argc, char** argv) {
     ("cache-dir", "keep decoded images of lsun/imagenet/folder/lfw here, reused while the source is unchanged", cxxopts::value<std::string>()->default_value(""))
     ("data-on", "auto | host | gpu: keep the decoded dataset on the GPU and build batches there (auto: when it fits)", cxxopts::value<std::string>()->default_value("auto"))
     ("debug-force-overflow", "test hook: STEP:LOSS[,...] makes loss LOSS (0,1,2) overflow at STEP", cxxopts::value<std::string>())
+    ("cuda-graph", "GPU: after 3 eager warm-up steps, replay each training step as one captured CUDA graph (a batch of another size, like an epoch's last, runs eagerly)")
+    ("no-cuda-graph", "run every step eagerly (the default)")
     ("h,help", "show this help");
   // clang-format on
   Arguments args = normalise_arguments(argc, argv,
@@ -155,6 +157,10 @@ int run_train(int argc, char** argv) {
   opt.cache_dir = r["cache-dir"].as<std::string>();
   opt.data_on = parse_data_placement(r["data-on"].as<std::string>());
   if (r.count("debug-force-overflow")) opt.force_overflow = parse_force_overflow(r["debug-force-overflow"].as<std::string>());
+  if (r.count("cuda-graph") && r.count("no-cuda-graph")) fail("--cuda-graph and --no-cuda-graph contradict each other");
+  opt.cuda_graph = r.count("cuda-graph") > 0;
+  if (opt.cuda_graph && !opt.force_overflow.empty())
+    fail("--debug-force-overflow changes steps from the host, which a replayed CUDA graph cannot do: drop --cuda-graph");
   if (opt.workers < 0 || opt.workers > 256) fail("--workers ", opt.workers, " (expected 0..256)");
   if (!(opt.lr >= 0) || opt.lr > 1) fail("--lr ", opt.lr, " (expected a learning rate in [0, 1], the example's is 0.0002)");
   if (!(opt.beta1 >= 0 && opt.beta1 < 1)) fail("--beta1 ", opt.beta1, " (expected 0 <= beta1 < 1, the example's is 0.5)");
@@ -175,6 +181,8 @@ int run_train(int argc, char** argv) {
       fail("--device ", device, ": no usable CUDA GPU here", built_with_cuda() ? "" : " (this build has no CUDA)",
            "; use --device cpu");
   }
+  if (opt.cuda_graph && !opt.device.is_cuda())
+    fail("--cuda-graph needs a CUDA device (training runs on ", opt.device.str(), ")");
   // Sizes are checked before any data is touched, so a typo fails at once.
   nn::NetConfig net;
   net.image_size = opt.image_size;

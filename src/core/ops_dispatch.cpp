@@ -1,4 +1,6 @@
 // ge::ops: argument checks shared by both backends, then dispatch on the device.
+#include <atomic>
+
 #include "ganengine/backend.h"
 
 namespace ge {
@@ -77,6 +79,13 @@ void conv2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw, const
   check_conv("conv2d_backward_filter", x, dw, dy, p);
   GE_DISPATCH(x, conv2d_backward_filter(x, dy, dw, p, beta));
 }
+
+namespace {
+std::atomic<bool> g_deterministic_convolutions{false};
+}  // namespace
+
+void set_deterministic_convolutions(bool on) { g_deterministic_convolutions = on; }
+bool deterministic_convolutions() { return g_deterministic_convolutions; }
 
 // A transposed convolution with weight (Cin, Cout, R, S) is conv2d's backward-data with the
 // same weight read as (K=Cin, C=Cout, R, S): its "input" is conv2d's output and vice versa.

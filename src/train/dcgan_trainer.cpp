@@ -26,6 +26,21 @@ DcganTrainer::DcganTrainer(const TrainerConfig& cfg) : cfg_(cfg), where_(nn::Pla
     s = Tensor::from_doubles({cfg_.policy.initial_loss_scale, 0.0}, {2}, DType::F32, cfg_.device);
   record_ = Tensor::zeros({kSlots}, DType::F32, cfg_.device);
   no_skip_ = Tensor::zeros({1}, DType::F32, cfg_.device);
+  if (cfg_.cuda_graph) {
+    if (!cfg_.device.is_cuda())
+      fail("CUDA graph mode (--cuda-graph) needs a CUDA device; this trainer runs on ", cfg_.device.str());
+    if (cfg_.cuda_graph_warmup < 2)
+      fail("cuda_graph_warmup ", cfg_.cuda_graph_warmup,
+           ": at least 2 eager steps must run before the step is captured into a CUDA graph");
+    graph_ = std::make_unique<CudaGraph>();
+  }
+}
+
+void DcganTrainer::force_overflow_next_step(LossId id) {
+  if (cfg_.cuda_graph)
+    fail("the forced-overflow test hook (--debug-force-overflow) changes a step from the host, which a replayed "
+         "CUDA graph cannot do: run without --cuda-graph");
+  forced_[id] = true;
 }
 
 // Apex's scale_loss for one loss: backward of loss * scale into fresh model gradients, then
@@ -66,9 +81,20 @@ void DcganTrainer::step(const Tensor& real_in, const Tensor& noise_in) {
            "real batch ", real_in.str(), " does not match nc=", cfg_.net.nc, " imageSize=", cfg_.net.image_size);
   GE_CHECK(noise_in.rank() == 4 && noise_in.dim(0) == real_in.dim(0) && noise_in.dim(1) == cfg_.net.nz,
            "noise ", noise_in.str(), " for a batch of ", real_in.dim(0), " and nz=", cfg_.net.nz);
+  if (cfg_.cuda_graph) {
+    graph_step(real_in, noise_in);
+    return;
+  }
   // Inputs are cast to the compute dtype by the first layer (Apex casts O2/O3 inputs to half).
   const Tensor real = real_in.device() == cfg_.device ? real_in : real_in.to(cfg_.device);
   const Tensor noise = noise_in.device() == cfg_.device ? noise_in : noise_in.to(cfg_.device);
+  step_body(real, noise);
+}
+
+// Everything here is device work on device tensors (no host synchronisation, no allocation
+// beyond the caching allocator, no decision taken on the host from device values), so that the
+// CUDA graph mode can capture it as it stands.
+void DcganTrainer::step_body(const Tensor& real, const Tensor& noise) {
   record_.slice0(kFound, kFound + 3).fill_zero();
   auto loss_forward = [&](const Tensor& logits, float target, LossId id) {
     Tensor err = record_.slice0(kErr + id, kErr + id + 1), prob = record_.slice0(kProb + id, kProb + id + 1);
@@ -93,6 +119,103 @@ void DcganTrainer::step(const Tensor& real_in, const Tensor& noise_in) {
   scaled_backward(out, kReal, kLossG, /*accumulate=*/false);
   optG_->step(cfg_.policy.dynamic_loss_scale ? record_.slice0(kFound + 2, kFound + 3) : no_skip_);
   for (int i = 0; i < 3; ++i) record_.slice0(kScale + i, kScale + i + 1).copy_from(scaler_[i].slice0(0, 1));
+}
+
+bool DcganTrainer::GraphSignature::operator==(const GraphSignature& o) const {
+  return real_shape == o.real_shape && noise_shape == o.noise_shape && real_dtype == o.real_dtype &&
+         noise_dtype == o.noise_dtype && real_format == o.real_format && noise_format == o.noise_format &&
+         bn_updates == o.bn_updates;
+}
+
+DcganTrainer::GraphSignature DcganTrainer::signature(const Tensor& real, const Tensor& noise) {
+  GraphSignature s;
+  s.real_shape = real.shape();
+  s.noise_shape = noise.shape();
+  s.real_dtype = real.dtype();
+  s.noise_dtype = noise.dtype();
+  s.real_format = real.format();
+  s.noise_format = noise.format();
+  for (nn::Sequential* net : {G_.get(), D_.get()})
+    for (auto& layer : net->layers())
+      if (auto* bn = dynamic_cast<nn::BatchNorm2d*>(layer.get())) s.bn_updates.push_back(bn->update_running_stats());
+  return s;
+}
+
+std::vector<int64_t*> DcganTrainer::batchnorm_counters() {
+  std::vector<int64_t*> out;
+  for (nn::Sequential* net : {G_.get(), D_.get()})
+    for (auto& kv : net->named_buffers())
+      if (kv.second.counter) out.push_back(kv.second.counter);
+  return out;
+}
+
+// CUDA graph mode: eager warm-up, one capture, then replays (trainer.h, TrainerConfig::cuda_graph).
+void DcganTrainer::graph_step(const Tensor& real_in, const Tensor& noise_in) {
+  const GraphSignature sig = signature(real_in, noise_in);
+  auto eager = [&] {
+    const Tensor real = real_in.device() == cfg_.device ? real_in : real_in.to(cfg_.device);
+    const Tensor noise = noise_in.device() == cfg_.device ? noise_in : noise_in.to(cfg_.device);
+    step_body(real, noise);
+    ++graph_stats_.eager_steps;
+  };
+
+  if (graph_->captured()) {
+    if (!(sig == graph_signature_)) {
+      eager();  // another batch size (an epoch's last batch): the graph holds only its own shapes
+      return;
+    }
+    // Stream-ordered: the copies land after the previous replay has read the inputs, and before
+    // this one does.
+    static_real_.copy_from(real_in);
+    static_noise_.copy_from(noise_in);
+    graph_->replay();
+    for (size_t i = 0; i < graph_counters_.size(); ++i) *graph_counters_[i] += graph_counter_steps_[i];
+    ++graph_stats_.replays;
+    return;
+  }
+
+  if (!(sig == warm_signature_) || warm_steps_ < cfg_.cuda_graph_warmup) {
+    eager();
+    if (sig == warm_signature_) {
+      ++warm_steps_;
+    } else {
+      warm_signature_ = sig;
+      warm_steps_ = 1;
+    }
+    return;
+  }
+
+  // Capture. The inputs get buffers of their own first (outside the graph's pool: they live as
+  // long as the trainer), filled on the stream before the graph's first launch.
+  static_real_ = Tensor::empty(real_in.shape(), real_in.dtype(), cfg_.device, real_in.format());
+  static_noise_ = Tensor::empty(noise_in.shape(), noise_in.dtype(), cfg_.device, noise_in.format());
+  static_real_.copy_from(real_in);
+  static_noise_.copy_from(noise_in);
+  std::vector<int64_t*> counters = batchnorm_counters();
+  std::vector<int64_t> before;
+  for (int64_t* c : counters) before.push_back(*c);
+  try {
+    graph_->capture(cfg_.device, [&] { step_body(static_real_, static_noise_); });
+  } catch (const Error& e) {
+    // Nothing of the captured step ran: undo its host-side counting, and warm up again before
+    // another attempt.
+    for (size_t i = 0; i < counters.size(); ++i) *counters[i] = before[i];
+    warm_steps_ = 0;
+    fail("capturing the training step into a CUDA graph failed (run without --cuda-graph to train eagerly): ",
+         e.what());
+  } catch (...) {
+    for (size_t i = 0; i < counters.size(); ++i) *counters[i] = before[i];
+    warm_steps_ = 0;
+    throw;
+  }
+  graph_counters_ = counters;
+  graph_counter_steps_.clear();
+  for (size_t i = 0; i < counters.size(); ++i) graph_counter_steps_.push_back(*counters[i] - before[i]);
+  graph_signature_ = sig;
+  ++graph_stats_.captures;
+  graph_stats_.nodes = graph_->nodes();
+  graph_->replay();  // the captured step itself: capture records, it does not run
+  ++graph_stats_.replays;
 }
 
 StepRecord DcganTrainer::record() const {

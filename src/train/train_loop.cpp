@@ -125,6 +125,7 @@ TrainerConfig trainer_config(const TrainOptions& opt, int nc) {
   cfg.seed = opt.manual_seed;
   cfg.lr = opt.lr;
   cfg.beta1 = opt.beta1;
+  cfg.cuda_graph = opt.cuda_graph;
   return cfg;
 }
 

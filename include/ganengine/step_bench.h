@@ -1,0 +1,48 @@
+// One `ganengine bench` measurement: the full DcganTrainer::step at one opt level and batch
+// size on one GPU, timed on the device over several windows of steps.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "ganengine/amp.h"
+#include "ganengine/nn.h"
+#include "ganengine/trainer.h"
+
+namespace ge {
+
+struct StepBenchConfig {
+  nn::NetConfig net;
+  OptLevel level = OptLevel::O2;
+  AmpOverrides amp;
+  int64_t batch = 64;
+  Device device = Device::cuda(0);
+  int warmup = 20;   // untimed steps first: allocation, cuDNN algorithm choice, clocks
+  int steps = 50;    // steps per timed window
+  int windows = 5;   // timed windows; the median is reported
+  uint64_t seed = 2809;
+  // TrainerConfig::cuda_graph: the step is captured during the warm-up (after the trainer's own
+  // eager warm-up steps) and every timed step is a replay. warmup must leave room for that.
+  bool cuda_graph = false;
+};
+
+struct StepBenchResult {
+  std::vector<double> window_ms_per_step;  // each window's ms / steps, in order
+  double ms_per_step = 0;                  // median over the windows
+  double images_per_s = 0;
+  int64_t step_flops = 0;                  // dcgan_step_flops (convolutions only)
+  double tflops = 0;                       // step_flops / time per step
+  size_t peak_alloc_bytes = 0;             // caching allocator's peak while this configuration ran
+  size_t device_used_bytes = 0;            // cudaMemGetInfo after the windows, whole device
+  StepRecord last;                         // the last step's losses and scales
+  bool finite = true;                      // the last step's losses were all finite
+  DcganTrainer::GraphStats graph;          // with cuda_graph: one capture, every timed step a replay
+};
+
+// Builds a fresh trainer (returning the previous configurations' cached GPU memory to the
+// driver first, so the peak and the device total are this configuration's), one synthetic real
+// batch uniform in [-1, 1) and one noise batch N(0, 1), both resident on the GPU, then runs
+// warmup steps and windows x steps timed steps on the same two batches.
+StepBenchResult run_step_bench(const StepBenchConfig& cfg);
+
+}  // namespace ge

@@ -1,0 +1,225 @@
+// `ganengine bench`: ms/step, images/s, achieved TFLOP/s and the fraction of a half GEMM peak
+// measured in the same run, for each opt level and batch size (DESIGN.md, "Performance method").
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cxxopts.hpp>
+#include <string>
+#include <vector>
+
+#include "cli/arguments.h"
+#include "cli/bench_report.h"
+#include "cli/commands.h"
+#include "ganengine/atomic_file.h"
+#include "ganengine/backend.h"
+#include "ganengine/gpu_measure.h"
+#include "ganengine/step_bench.h"
+#include "ganengine/step_flops.h"
+
+namespace ge::cli {
+
+namespace {
+
+std::vector<std::string> split_list(const std::string& flag, const std::string& s) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (true) {
+    const size_t end = s.find(',', pos);
+    out.push_back(s.substr(pos, end == std::string::npos ? std::string::npos : end - pos));
+    if (out.back().empty()) fail(flag, " '", s, "' has an empty item (expected a comma-separated list)");
+    if (end == std::string::npos) return out;
+    pos = end + 1;
+  }
+}
+
+std::vector<OptLevel> parse_opt_levels(const std::string& s) {
+  std::vector<OptLevel> out;
+  for (const std::string& item : split_list("--opt-level", s)) {
+    try {
+      out.push_back(parse_opt_level(item));
+    } catch (const Error& e) {
+      fail("--opt-level '", s, "': ", e.what());
+    }
+  }
+  return out;
+}
+
+std::vector<int64_t> parse_batch_sizes(const std::string& s) {
+  constexpr long long kMax = 1 << 20;
+  std::vector<int64_t> out;
+  for (const std::string& item : split_list("--batch-sizes", s)) {
+    char* end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(item.c_str(), &end, 10);
+    if (end != item.c_str() + item.size() || errno != 0 || v < 1 || v > kMax)
+      fail("--batch-sizes '", s, "': '", item, "' is not a batch size (expected whole numbers 1..", kMax,
+           ", comma-separated, e.g. 64,1024)");
+    out.push_back(v);
+  }
+  return out;
+}
+
+// "off", "on" or both ("off,on"): the step run eagerly and/or replayed as one CUDA graph.
+std::vector<bool> parse_graph_modes(const std::string& s) {
+  std::vector<bool> out;
+  for (const std::string& item : split_list("--cuda-graph", s)) {
+    if (item == "on")
+      out.push_back(true);
+    else if (item == "off")
+      out.push_back(false);
+    else
+      fail("--cuda-graph '", s, "' (expected on, off, or both as off,on)");
+  }
+  return out;
+}
+
+int positive(const cxxopts::ParseResult& r, const char* flag) {
+  const int v = r[flag].as<int>();
+  if (v < 1) fail("--", flag, " ", v, " (expected at least 1)");
+  return v;
+}
+
+Device bench_device(const std::string& spec) {
+  const Device d = Device::parse(spec);
+  if (!d.is_cuda()) fail("ganengine bench needs a CUDA GPU (--device ", spec, " is not one)");
+  if (!cuda_available())
+    fail("ganengine bench needs a CUDA GPU", built_with_cuda() ? ": none is usable here (no driver or no device)"
+                                                               : ": this build has no CUDA");
+  return d;
+}
+
+}  // namespace
+
+int run_bench(int argc, char** argv) {
+  cxxopts::Options o("ganengine bench",
+                     "Time the DCGAN training step on the GPU for each opt level and batch size: ms/step, "
+                     "images/s,\nachieved TFLOP/s (convolutions, counted analytically) and the fraction of a "
+                     "cuBLAS half GEMM\npeak measured in the same run.");
+  // clang-format off
+  o.add_options()
+    ("opt-level", "comma-separated opt levels", cxxopts::value<std::string>()->default_value("O0,O1,O2,O3"))
+    ("batch-sizes", "comma-separated batch sizes", cxxopts::value<std::string>()->default_value("64,1024"))
+    ("imageSize", "image side (a power of two, 16..512)", cxxopts::value<int>()->default_value("64"))
+    ("nz", "size of the latent z vector", cxxopts::value<int64_t>()->default_value("100"))
+    ("ngf", "generator width", cxxopts::value<int64_t>()->default_value("64"))
+    ("ndf", "discriminator width", cxxopts::value<int64_t>()->default_value("64"))
+    ("half", "what half precision means: fp16 | bf16", cxxopts::value<std::string>()->default_value("fp16"))
+    ("cuda-graph", "on | off | off,on: replay each step as one captured CUDA graph (TrainerConfig::cuda_graph)", cxxopts::value<std::string>()->default_value("off")->implicit_value("on"))
+    ("no-cuda-graph", "run every step eagerly (the same as --cuda-graph off)")
+    ("warmup", "untimed steps per configuration", cxxopts::value<int>()->default_value("20"))
+    ("steps", "steps per timed window", cxxopts::value<int>()->default_value("50"))
+    ("windows", "timed windows per configuration (the median is reported)", cxxopts::value<int>()->default_value("5"))
+    ("json", "also write the rows, the GPU and library versions and the date to this file", cxxopts::value<std::string>()->default_value(""))
+    ("device", "cuda | cuda:K", cxxopts::value<std::string>()->default_value("cuda:0"))
+    ("h,help", "show this help");
+  // clang-format on
+  Arguments args = normalise_arguments(argc, argv,
+                                       {{"opt_level", "opt-level"}, {"opt-levels", "opt-level"},
+                                        {"batch-size", "batch-sizes"}, {"batchSize", "batch-sizes"},
+                                        {"image-size", "imageSize"}},
+                                       {"cuda-graph"});
+  cxxopts::ParseResult r;
+  try {
+    r = o.parse(args.argc(), args.argv());
+  } catch (const cxxopts::exceptions::exception& e) {
+    fail(e.what(), " (see 'ganengine bench --help')");
+  }
+  if (r.count("help")) {
+    std::printf("%s\n", o.help().c_str());
+    return 0;
+  }
+  if (!r.unmatched().empty()) fail("unexpected argument '", r.unmatched()[0], "' (see 'ganengine bench --help')");
+
+  // Every flag is checked before the GPU is touched, so a typo fails at once.
+  BenchRun run;
+  const std::vector<OptLevel> levels = parse_opt_levels(r["opt-level"].as<std::string>());
+  const std::vector<int64_t> batches = parse_batch_sizes(r["batch-sizes"].as<std::string>());
+  run.net.image_size = r["imageSize"].as<int>();
+  run.net.nz = r["nz"].as<int64_t>();
+  run.net.ngf = r["ngf"].as<int64_t>();
+  run.net.ndf = r["ndf"].as<int64_t>();
+  nn::validate(run.net);
+  const std::string half = r["half"].as<std::string>();
+  if (half == "fp16" || half == "f16")
+    run.half = DType::F16;
+  else if (half == "bf16")
+    run.half = DType::BF16;
+  else
+    fail("--half '", half, "' (expected fp16 or bf16)");
+  const std::vector<bool> graph_modes = parse_graph_modes(r["cuda-graph"].as<std::string>());
+  if (r.count("no-cuda-graph") && graph_modes != std::vector<bool>{false})
+    fail("--cuda-graph ", r["cuda-graph"].as<std::string>(), " and --no-cuda-graph contradict each other");
+  run.warmup = positive(r, "warmup");
+  run.steps = positive(r, "steps");
+  run.windows = positive(r, "windows");
+  const int graph_warmup = TrainerConfig{}.cuda_graph_warmup + 2;  // eager steps, the capture, one replay
+  if (run.warmup < graph_warmup && std::count(graph_modes.begin(), graph_modes.end(), true))
+    fail("--warmup ", run.warmup, " is too short for --cuda-graph on (at least ", graph_warmup,
+         ": the trainer's eager steps, the capture and one replay come before the timed steps)");
+  const std::string json_path = r["json"].as<std::string>();
+  const Device device = bench_device(r["device"].as<std::string>());
+  run.device = device.str();
+  run.date = utc_now_iso8601();
+  run.facts = device_facts(device);
+
+  std::printf("ganengine bench on %s (%s, %d SMs): driver %s (CUDA %s), CUDA runtime %s, cuDNN %s, cuBLAS %s\n",
+              run.facts.name.c_str(), run.device.c_str(), run.facts.sm_count, run.facts.driver.c_str(),
+              run.facts.driver_cuda.c_str(), run.facts.cuda_runtime.c_str(), run.facts.cudnn.c_str(),
+              run.facts.cublas.c_str());
+  std::printf("networks: %dx%d, nz %lld, ngf %lld, ndf %lld; %.3f GFLOP per image per step (convolutions only)\n",
+              run.net.image_size, run.net.image_size, static_cast<long long>(run.net.nz),
+              static_cast<long long>(run.net.ngf), static_cast<long long>(run.net.ndf),
+              static_cast<double>(dcgan_step_flops(run.net, 1)) * 1e-9);
+  run.gemm_peak_tflops = measure_half_gemm_tflops(device, run.half);
+  std::printf("cuBLAS %s GEMM peak (8192^3, fp32 accumulation): %.1f TFLOP/s\n", half == "bf16" ? "bf16" : "fp16",
+              run.gemm_peak_tflops);
+  // An unwritable --json path fails now, not after the first configuration has run.
+  if (!json_path.empty()) write_file_atomically(json_path, bench_json(run, false));
+  std::printf("each row: median of %d windows of %d steps after %d warm-up steps\n", run.windows, run.steps,
+              run.warmup);
+  std::fflush(stdout);
+
+  StepBenchConfig cfg;
+  cfg.net = run.net;
+  cfg.amp.half = run.half;
+  cfg.device = device;
+  cfg.warmup = run.warmup;
+  cfg.steps = run.steps;
+  cfg.windows = run.windows;
+  std::vector<BenchRow> plan;  // opt level, then batch size, then graph mode
+  for (OptLevel level : levels)
+    for (int64_t batch : batches)
+      for (bool graph : graph_modes) {
+        plan.emplace_back();
+        plan.back().level = level;
+        plan.back().batch = batch;
+        plan.back().cuda_graph = graph;
+      }
+  bool all_ok = true;
+  for (BenchRow row : plan) {
+    cfg.level = row.level;
+    cfg.batch = row.batch;
+    cfg.cuda_graph = row.cuda_graph;
+    // One configuration failing (out of memory at a large batch) still leaves the others' rows.
+    try {
+      row.result = run_step_bench(cfg);
+      row.ok = true;
+    } catch (const Error& e) {
+      row.error = e.what();
+      all_ok = false;
+    }
+    run.rows.push_back(row);
+    std::printf("%s\n", bench_row_line(run, row).c_str());
+    std::fflush(stdout);
+    // Rewritten after every row, so a run that dies later still leaves what it measured.
+    if (!json_path.empty()) write_file_atomically(json_path, bench_json(run, false));
+  }
+  if (!json_path.empty()) {
+    write_file_atomically(json_path, bench_json(run, true));
+    std::printf("wrote %s\n", json_path.c_str());
+  }
+  return all_ok ? 0 : 1;
+}
+
+}  // namespace ge::cli

@@ -1,0 +1,39 @@
+// How `ganengine bench` shows its measurements: one table line per configuration on the
+// console, and the same rows (with the run's setting and what it ran on) as a JSON document.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "ganengine/amp.h"
+#include "ganengine/gpu_measure.h"
+#include "ganengine/step_bench.h"
+
+namespace ge::cli {
+
+struct BenchRow {
+  OptLevel level = OptLevel::O0;
+  int64_t batch = 0;
+  bool cuda_graph = false;
+  bool ok = false;
+  StepBenchResult result;  // when ok
+  std::string error;       // when not
+};
+
+struct BenchRun {
+  DeviceFacts facts;
+  std::string device;  // "cuda:0"
+  std::string date;    // UTC, ISO 8601
+  nn::NetConfig net;
+  DType half = DType::F16;
+  int warmup = 0, steps = 0, windows = 0;
+  double gemm_peak_tflops = 0;
+  std::vector<BenchRow> rows;
+};
+
+// "O2  batch 64     0.912 ms/step    70200 img/s  161.3 TFLOP/s  20.4% of fp16 GEMM peak (790 TFLOP/s)  ..."
+std::string bench_row_line(const BenchRun& run, const BenchRow& row);
+// The whole run; complete is false while configurations are still to come.
+std::string bench_json(const BenchRun& run, bool complete);
+std::string utc_now_iso8601();
+
+}  // namespace ge::cli

@@ -1,0 +1,69 @@
+// `ganengine bench` end to end: its flag errors anywhere, its refusal without a GPU, and on a
+// GPU a tiny run whose JSON holds every configuration asked for.
+#include "../src/io/json.h"
+#include "cli_runner.h"
+#include "ganengine/step_flops.h"
+#include "temp_dir.h"
+#include "test_util.h"
+
+using namespace ge;
+using namespace ge::test;
+
+namespace {
+void expect_error(const std::string& args, const std::string& message) {
+  const CommandResult r = run_ganengine("bench " + args);
+  INFO(args, "\n", r.output);
+  CHECK(r.exit_code == 1);
+  CHECK(r.output.find(message) != std::string::npos);
+}
+}  // namespace
+
+TEST_CASE("bench cli: bad lists and counts are named before the GPU is touched") {
+  expect_error("--opt-level O0,O4", "unknown opt level 'O4'");
+  expect_error("--opt-level O1,", "has an empty item");
+  expect_error("--batch-sizes 64,abc", "'abc' is not a batch size");
+  expect_error("--batch-sizes 0", "'0' is not a batch size");
+  expect_error("--steps 0", "--steps 0 (expected at least 1)");
+  expect_error("--imageSize 48", "--imageSize 48 is not supported");
+  expect_error("--cuda-graph sometimes", "--cuda-graph 'sometimes'");
+  expect_error("--cuda-graph on --warmup 2", "--warmup 2 is too short");
+  expect_error("--device cpu", "ganengine bench needs a CUDA GPU");
+}
+
+TEST_CASE("bench cli: without a GPU it says so") {
+  if (cuda_available()) return;
+  expect_error("", "ganengine bench needs a CUDA GPU");
+}
+
+TEST_CASE("bench cli: a tiny run on the GPU writes one row per configuration") {
+  GE_REQUIRE_GPU();
+  TempDir tmp("ge_bench");
+  const std::string path = tmp.file("bench.json");
+  const CommandResult r = run_ganengine(
+      "bench --opt-level O0,O2 --batch-sizes 8,16 --imageSize 16 --ngf 8 --ndf 8 --nz 10 --warmup 6 --steps 3 "
+      "--windows 3 --cuda-graph off,on --json " + path);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("GEMM peak") != std::string::npos);
+  const json::Value doc = json::parse(read_file_bytes(path));
+  CHECK(doc.find("complete")->as_bool());
+  CHECK(doc.find("gemm_peak_tflops")->as_number() > 1.0);
+  CHECK(!doc.find("gpu")->find("name")->as_string().empty());
+  nn::NetConfig net;
+  net.image_size = 16;
+  net.ngf = net.ndf = 8;
+  net.nz = 10;
+  const auto& rows = doc.find("rows")->as_array();
+  REQUIRE(rows.size() == 8);  // 2 opt levels x 2 batch sizes x eager and graph
+  for (const json::Value& row : rows) {
+    INFO(json::write(row));
+    CHECK(row.find("ok")->as_bool());
+    const int64_t batch = row.find("batch")->as_integer();
+    CHECK(row.find("step_flops")->as_integer() == dcgan_step_flops(net, batch));
+    CHECK(row.find("ms_per_step")->as_number() > 0);
+    CHECK(row.find("window_ms_per_step")->as_array().size() == 3);
+    CHECK(row.find("peak_alloc_bytes")->as_integer() > 0);
+    CHECK(row.find("device_used_bytes")->as_integer() >= row.find("peak_alloc_bytes")->as_integer());
+    CHECK(row.find("losses_finite")->as_bool());
+  }
+}

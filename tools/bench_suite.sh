@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The training benchmarks, ganengine and its PyTorch twin side by side on one GPU, then the
+# comparison as markdown for BENCHMARKS.md. On the GPU host, from the repository root (binaries
+# built elsewhere, in .carry/ from tools/stage_gpu.sh); tools/gpu_suite.sh --bench runs it.
+#   tools/bench_suite.sh
+# Writes into $OUT (or ./gpu-logs): bench_ganengine.json/.log, bench_pytorch.json/.log,
+# bench_compare.md. Each stage runs even when an earlier one failed; the exit status is 1 if any did.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+OUT=${OUT:-gpu-logs}
+mkdir -p "$OUT"
+# cuDNN 9.19 and cuBLAS 13 as PyTorch ships them (the host's own cuDNN is older).
+NV=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
+for lib in "$NV/cudnn/lib" "$NV/cu13/lib" "$NV/cublas/lib"; do
+  [ -d "$lib" ] && export LD_LIBRARY_PATH="$lib:${LD_LIBRARY_PATH:-}"
+done
+BATCHES=${BENCH_BATCHES:-64,256,1024}
+status=0
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader | tee "$OUT/bench_gpu.txt"
+
+echo "== ganengine bench"
+if [ -x .carry/ganengine ]; then
+  start=$SECONDS
+  .carry/ganengine bench --opt-level O0,O1,O2,O3 --batch-sizes "$BATCHES" --json "$OUT/bench_ganengine.json" 2>&1 \
+    | tee "$OUT/bench_ganengine.log"
+  rc=${PIPESTATUS[0]}
+  echo "ganengine bench: exit $rc, $((SECONDS - start)) s"
+  ((rc == 0)) || status=1
+else
+  echo "ganengine bench: .carry/ganengine not found (run tools/stage_gpu.sh first)"
+  status=1
+fi
+
+echo "== PyTorch twin"
+start=$SECONDS
+PYTHONUNBUFFERED=1 python3 tools/bench_pytorch.py --batch-sizes "$BATCHES" --json "$OUT/bench_pytorch.json" 2>&1 \
+  | tee "$OUT/bench_pytorch.log"
+rc=${PIPESTATUS[0]}
+echo "bench_pytorch: exit $rc, $((SECONDS - start)) s"
+((rc == 0)) || status=1
+
+echo "== comparison"
+python3 tools/bench_compare.py "$OUT/bench_ganengine.json" "$OUT/bench_pytorch.json" | tee "$OUT/bench_compare.md"
+((PIPESTATUS[0] == 0)) || status=1
+echo "bench suite: exit $status"
+exit "$status"
