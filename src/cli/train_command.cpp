@@ -53,7 +53,7 @@ int run_train(int argc, char** argv) {
                      "defaults;\nkebab-case spellings work too (--batch-size, --image-size, --opt-level, --manual-seed).");
   // clang-format off
   o.add_options("main_amp.py")
-    ("dataset", "cifar10 | lsun | mnist | imagenet | folder | lfw | fake", cxxopts::value<std::string>()->default_value("cifar10"))
+    ("dataset", "cifar10 | lsun | mnist | fashion-mnist | imagenet | folder | lfw | fake", cxxopts::value<std::string>()->default_value("cifar10"))
     ("dataroot", "path to dataset", cxxopts::value<std::string>()->default_value("./"))
     ("workers", "number of data loading threads", cxxopts::value<int>()->default_value("2"))
     ("batchSize", "input batch size", cxxopts::value<int64_t>()->default_value("64"))
