@@ -175,20 +175,29 @@ void DcganTrainer::graph_step(const Tensor& real_in, const Tensor& noise_in) {
   }
 
   if (!(sig == warm_signature_) || warm_steps_ < cfg_.cuda_graph_warmup) {
-    eager();
     if (sig == warm_signature_) {
       ++warm_steps_;
     } else {
       warm_signature_ = sig;
       warm_steps_ = 1;
+      // The input buffers the graph will read are made now, before the warm-up steps: made at
+      // capture time they would take cached blocks of the sizes the step itself needs (the real
+      // batch has the shape of G's output), and the capture would find none left
+      // (first H200 run: "allocation of 25165824 bytes during CUDA graph capture" at batch 1024).
+      static_real_ = Tensor::empty(real_in.shape(), real_in.dtype(), cfg_.device, real_in.format());
+      static_noise_ = Tensor::empty(noise_in.shape(), noise_in.dtype(), cfg_.device, noise_in.format());
     }
+    // Warm up through the same buffers the graph will use, so the cache settles on exactly the
+    // capture's allocation pattern.
+    static_real_.copy_from(real_in);
+    static_noise_.copy_from(noise_in);
+    step_body(static_real_, static_noise_);
+    ++graph_stats_.eager_steps;
     return;
   }
 
-  // Capture. The inputs get buffers of their own first (outside the graph's pool: they live as
-  // long as the trainer), filled on the stream before the graph's first launch.
-  static_real_ = Tensor::empty(real_in.shape(), real_in.dtype(), cfg_.device, real_in.format());
-  static_noise_ = Tensor::empty(noise_in.shape(), noise_in.dtype(), cfg_.device, noise_in.format());
+  // Capture: the inputs are already in their buffers' shapes; fill them on the stream before
+  // the graph's first launch.
   static_real_.copy_from(real_in);
   static_noise_.copy_from(noise_in);
   std::vector<int64_t*> counters = batchnorm_counters();
