@@ -45,6 +45,7 @@ void device_free(Device d, void* p, size_t bytes) {
 #ifndef GE_WITH_CUDA
 AllocatorStats cuda_allocator_stats(int) { return {}; }
 void cuda_allocator_release_cached(int) {}
+void cuda_allocator_reset_peak(int) {}
 #endif
 
 }  // namespace ge

@@ -1,8 +1,7 @@
-// What a CPU-only build answers for the GPU measurements of gpu_measure.h and the allocator's
-// peak reset (their CUDA implementations live in kernels/cuda). `ganengine bench` refuses to
+// What a CPU-only build answers for the GPU measurements of gpu_measure.h (their CUDA
+// implementations live in kernels/cuda). `ganengine bench` refuses to
 // start without a GPU, so these only keep the program linkable.
 #ifndef GE_WITH_CUDA
-#include "ganengine/allocator.h"
 #include "ganengine/error.h"
 #include "ganengine/gpu_measure.h"
 
@@ -18,9 +17,6 @@ std::vector<double> time_on_stream_ms(Device, int, const std::function<void(int)
 double measure_half_gemm_tflops(Device, DType) { no_cuda("the GEMM peak"); }
 DeviceMemory device_memory(Device) { no_cuda("device memory info"); }
 DeviceFacts device_facts(Device) { no_cuda("device facts"); }
-// Kept beside the measurements rather than in src/core/allocator.cpp's own no-CUDA block so
-// that file stays untouched; it belongs there if that file is edited anyway.
-void cuda_allocator_reset_peak(int) {}
 
 }  // namespace ge
 #endif
