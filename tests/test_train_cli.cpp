@@ -10,6 +10,7 @@
 #include "ganengine/image_grid.h"
 #include "ganengine/safetensors.h"
 #include "ganengine/state_dict.h"
+#include "image_files.h"
 #include "temp_dir.h"
 #include "test_util.h"
 
@@ -259,4 +260,34 @@ TEST_CASE("train cli: overflows are summarised and a loss scale at its floor sto
   CHECK(f.exit_code == 3);
   CHECK(f.output.find("reached its floor") != std::string::npos);
   CHECK(f.output.find("Try a lower --lr") != std::string::npos);
+}
+
+TEST_CASE("train cli: a folder dataset - a bad image stops with its name - skipped and cached on request") {
+  TempDir tmp("ge_folder_cli");
+  std::filesystem::create_directories(tmp.dir / "data" / "cats");
+  for (int i = 0; i < 12; ++i)
+    write_file_bytes(tmp.file("data/cats/" + std::to_string(i) + ".jpg"), jpeg_bytes(pattern_image(40, 30, 3)));
+  write_file_bytes(tmp.file("data/cats/broken.jpg"), "\xff\xd8\xff this is not a JPEG");
+  const std::string common = "train --dataset folder --dataroot " + tmp.file("data") +
+                             " --device cpu --imageSize 16 --ngf 4 --ndf 4 --nz 8 --batchSize 4 --no-progress " +
+                             "--max-steps 4 ";
+  const auto bad = run_ganengine(common + "--outf " + tmp.file("a"));
+  INFO(bad.output);
+  CHECK(bad.exit_code != 0);
+  CHECK(bad.output.find("broken.jpg") != std::string::npos);
+  // Skipped: 12 good images, 3 steps per epoch; the decoded images land in the cache once.
+  const std::string skip = common + "--skip-bad-images --cache-dir " + tmp.file("cache") + " --outf ";
+  const auto ok = run_ganengine(skip + tmp.file("b"));
+  INFO(ok.output);
+  REQUIRE(ok.exit_code == 0);
+  CHECK(ok.output.find("(12 images, 3 batches of 4 per epoch)") != std::string::npos);
+  CHECK(exists(tmp.file("b/netG_epoch_1.safetensors")));
+  REQUIRE(std::filesystem::exists(tmp.dir / "cache"));
+  int cache_files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(tmp.dir / "cache"))
+    cache_files += e.path().extension() == ".gecache";
+  CHECK(cache_files == 1);
+  // A second run reuses the cache and trains the same: identical weights.
+  expect_ok(run_ganengine(skip + tmp.file("c")));
+  expect_bitwise_equal(tmp.file("b/netG_epoch_1.safetensors"), tmp.file("c/netG_epoch_1.safetensors"));
 }
