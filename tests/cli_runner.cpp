@@ -9,9 +9,9 @@
 
 namespace ge::test {
 
-CommandResult run_ganengine(const std::string& args) {
+namespace {
+CommandResult run_shell(const std::string& cmd) {
   CommandResult r;
-  const std::string cmd = ganengine_binary() + " " + args + " </dev/null 2>&1";
   std::FILE* pipe = ::popen(cmd.c_str(), "r");
   if (!pipe) return r;
   std::array<char, 4096> buf{};
@@ -20,6 +20,17 @@ CommandResult run_ganengine(const std::string& args) {
   const int status = ::pclose(pipe);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+}  // namespace
+
+CommandResult run_ganengine(const std::string& args) {
+  return run_shell(ganengine_binary() + " " + args + " </dev/null 2>&1");
+}
+
+CommandResult run_ganengine_with_interrupt(const std::string& args, int seconds) {
+  // coreutils' timeout sends the signal; --preserve-status passes the program's exit code on.
+  return run_shell("timeout --preserve-status --signal=INT " + std::to_string(seconds) + " " + ganengine_binary() +
+                   " " + args + " </dev/null 2>&1");
 }
 
 }  // namespace ge::test

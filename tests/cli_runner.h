@@ -11,5 +11,7 @@ struct CommandResult {
 
 // Runs `ganengine <args>` through the shell, with stdin closed.
 CommandResult run_ganengine(const std::string& args);
+// The same, sending SIGINT (as Ctrl-C does) after `seconds`; exit_code is the program's own.
+CommandResult run_ganengine_with_interrupt(const std::string& args, int seconds);
 
 }  // namespace ge::test

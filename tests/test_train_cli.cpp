@@ -291,3 +291,24 @@ TEST_CASE("train cli: a folder dataset - a bad image stops with its name - skipp
   expect_ok(run_ganengine(skip + tmp.file("c")));
   expect_bitwise_equal(tmp.file("b/netG_epoch_1.safetensors"), tmp.file("c/netG_epoch_1.safetensors"));
 }
+
+TEST_CASE("train cli: Ctrl-C saves the state and the run resumes from it") {
+  TempDir tmp("ge_sigint");
+  // SIGINT after 3 s: the step in flight finishes, the epoch's files and the state are written.
+  const auto r = run_ganengine_with_interrupt(
+      "train " + kTiny + "--batchSize 8 --niter 1000 --log-interval 50 --outf " + tmp.dir.string(), 3);
+  INFO(r.output);
+  CHECK(r.exit_code == 130);
+  CHECK(r.output.find("interrupted: state saved to") != std::string::npos);
+  REQUIRE(exists(tmp.file("training_state.safetensors")));
+  for (const auto& name : tmp.entries()) CHECK(name.find(".tmp.") == std::string::npos);
+  const auto state = load_safetensors(tmp.file("training_state.safetensors"));
+  const int64_t done = std::stoll(state.metadata.at("global_step"));
+  CHECK(done > 0);
+  const auto resumed = run_ganengine("train " + kTiny + "--batchSize 8 --niter 1000 --log-interval 50 --max-steps " +
+                                     std::to_string(done + 2) + " --outf " + tmp.dir.string() + " --resume " +
+                                     tmp.file("training_state.safetensors"));
+  INFO(resumed.output);
+  CHECK(resumed.exit_code == 0);
+  CHECK(resumed.output.find("done: 2 steps") != std::string::npos);
+}
