@@ -78,6 +78,7 @@ class DcganTrainer {
  private:
   void scaled_backward(const Tensor& logits, float target, LossId id, bool accumulate);
   // The step itself on device tensors: what eager mode runs and what the CUDA graph captures.
+  void eager_step(const Tensor& real_in, const Tensor& noise_in);  // inputs moved to the device, then step_body
   void step_body(const Tensor& real, const Tensor& noise);
   void graph_step(const Tensor& real, const Tensor& noise);
   // What must not change between capture and replay: the inputs' shapes, dtypes and layouts,

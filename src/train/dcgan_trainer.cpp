@@ -85,6 +85,10 @@ void DcganTrainer::step(const Tensor& real_in, const Tensor& noise_in) {
     graph_step(real_in, noise_in);
     return;
   }
+  eager_step(real_in, noise_in);
+}
+
+void DcganTrainer::eager_step(const Tensor& real_in, const Tensor& noise_in) {
   // Inputs are cast to the compute dtype by the first layer (Apex casts O2/O3 inputs to half).
   const Tensor real = real_in.device() == cfg_.device ? real_in : real_in.to(cfg_.device);
   const Tensor noise = noise_in.device() == cfg_.device ? noise_in : noise_in.to(cfg_.device);
@@ -153,9 +157,7 @@ std::vector<int64_t*> DcganTrainer::batchnorm_counters() {
 void DcganTrainer::graph_step(const Tensor& real_in, const Tensor& noise_in) {
   const GraphSignature sig = signature(real_in, noise_in);
   auto eager = [&] {
-    const Tensor real = real_in.device() == cfg_.device ? real_in : real_in.to(cfg_.device);
-    const Tensor noise = noise_in.device() == cfg_.device ? noise_in : noise_in.to(cfg_.device);
-    step_body(real, noise);
+    eager_step(real_in, noise_in);
     ++graph_stats_.eager_steps;
   };
 
