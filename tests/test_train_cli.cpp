@@ -7,6 +7,7 @@
 
 #include "cli_runner.h"
 #include "ganengine/amp.h"
+#include "ganengine/backend.h"
 #include "ganengine/image_grid.h"
 #include "ganengine/safetensors.h"
 #include "ganengine/state_dict.h"
@@ -311,4 +312,19 @@ TEST_CASE("train cli: Ctrl-C saves the state and the run resumes from it") {
   INFO(resumed.output);
   CHECK(resumed.exit_code == 0);
   CHECK(resumed.output.find("done: 2 steps") != std::string::npos);
+}
+
+TEST_CASE("cli: --device cuda without a usable GPU is a clear error in every command") {
+  if (ge::cuda_available()) {
+    MESSAGE("a GPU is present: --device cuda is valid here, nothing to refuse");
+    CHECK(run_ganengine("train --device cuda:99 --dataset fake --print-precision").exit_code != 0);
+    return;
+  }
+  for (const char* cmd : {"train --dataset fake --max-steps 1", "generate --netG x.safetensors -o x.png",
+                          "bench-data --dataset fake --seconds 1"}) {
+    const auto r = run_ganengine(std::string(cmd) + " --device cuda");
+    INFO(cmd, "\n", r.output);
+    CHECK(r.exit_code != 0);
+    CHECK(r.output.find("--device cuda: no usable CUDA GPU here") != std::string::npos);
+  }
 }

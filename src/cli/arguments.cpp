@@ -1,10 +1,28 @@
 #include "cli/arguments.h"
 
+#include <cstdio>
+
+#include "ganengine/backend.h"
+
 namespace ge::cli {
 
 void Arguments::finish() {
   ptrs_.clear();
   for (auto& w : words) ptrs_.push_back(w.data());
+}
+
+Device resolve_device(const std::string& spec, const char* command, bool warn_on_cpu) {
+  const char* why = built_with_cuda() ? "" : " (this build has no CUDA)";
+  if (spec.empty()) {
+    if (cuda_available()) return Device::cuda(0);
+    if (warn_on_cpu)
+      std::fprintf(stderr, "ganengine %s: warning: no usable GPU found%s; running on the CPU (slow). "
+                           "Pass --device cpu to silence this.\n", command, why);
+    return Device::cpu();
+  }
+  const Device d = Device::parse(spec);
+  if (d.is_cuda() && !cuda_available()) fail("--device ", spec, ": no usable CUDA GPU here", why, "; use --device cpu");
+  return d;
 }
 
 Arguments normalise_arguments(int argc, char** argv, const std::map<std::string, std::string>& aliases,

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "ganengine/dtype.h"
+
 namespace ge::cli {
 
 class Arguments {
@@ -18,6 +20,10 @@ class Arguments {
  private:
   std::vector<char*> ptrs_;
 };
+
+// --device for a command: "" means the GPU when there is one, else the CPU (with a warning on
+// stderr when warn_on_cpu); "cuda[:k]" without a usable GPU is an error that says so.
+Device resolve_device(const std::string& spec, const char* command, bool warn_on_cpu);
 
 // aliases: spelling without dashes -> canonical name without dashes. boolean_flags: options
 // with an implicit value that may be followed by a separate True/False word.

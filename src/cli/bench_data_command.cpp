@@ -52,8 +52,7 @@ int run_bench_data(int argc, char** argv) {
   d.placement = parse_data_placement(r["data-on"].as<std::string>());
   d.cache_dir = r["cache-dir"].as<std::string>();
   d.skip_bad_images = r.count("skip-bad-images") > 0;
-  const std::string dev = r["device"].as<std::string>();
-  d.device = !dev.empty() ? Device::parse(dev) : (cuda_available() ? Device::cuda(0) : Device::cpu());
+  d.device = resolve_device(r["device"].as<std::string>(), "bench-data", /*warn_on_cpu=*/false);
   d.gpu_dtype = DType::F16;
   const double seconds = r["seconds"].as<double>();
   if (!(seconds > 0)) fail("--seconds must be positive");

@@ -71,9 +71,7 @@ int run_generate(int argc, char** argv) {
   if (!r.count("output")) fail("-o FILE.png or -o DIR is required");
   const std::string path = r["netG"].as<std::string>();
   const std::string output = r["output"].as<std::string>();
-  const std::string dev = r["device"].as<std::string>();
-  const Device device = !dev.empty() ? Device::parse(dev) : (cuda_available() ? Device::cuda(0) : Device::cpu());
-  if (device.is_cuda() && !cuda_available()) fail("--device ", dev, ": no usable CUDA GPU here; use --device cpu");
+  const Device device = resolve_device(r["device"].as<std::string>(), "generate", /*warn_on_cpu=*/false);
 
   const nn::StateDict sd = load_safetensors(path).tensors;
   const nn::NetConfig cfg = infer_generator_config(sd, path);

@@ -165,22 +165,7 @@ int run_train(int argc, char** argv) {
   if (!(opt.lr >= 0) || opt.lr > 1) fail("--lr ", opt.lr, " (expected a learning rate in [0, 1], the example's is 0.0002)");
   if (!(opt.beta1 >= 0 && opt.beta1 < 1)) fail("--beta1 ", opt.beta1, " (expected 0 <= beta1 < 1, the example's is 0.5)");
 
-  const std::string device = r["device"].as<std::string>();
-  if (device.empty()) {
-    if (cuda_available()) {
-      opt.device = Device::cuda(0);
-    } else {
-      opt.device = Device::cpu();
-      std::fprintf(stderr, "ganengine train: warning: no usable GPU found%s; training on the CPU (slow). "
-                           "Pass --device cpu to silence this.\n",
-                   built_with_cuda() ? "" : " (this build has no CUDA)");
-    }
-  } else {
-    opt.device = Device::parse(device);
-    if (opt.device.is_cuda() && !cuda_available())
-      fail("--device ", device, ": no usable CUDA GPU here", built_with_cuda() ? "" : " (this build has no CUDA)",
-           "; use --device cpu");
-  }
+  opt.device = resolve_device(r["device"].as<std::string>(), "train", /*warn_on_cpu=*/true);
   if (opt.cuda_graph && !opt.device.is_cuda())
     fail("--cuda-graph needs a CUDA device (training runs on ", opt.device.str(), ")");
   // Sizes are checked before any data is touched, so a typo fails at once.
