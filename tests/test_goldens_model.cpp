@@ -26,7 +26,7 @@ void check_network(Device d, bool generator, const SafeTensorsFile& f = golden("
   cfg.ngf = std::stoi(f.metadata.at("ngf"));
   cfg.ndf = std::stoi(f.metadata.at("ndf"));
   const PrecisionPolicy policy = resolve_policy(OptLevel::O0);
-  const nn::Placement where = nn::Placement::for_device(d);
+  const nn::Placement where = nn::Placement::for_device(d, policy.compute_dtype);
   auto net = generator ? nn::make_generator(cfg, policy, where) : nn::make_discriminator(cfg, policy, where);
   const std::string P = generator ? "G." : "D.";
   nn::load_state_dict(*net, prefixed(f, P + "init."), "golden_dcgan " + P);

@@ -58,8 +58,8 @@ TEST_CASE("step flops: the layer lists match the networks dcgan.cpp builds") {
     cfg.ndf = 5;
     cfg.nc = 2;
     CAPTURE(image_size);
-    auto G = nn::make_generator(cfg, policy, nn::Placement::for_device(Device::cpu()));
-    auto D = nn::make_discriminator(cfg, policy, nn::Placement::for_device(Device::cpu()));
+    auto G = nn::make_generator(cfg, policy, nn::Placement::for_device(Device::cpu(), policy.compute_dtype));
+    auto D = nn::make_discriminator(cfg, policy, nn::Placement::for_device(Device::cpu(), policy.compute_dtype));
     const auto g = generator_conv_layers(cfg), d = discriminator_conv_layers(cfg);
     check_layers(*G, g, 1);
     check_layers(*D, d, image_size);

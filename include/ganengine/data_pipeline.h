@@ -27,6 +27,7 @@ struct DataPipelineOptions {
   DataPlacement placement = DataPlacement::Auto;
   Device device = Device::cpu();
   DType gpu_dtype = DType::F32;  // what GPU-resident batches are built in (the compute dtype)
+  MemoryFormat gpu_format = MemoryFormat::NHWC;  // and their layout (the networks' placement)
 };
 
 struct DataPipeline {

@@ -24,6 +24,7 @@ struct StepBenchConfig {
   // TrainerConfig::cuda_graph: the step is captured during the warm-up (after the trainer's own
   // eager warm-up steps) and every timed step is a replay. warmup must leave room for that.
   bool cuda_graph = false;
+  bool profile = false;  // the CUDA profiler records the timed windows only (profiling.h)
 };
 
 struct StepBenchResult {

@@ -35,7 +35,8 @@ struct TrainOptions {
   std::string resume;       // training-state file
   bool progress = true;     // the progress line (only drawn on a terminal)
   std::vector<std::pair<int64_t, int>> force_overflow;  // test hook: (global step, loss id)
-  bool cuda_graph = false;  // --cuda-graph: TrainerConfig::cuda_graph
+  std::pair<int64_t, int64_t> profile_steps{-1, -1};  // --profile-steps A:B (global steps, inclusive)
+  bool cuda_graph = false;  // TrainerConfig::cuda_graph (the CLI turns it on for GPUs unless --no-cuda-graph)
   // Input pipeline extras (issue: datasets): --download, --download-mirror, --skip-bad-images,
   // --cache-dir, --data-on.
   bool download = false;

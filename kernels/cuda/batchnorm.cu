@@ -78,16 +78,17 @@ struct GradSumsVisit {
   }
 };
 
-// ---- per-channel kernels (one thread per channel)
+// ---- per-channel kernels (the finalize kernels run on merge_grid/merge_block, the others one
+// thread per channel)
 
 // Merges the Welford partials, saves mean/invstd and updates the running statistics.
 template <class P>
 __global__ void finalize_stats_kernel(const float* partials, uint32_t splits, uint32_t C, float eps,
                                       float momentum, float* save_mean, float* save_invstd,
                                       P* running_mean, P* running_var) {
-  const uint32_t c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= C) return;
-  const MeanVarAcc acc = merge_partials<MeanVarAcc>(partials, splits, C, c);
+  const MeanVarAcc acc = merge_partials_tile<MeanVarAcc>(partials, splits, C);
+  const uint32_t c = blockIdx.x * kTileChannels + threadIdx.x;
+  if (threadIdx.y != 0 || c >= C) return;
   const float var = acc.m2 / acc.n;
   save_mean[c] = acc.mean;
   save_invstd[c] = 1.f / sqrtf(var + eps);
@@ -115,9 +116,9 @@ template <class P>
 __global__ void finalize_grads_kernel(const float* partials, uint32_t splits, uint32_t C, uint32_t M,
                                       const P* gamma, const float* save_invstd, P* dgamma, P* dbeta,
                                       float* coef) {
-  const uint32_t c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= C) return;
-  const GradSumsAcc sums = merge_partials<GradSumsAcc>(partials, splits, C, c);
+  const GradSumsAcc sums = merge_partials_tile<GradSumsAcc>(partials, splits, C);
+  const uint32_t c = blockIdx.x * kTileChannels + threadIdx.x;
+  if (threadIdx.y != 0 || c >= C) return;
   const float invstd = save_invstd[c];
   store_float(dbeta + c, sums.sum_dy);
   store_float(dgamma + c, sums.sum_dy_xmu * invstd);
@@ -191,13 +192,12 @@ void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor&
   cudaStream_t stream = stream_of(x);
   const uint32_t splits = reduce_splits(g);
   Tensor partials = Tensor::empty({int64_t{MeanVarAcc::kFields} * splits * g.C}, DType::F32, x.device());
-  const unsigned channel_blocks = static_cast<unsigned>(ceil_div(g.C, kPerChannelThreads));
   const uint32_t n = static_cast<uint32_t>(x.numel());
 
   GE_DISPATCH_FLOAT(x.dtype(), T, {
     reduce_channels<MeanVarAcc>(StatsVisit<T>{x.data_as<T>()}, g, splits, partials.data_as<float>(), stream);
     GE_DISPATCH_FLOAT(gamma.dtype(), P, {
-      finalize_stats_kernel<P><<<channel_blocks, kPerChannelThreads, 0, stream>>>(
+      finalize_stats_kernel<P><<<merge_grid(g.C), merge_block(), 0, stream>>>(
           partials.data_as<float>(), splits, g.C, eps, momentum, save_mean.data_as<float>(),
           save_invstd.data_as<float>(), running_mean.data_as<P>(), running_var.data_as<P>());
       CUDA_CHECK_LAUNCH();
@@ -247,7 +247,6 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
   const uint32_t splits = reduce_splits(g);
   Tensor partials = Tensor::empty({int64_t{GradSumsAcc::kFields} * splits * g.C}, DType::F32, x.device());
   Tensor coef = Tensor::empty({3 * int64_t{g.C}}, DType::F32, x.device());
-  const unsigned channel_blocks = static_cast<unsigned>(ceil_div(g.C, kPerChannelThreads));
   const uint32_t n = static_cast<uint32_t>(x.numel());
   const float* mean = save_mean.data_as<float>();
 
@@ -255,7 +254,7 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
     reduce_channels<GradSumsAcc>(GradSumsVisit<T>{x.data_as<T>(), dy.data_as<T>(), mean}, g, splits,
                                  partials.data_as<float>(), stream);
     GE_DISPATCH_FLOAT(gamma.dtype(), P, {
-      finalize_grads_kernel<P><<<channel_blocks, kPerChannelThreads, 0, stream>>>(
+      finalize_grads_kernel<P><<<merge_grid(g.C), merge_block(), 0, stream>>>(
           partials.data_as<float>(), splits, g.C, g.M, gamma.data_as<P>(), save_invstd.data_as<float>(),
           dgamma.data_as<P>(), dbeta.data_as<P>(), coef.data_as<float>());
       CUDA_CHECK_LAUNCH();

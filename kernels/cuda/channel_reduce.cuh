@@ -78,13 +78,46 @@ __device__ __forceinline__ Acc load_partial(const float* partials, uint32_t spli
   return acc;
 }
 
-// Merges the partials of channel c in split order (used by the finalize kernels).
+// Merging the partials: a block of kTileChannels x kMergeRows threads takes 32 channels; row r
+// merges splits r, r + kMergeRows, ... in order (reads coalesced across the channels), then the
+// rows are merged in a fixed tree. One thread per channel walking all splits serially was 12%
+// of an O2 step at batch 1024 on the H200 (finalize_stats_kernel, 512 splits for 64 channels).
+constexpr int kMergeRows = 32;
+
+// Call from every thread of a (kTileChannels, kMergeRows) block whose x-thread is channel
+// blockIdx.x * kTileChannels + threadIdx.x; the merged value is valid in row 0.
 template <class Acc>
-__device__ Acc merge_partials(const float* partials, uint32_t splits, uint32_t C, uint32_t c) {
+__device__ Acc merge_partials_tile(const float* partials, uint32_t splits, uint32_t C) {
+  __shared__ float shared[Acc::kFields][kMergeRows][kTileChannels];
+  const uint32_t tx = threadIdx.x, ty = threadIdx.y, c = blockIdx.x * kTileChannels + tx;
   Acc acc = Acc::zero();
-  for (uint32_t s = 0; s < splits; ++s) acc.merge(load_partial<Acc>(partials, splits, s, C, c));
-  return acc;
+  if (c < C)
+    for (uint32_t s = ty; s < splits; s += kMergeRows) acc.merge(load_partial<Acc>(partials, splits, s, C, c));
+#pragma unroll
+  for (int k = 0; k < Acc::kFields; ++k) shared[k][ty][tx] = acc.get(k);
+  __syncthreads();
+  for (uint32_t half = kMergeRows / 2; half > 0; half /= 2) {
+    if (ty < half) {
+      Acc a = Acc::zero(), b = Acc::zero();
+#pragma unroll
+      for (int k = 0; k < Acc::kFields; ++k) {
+        a.set(k, shared[k][ty][tx]);
+        b.set(k, shared[k][ty + half][tx]);
+      }
+      a.merge(b);
+#pragma unroll
+      for (int k = 0; k < Acc::kFields; ++k) shared[k][ty][tx] = a.get(k);
+    }
+    __syncthreads();
+  }
+  Acc total = Acc::zero();
+#pragma unroll
+  for (int k = 0; k < Acc::kFields; ++k) total.set(k, shared[k][0][tx]);
+  return total;
 }
+
+inline dim3 merge_grid(uint32_t C) { return dim3(static_cast<unsigned>(ceil_div(C, kTileChannels))); }
+inline dim3 merge_block() { return dim3(kTileChannels, kMergeRows); }
 
 template <class Acc, class Visit>
 __global__ void __launch_bounds__(kReduceThreadsNchw)

@@ -105,11 +105,12 @@ int run_bench(int argc, char** argv) {
     ("ngf", "generator width", cxxopts::value<int64_t>()->default_value("64"))
     ("ndf", "discriminator width", cxxopts::value<int64_t>()->default_value("64"))
     ("half", "what half precision means: fp16 | bf16", cxxopts::value<std::string>()->default_value("fp16"))
-    ("cuda-graph", "on | off | off,on: replay each step as one captured CUDA graph (TrainerConfig::cuda_graph)", cxxopts::value<std::string>()->default_value("off")->implicit_value("on"))
+    ("cuda-graph", "on | off | off,on: replay each step as one captured CUDA graph, as train does by default", cxxopts::value<std::string>()->default_value("on")->implicit_value("on"))
     ("no-cuda-graph", "run every step eagerly (the same as --cuda-graph off)")
     ("warmup", "untimed steps per configuration", cxxopts::value<int>()->default_value("20"))
     ("steps", "steps per timed window", cxxopts::value<int>()->default_value("50"))
     ("windows", "timed windows per configuration (the median is reported)", cxxopts::value<int>()->default_value("5"))
+    ("profile", "start the CUDA profiler for each configuration's timed steps only (nsys --capture-range=cudaProfilerApi, ncu --profile-from-start off)")
     ("json", "also write the rows, the GPU and library versions and the date to this file", cxxopts::value<std::string>()->default_value(""))
     ("device", "cuda | cuda:K", cxxopts::value<std::string>()->default_value("cuda:0"))
     ("h,help", "show this help");
@@ -187,6 +188,7 @@ int run_bench(int argc, char** argv) {
   cfg.warmup = run.warmup;
   cfg.steps = run.steps;
   cfg.windows = run.windows;
+  cfg.profile = r.count("profile") > 0;
   std::vector<BenchRow> plan;  // opt level, then batch size, then graph mode
   for (OptLevel level : levels)
     for (int64_t batch : batches)

@@ -76,7 +76,7 @@ int run_generate(int argc, char** argv) {
   const nn::StateDict sd = load_safetensors(path).tensors;
   const nn::NetConfig cfg = infer_generator_config(sd, path);
   const PrecisionPolicy policy = resolve_policy(OptLevel::O0);
-  auto G = nn::make_generator(cfg, policy, nn::Placement::for_device(device));
+  auto G = nn::make_generator(cfg, policy, nn::Placement::for_device(device, policy.compute_dtype));
   nn::load_state_dict(*G, sd, path);
 
   Tensor noise;

@@ -45,6 +45,19 @@ std::vector<std::pair<int64_t, int>> parse_force_overflow(const std::string& spe
   return out;
 }
 
+// "A:B" -> the first and last global step (0-based, inclusive) of the profiler's window.
+std::pair<int64_t, int64_t> parse_profile_steps(const std::string& spec) {
+  const size_t colon = spec.find(':');
+  char* e1 = nullptr;
+  char* e2 = nullptr;
+  const long long a = colon == std::string::npos ? -1 : std::strtoll(spec.c_str(), &e1, 10);
+  const long long b = colon == std::string::npos ? -1 : std::strtoll(spec.c_str() + colon + 1, &e2, 10);
+  if (colon == std::string::npos || colon == 0 || e1 != spec.c_str() + colon || e2 == spec.c_str() + colon + 1 ||
+      *e2 != '\0' || a < 0 || b < a)
+    fail("--profile-steps '", spec, "' (expected A:B, the first and last step to profile, 0 <= A <= B, e.g. 10:14)");
+  return {a, b};
+}
+
 }  // namespace
 
 int run_train(int argc, char** argv) {
@@ -91,8 +104,9 @@ int run_train(int argc, char** argv) {
     ("cache-dir", "keep decoded images of lsun/imagenet/folder/lfw here, reused while the source is unchanged", cxxopts::value<std::string>()->default_value(""))
     ("data-on", "auto | host | gpu: keep the decoded dataset on the GPU and build batches there (auto: when it fits)", cxxopts::value<std::string>()->default_value("auto"))
     ("debug-force-overflow", "test hook: STEP:LOSS[,...] makes loss LOSS (0,1,2) overflow at STEP", cxxopts::value<std::string>())
-    ("cuda-graph", "GPU: after 3 eager warm-up steps, replay each training step as one captured CUDA graph (a batch of another size, like an epoch's last, runs eagerly)")
-    ("no-cuda-graph", "run every step eagerly (the default)")
+    ("cuda-graph", "GPU (the default there): after 3 eager warm-up steps, replay each training step as one captured CUDA graph (a batch of another size, like an epoch's last, runs eagerly)")
+    ("no-cuda-graph", "run every step eagerly (same results, slower at small batches)")
+    ("profile-steps", "A:B: start the CUDA profiler before global step A and stop it after step B (nsys --capture-range=cudaProfilerApi, ncu --profile-from-start off)", cxxopts::value<std::string>())
     ("h,help", "show this help");
   // clang-format on
   Arguments args = normalise_arguments(argc, argv,
@@ -157,17 +171,20 @@ int run_train(int argc, char** argv) {
   opt.cache_dir = r["cache-dir"].as<std::string>();
   opt.data_on = parse_data_placement(r["data-on"].as<std::string>());
   if (r.count("debug-force-overflow")) opt.force_overflow = parse_force_overflow(r["debug-force-overflow"].as<std::string>());
+  if (r.count("profile-steps")) opt.profile_steps = parse_profile_steps(r["profile-steps"].as<std::string>());
   if (r.count("cuda-graph") && r.count("no-cuda-graph")) fail("--cuda-graph and --no-cuda-graph contradict each other");
-  opt.cuda_graph = r.count("cuda-graph") > 0;
-  if (opt.cuda_graph && !opt.force_overflow.empty())
+  const bool graph_asked = r.count("cuda-graph") > 0;
+  if (graph_asked && !opt.force_overflow.empty())
     fail("--debug-force-overflow changes steps from the host, which a replayed CUDA graph cannot do: drop --cuda-graph");
   if (opt.workers < 0 || opt.workers > 256) fail("--workers ", opt.workers, " (expected 0..256)");
   if (!(opt.lr >= 0) || opt.lr > 1) fail("--lr ", opt.lr, " (expected a learning rate in [0, 1], the example's is 0.0002)");
   if (!(opt.beta1 >= 0 && opt.beta1 < 1)) fail("--beta1 ", opt.beta1, " (expected 0 <= beta1 < 1, the example's is 0.5)");
 
   opt.device = resolve_device(r["device"].as<std::string>(), "train", /*warn_on_cpu=*/true);
-  if (opt.cuda_graph && !opt.device.is_cuda())
+  if (graph_asked && !opt.device.is_cuda())
     fail("--cuda-graph needs a CUDA device (training runs on ", opt.device.str(), ")");
+  // On by default on a GPU; the forced-overflow test hook needs host decisions, so it runs eagerly.
+  opt.cuda_graph = opt.device.is_cuda() && r.count("no-cuda-graph") == 0 && opt.force_overflow.empty();
   // Sizes are checked before any data is touched, so a typo fails at once.
   nn::NetConfig net;
   net.image_size = opt.image_size;

@@ -66,7 +66,7 @@ DataPipeline open_data_pipeline(const DataPipelineOptions& opt) {
   }
   if (on_gpu)
     p.source = std::make_unique<GpuResidentSource>(*p.dataset, opt.batch_size, opt.seed, opt.workers, opt.device,
-                                                   opt.gpu_dtype, MemoryFormat::NHWC);
+                                                   opt.gpu_dtype, opt.gpu_format);
   else
     p.source = std::make_unique<Loader>(*p.dataset, opt.batch_size, opt.seed, opt.workers,
                                         /*pinned=*/opt.device.is_cuda());

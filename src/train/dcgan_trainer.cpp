@@ -2,6 +2,8 @@
 
 #include "ganengine/trainer.h"
 
+#include "ganengine/profiling.h"
+
 namespace ge {
 
 namespace {
@@ -10,7 +12,7 @@ enum Slot { kErr = 0, kProb = 3, kFound = 6, kScale = 9, kSlots = 12 };
 constexpr float kReal = 1.f, kFake = 0.f;
 }  // namespace
 
-DcganTrainer::DcganTrainer(const TrainerConfig& cfg) : cfg_(cfg), where_(nn::Placement::for_device(cfg.device)) {
+DcganTrainer::DcganTrainer(const TrainerConfig& cfg) : cfg_(cfg), where_(nn::Placement::for_device(cfg.device, cfg.policy.compute_dtype)) {
   G_ = nn::make_generator(cfg_.net, cfg_.policy, where_);
   D_ = nn::make_discriminator(cfg_.net, cfg_.policy, where_);
   nn::weights_init(*G_, cfg_.seed, /*stream=*/1);
@@ -81,6 +83,7 @@ void DcganTrainer::step(const Tensor& real_in, const Tensor& noise_in) {
            "real batch ", real_in.str(), " does not match nc=", cfg_.net.nc, " imageSize=", cfg_.net.image_size);
   GE_CHECK(noise_in.rank() == 4 && noise_in.dim(0) == real_in.dim(0) && noise_in.dim(1) == cfg_.net.nz,
            "noise ", noise_in.str(), " for a batch of ", real_in.dim(0), " and nz=", cfg_.net.nz);
+  ProfileRange range("train_step");
   if (cfg_.cuda_graph) {
     graph_step(real_in, noise_in);
     return;
@@ -105,24 +108,42 @@ void DcganTrainer::step_body(const Tensor& real, const Tensor& noise) {
     ops::bce_with_logits_forward(logits, target, err, prob);
   };
 
-  // (1) Update D: maximize log(D(x)) + log(1 - D(G(z))).
-  Tensor out = D_->forward(real, true);
-  loss_forward(out, kReal, kLossDReal);
-  scaled_backward(out, kReal, kLossDReal, /*accumulate=*/false);
-
-  Tensor fake = G_->forward(noise, true);
-  out = D_->forward(fake, true);  // on fake.detach(): D's backward stops at its input
-  loss_forward(out, kFake, kLossDFake);
-  scaled_backward(out, kFake, kLossDFake, /*accumulate=*/true);
-  // An optimizer whose losses included an overflow skips its step (dynamic scaling only).
-  optD_->step(cfg_.policy.dynamic_loss_scale ? record_.slice0(kFound, kFound + 2) : no_skip_);
-
-  // (2) Update G: maximize log(D(G(z))), through the freshly updated D.
-  out = D_->forward(fake, true);
-  loss_forward(out, kReal, kLossG);
-  scaled_backward(out, kReal, kLossG, /*accumulate=*/false);
-  optG_->step(cfg_.policy.dynamic_loss_scale ? record_.slice0(kFound + 2, kFound + 3) : no_skip_);
-  for (int i = 0; i < 3; ++i) record_.slice0(kScale + i, kScale + i + 1).copy_from(scaler_[i].slice0(0, 1));
+  // (1) Update D: maximize log(D(x)) + log(1 - D(G(z))). The NVTX ranges name the phases
+  // for Nsight (profiling.h).
+  Tensor out, fake;
+  {
+    ProfileRange r("D_real");
+    out = D_->forward(real, true);
+    loss_forward(out, kReal, kLossDReal);
+    scaled_backward(out, kReal, kLossDReal, /*accumulate=*/false);
+  }
+  {
+    ProfileRange r("G_forward");
+    fake = G_->forward(noise, true);
+  }
+  {
+    ProfileRange r("D_fake");
+    out = D_->forward(fake, true);  // on fake.detach(): D's backward stops at its input
+    loss_forward(out, kFake, kLossDFake);
+    scaled_backward(out, kFake, kLossDFake, /*accumulate=*/true);
+  }
+  {
+    // An optimizer whose losses included an overflow skips its step (dynamic scaling only).
+    ProfileRange r("D_step");
+    optD_->step(cfg_.policy.dynamic_loss_scale ? record_.slice0(kFound, kFound + 2) : no_skip_);
+  }
+  {
+    // (2) Update G: maximize log(D(G(z))), through the freshly updated D.
+    ProfileRange r("G_adv");
+    out = D_->forward(fake, true);
+    loss_forward(out, kReal, kLossG);
+    scaled_backward(out, kReal, kLossG, /*accumulate=*/false);
+  }
+  {
+    ProfileRange r("G_step");
+    optG_->step(cfg_.policy.dynamic_loss_scale ? record_.slice0(kFound + 2, kFound + 3) : no_skip_);
+    for (int i = 0; i < 3; ++i) record_.slice0(kScale + i, kScale + i + 1).copy_from(scaler_[i].slice0(0, 1));
+  }
 }
 
 bool DcganTrainer::GraphSignature::operator==(const GraphSignature& o) const {
@@ -170,6 +191,7 @@ void DcganTrainer::graph_step(const Tensor& real_in, const Tensor& noise_in) {
     // this one does.
     static_real_.copy_from(real_in);
     static_noise_.copy_from(noise_in);
+    ProfileRange range("graph_replay");
     graph_->replay();
     for (size_t i = 0; i < graph_counters_.size(); ++i) *graph_counters_[i] += graph_counter_steps_[i];
     ++graph_stats_.replays;

@@ -6,6 +6,7 @@
 #include "ganengine/allocator.h"
 #include "ganengine/backend.h"
 #include "ganengine/gpu_measure.h"
+#include "ganengine/profiling.h"
 #include "ganengine/step_flops.h"
 
 namespace ge {
@@ -19,7 +20,7 @@ double median(std::vector<double> v) {
 }
 
 // The real batch as the GPU-resident data source hands it to training (train_loop.cpp): in the
-// compute dtype, NHWC, on the device, so the bench times exactly the step `train` runs. Values
+// compute dtype and the networks' layout, on the device, so the bench times exactly the step `train` runs. Values
 // are drawn once as f32 uniform in [0, 1) and mapped to [-1, 1), the range of Normalize(0.5, 0.5).
 Tensor synthetic_real_batch(const StepBenchConfig& cfg, const PrecisionPolicy& policy) {
   const int64_t s = cfg.net.image_size;
@@ -27,7 +28,8 @@ Tensor synthetic_real_batch(const StepBenchConfig& cfg, const PrecisionPolicy& p
   ops::fill_uniform(host, cfg.seed, /*offset=*/0);
   float* p = host.data_as<float>();
   for (int64_t i = 0, n = host.numel(); i < n; ++i) p[i] = 2.f * p[i] - 1.f;
-  return ops::converted(host, policy.compute_dtype, MemoryFormat::NHWC, cfg.device);
+  return ops::converted(host, policy.compute_dtype, nn::Placement::for_device(cfg.device, policy.compute_dtype).format,
+                        cfg.device);
 }
 
 }  // namespace
@@ -64,9 +66,11 @@ StepBenchResult run_step_bench(const StepBenchConfig& cfg) {
 
   StepBenchResult r;
   // step() only enqueues work, so the events, not the host clock, say how long it ran.
+  if (cfg.profile) profiler_start();
   const std::vector<double> window_ms = time_on_stream_ms(cfg.device, cfg.windows, [&](int) {
     for (int i = 0; i < cfg.steps; ++i) trainer.step(real, noise);
   });
+  if (cfg.profile) profiler_stop();  // time_on_stream_ms has waited for the last window
   for (double ms : window_ms) r.window_ms_per_step.push_back(ms / cfg.steps);
   r.ms_per_step = median(r.window_ms_per_step);
   GE_CHECK(r.ms_per_step > 0, "timed ", r.ms_per_step, " ms per step");

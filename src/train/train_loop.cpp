@@ -10,7 +10,10 @@
 #include <sstream>
 
 #include "ganengine/atomic_file.h"
+#include "ganengine/backend.h"
 #include "ganengine/image_grid.h"
+#include "ganengine/process_clock.h"
+#include "ganengine/profiling.h"
 #include "ganengine/safetensors.h"
 #include "ganengine/state_dict.h"
 #include "ganengine/training_state.h"
@@ -172,7 +175,10 @@ int run_training(const TrainOptions& opt) {
   data.placement = opt.data_on;
   data.device = opt.device;
   data.gpu_dtype = resolve_policy(opt.opt_level, opt.amp).compute_dtype;
+  data.gpu_format = nn::Placement::for_device(opt.device, data.gpu_dtype).format;
+  const auto t_data = std::chrono::steady_clock::now();
   DataPipeline pipeline = open_data_pipeline(data);
+  const double data_prep_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_data).count();
   const Dataset* dataset = pipeline.dataset.get();
   BatchSource& batches = *pipeline.source;
   const TrainerConfig cfg = trainer_config(opt, dataset->channels());
@@ -244,9 +250,20 @@ int run_training(const TrainOptions& opt) {
       ops::fill_normal(noise, opt.manual_seed, kNoiseRegion + static_cast<uint64_t>(step) * kNoiseCountersPerStep);
       for (auto& [at, loss] : opt.force_overflow)
         if (at == step) trainer.force_overflow_next_step(static_cast<LossId>(loss));
+      if (step == opt.profile_steps.first) profiler_start();
       trainer.step(real, noise);
+      if (step == opt.profile_steps.second) {
+        synchronize(opt.device);  // the window holds the steps' device work, not only its launches
+        profiler_stop();
+      }
       ++step;
-      ++steps_this_run;
+      if (++steps_this_run == 1) {
+        // Start-up cost as a user sees it (the "process start to first step"): one wait
+        // for the device, once per run.
+        synchronize(opt.device);
+        std::printf("first step done %.2f s after process start (%.2f s of it opening the dataset)\n",
+                    seconds_since_process_start(), data_prep_s);
+      }
       images_this_run += real.dim(0);
       last_real = real;
       const bool log_now = (i % opt.log_interval == 0) || i + 1 == per_epoch || step == stop_at;

@@ -1,0 +1,47 @@
+#!/usr/bin/env python3
+"""Summarise `ncu --csv` rows (one row per kernel and metric) of one training step: time per
+kernel name, share of the step, and the Tensor Core pipes' activity weighted by time.
+Usage: ncu_summary.py ncu.csv"""
+import csv
+import io
+import sys
+from collections import defaultdict
+
+
+def main(path):
+    text = open(path, encoding="utf-8", errors="replace").read()
+    start = text.find('"ID"')  # ncu prints its own log lines before the CSV header
+    if start < 0:
+        sys.exit(f"{path}: no ncu CSV rows (the profiled program printed:\n{text[-2000:]})")
+    kernels = defaultdict(dict)  # launch id -> metric -> value, plus the name
+    for row in csv.DictReader(io.StringIO(text[start:])):
+        k = kernels[row["ID"]]
+        k["name"] = row["Kernel Name"]
+        try:
+            value = float(row["Metric Value"].replace(",", ""))
+        except ValueError:
+            continue
+        unit = row.get("Metric Unit", "")
+        if row["Metric Name"] == "gpu__time_duration.sum":
+            value *= {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}.get(unit, 1.0)
+        k[row["Metric Name"]] = value
+    groups = defaultdict(lambda: [0, 0.0, 0.0])  # name -> launches, us, us * tensor%
+    for k in kernels.values():
+        us = k.get("gpu__time_duration.sum", 0.0)
+        tensor = max(k.get("sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active", 0.0),
+                     k.get("sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active", 0.0))
+        g = groups[k["name"][:90]]
+        g[0] += 1
+        g[1] += us
+        g[2] += us * tensor
+    total = sum(g[1] for g in groups.values())
+    print(f"{len(kernels)} kernel launches, {total / 1e3:.3f} ms of kernel time (serialised by ncu)")
+    print(f"{'us':>10} {'share':>6} {'n':>4} {'TC%':>6}  kernel")
+    for name, (n, us, weighted) in sorted(groups.items(), key=lambda kv: -kv[1][1]):
+        print(f"{us:10.1f} {100 * us / max(total, 1e-9):5.1f}% {n:4d} {weighted / max(us, 1e-9):6.1f}  {name}")
+    tc = sum(g[2] for g in groups.values()) / max(total, 1e-9)
+    print(f"time-weighted Tensor Core pipe activity over the step: {tc:.1f}%")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
