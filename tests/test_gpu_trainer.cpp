@@ -9,6 +9,7 @@
 #include "ganengine/state_dict.h"
 #include "ganengine/trainer.h"
 #include "temp_dir.h"
+#include "trainer_compare.h"
 #include "test_util.h"
 
 using namespace ge;
@@ -98,76 +99,6 @@ TEST_CASE("gpu trainer: every opt level and bf16 trains with finite losses and n
 // accumulate with atomics, which would make even two eager runs differ in the last bits.
 
 namespace {
-
-struct DeterministicConvolutions {
-  bool previous = ops::deterministic_convolutions();
-  DeterministicConvolutions() { ops::set_deterministic_convolutions(true); }
-  ~DeterministicConvolutions() { ops::set_deterministic_convolutions(previous); }
-};
-
-bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
-
-// Same shape, dtype, layout and bytes.
-bool same_tensor(const Tensor& a, const Tensor& b) {
-  if (a.defined() != b.defined()) return false;
-  if (!a.defined()) return true;
-  if (a.shape() != b.shape() || a.dtype() != b.dtype() || a.format() != b.format()) return false;
-  const Tensor ha = a.to(Device::cpu()), hb = b.to(Device::cpu());
-  return std::memcmp(ha.data(), hb.data(), a.nbytes()) == 0;
-}
-
-void expect_same_record(const StepRecord& a, const StepRecord& b, size_t step) {
-  INFO("step ", step);
-  const float fa[] = {a.errD_real, a.errD_fake, a.errG, a.D_x, a.D_G_z1, a.D_G_z2, a.scale[0], a.scale[1], a.scale[2]};
-  const float fb[] = {b.errD_real, b.errD_fake, b.errG, b.D_x, b.D_G_z1, b.D_G_z2, b.scale[0], b.scale[1], b.scale[2]};
-  for (int c = 0; c < 9; ++c) {
-    INFO("field ", c, " (errD_real errD_fake errG D_x D_G_z1 D_G_z2 scale0 scale1 scale2): eager ", fa[c],
-         " graph ", fb[c]);
-    CHECK(same_bits(fa[c], fb[c]));
-  }
-  for (int i = 0; i < 3; ++i) {
-    INFO("overflow ", i);
-    CHECK(a.overflow[i] == b.overflow[i]);
-  }
-}
-
-// Every weight (model copy, master, gradients), BatchNorm buffer and counter, Adam moment and
-// step count, and loss-scaler state.
-void expect_same_state(DcganTrainer& a, DcganTrainer& b) {
-  for (int net = 0; net < 2; ++net) {
-    nn::Sequential& na = net == 0 ? a.generator() : a.discriminator();
-    nn::Sequential& nb = net == 0 ? b.generator() : b.discriminator();
-    auto pa = na.named_params(), pb = nb.named_params();
-    REQUIRE(pa.size() == pb.size());
-    for (size_t i = 0; i < pa.size(); ++i) {
-      INFO((net == 0 ? "G " : "D "), pa[i].first);
-      CHECK(same_tensor(pa[i].second->value, pb[i].second->value));
-      CHECK(same_tensor(pa[i].second->master, pb[i].second->master));
-      CHECK(same_tensor(pa[i].second->grad, pb[i].second->grad));
-    }
-    auto ba = na.named_buffers(), bb = nb.named_buffers();
-    REQUIRE(ba.size() == bb.size());
-    for (size_t i = 0; i < ba.size(); ++i) {
-      INFO((net == 0 ? "G " : "D "), ba[i].first);
-      if (ba[i].second.tensor) CHECK(same_tensor(*ba[i].second.tensor, *bb[i].second.tensor));
-      if (ba[i].second.counter) CHECK(*ba[i].second.counter == *bb[i].second.counter);
-    }
-    Adam& oa = net == 0 ? a.optimizer_G() : a.optimizer_D();
-    Adam& ob = net == 0 ? b.optimizer_G() : b.optimizer_D();
-    INFO((net == 0 ? "Adam G" : "Adam D"));
-    CHECK(same_tensor(oa.step_count(), ob.step_count()));
-    REQUIRE(oa.exp_avg().size() == ob.exp_avg().size());
-    for (size_t i = 0; i < oa.exp_avg().size(); ++i) {
-      INFO("moment ", i);
-      CHECK(same_tensor(oa.exp_avg()[i], ob.exp_avg()[i]));
-      CHECK(same_tensor(oa.exp_avg_sq()[i], ob.exp_avg_sq()[i]));
-    }
-  }
-  for (int i = 0; i < 3; ++i) {
-    INFO("scaler ", i);
-    CHECK(same_tensor(a.scaler_state(i), b.scaler_state(i)));
-  }
-}
 
 TrainerConfig graph_config(TrainerConfig cfg) {
   cfg.cuda_graph = true;

@@ -22,6 +22,15 @@ namespace ge::test {
     }                                                                            \
   } while (0)
 
+// Multi-GPU cases: skipped (and counted as skipped) on machines with fewer GPUs.
+#define GE_REQUIRE_GPUS(n)                                                                   \
+  do {                                                                                       \
+    if (::ge::cuda_device_count() < (n)) {                                                   \
+      MESSAGE("GPU test skipped: needs ", (n), " CUDA devices, found ", ::ge::cuda_device_count()); \
+      return;                                                                                \
+    }                                                                                        \
+  } while (0)
+
 // Fresh random values for every run unless GE_TEST_SEED is set; printed on failure.
 std::mt19937_64& rng();
 std::vector<double> random_values(int64_t n, double lo = -1.0, double hi = 1.0);

@@ -46,6 +46,7 @@ GE_BACKEND_OPS
 }
 // True when this build has the CUDA backend and a usable GPU is present.
 bool cuda_available();
+int cuda_device_count();  // usable CUDA devices (0 without CUDA)
 bool built_with_cuda();
 // Waits until the device has finished all work issued to it (no-op for the CPU).
 void synchronize(Device d);

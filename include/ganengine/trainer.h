@@ -10,6 +10,7 @@
 #include "ganengine/cuda_graph.h"
 #include "ganengine/nn.h"
 #include "ganengine/optim.h"
+#include "ganengine/replica_group.h"
 
 namespace ge {
 
@@ -32,6 +33,12 @@ struct TrainerConfig {
   // is rejected in this mode.
   bool cuda_graph = false;
   int cuda_graph_warmup = 3;  // at least 2: the capture must see the steady-state allocation pattern
+  // Data parallelism (not owned; null: a single replica). This trainer is one replica: step()
+  // takes its share of the global batch; the group averages the f32 gradients before each
+  // optimizer step (the mean of the replicas' gradients, as DataParallel's summed gradient of a
+  // mean loss), combines each loss's overflow flag (max) before its scaler update, and averages
+  // the losses and probabilities of the record. BatchNorm statistics stay per replica.
+  ReplicaGroup* replicas = nullptr;
 };
 
 // The losses of the example's three backward passes.
@@ -51,6 +58,9 @@ class DcganTrainer {
 
   // One iteration. real: (N, nc, S, S) f32 in [-1, 1], any device; noise: (N, nz, 1, 1).
   void step(const Tensor& real, const Tensor& noise);
+  // TrainerConfig::replicas: this replica's share of a batch that did not split evenly, times the
+  // number of replicas (1 for an even split); its gradients and losses are weighted by it.
+  void set_replica_weight(double w) { replica_weight_ = w; }
   // The latest step's losses, probabilities, overflows and scales (waits for the device).
   StepRecord record() const;
   // Test hook: the next step() puts an inf into loss `id`'s gradients, as a real overflow would.
@@ -80,6 +90,7 @@ class DcganTrainer {
   // The step itself on device tensors: what eager mode runs and what the CUDA graph captures.
   void eager_step(const Tensor& real_in, const Tensor& noise_in);  // inputs moved to the device, then step_body
   void step_body(const Tensor& real, const Tensor& noise);
+  void average_grads(nn::Sequential& net);  // TrainerConfig::replicas: mean of the f32 gradients
   void graph_step(const Tensor& real, const Tensor& noise);
   // What must not change between capture and replay: the inputs' shapes, dtypes and layouts,
   // and which BatchNorm2d layers update their running statistics.
@@ -100,6 +111,7 @@ class DcganTrainer {
   Tensor record_;      // f32 (12) on the device, read by record()
   Tensor no_skip_;     // f32 (1) zero: static loss scales never skip a step (Apex)
   std::array<bool, 3> forced_{};
+  double replica_weight_ = 1.0;
   ops::ScalerConfig scaler_cfg_;
   // CUDA graph mode (TrainerConfig::cuda_graph).
   GraphStats graph_stats_;

@@ -10,18 +10,20 @@ namespace ge {
 
 bool built_with_cuda() { return true; }
 
-bool cuda_available() {
-  static const bool available = [] {
+int cuda_device_count() {
+  static const int count = [] {
     int n = 0;
     cudaError_t err = cudaGetDeviceCount(&n);
     if (err != cudaSuccess) {
       (void)cudaGetLastError();
-      return false;
+      return 0;
     }
-    return n > 0;
+    return n;
   }();
-  return available;
+  return count;
 }
+
+bool cuda_available() { return cuda_device_count() > 0; }
 
 void synchronize(Device d) {
   if (d.is_cuda()) gpu::synchronize(d.index);

@@ -77,7 +77,8 @@ int run_train(int argc, char** argv) {
     ("niter", "number of epochs to train for", cxxopts::value<int>()->default_value("25"))
     ("lr", "learning rate", cxxopts::value<double>()->default_value("0.0002"))
     ("beta1", "beta1 for adam", cxxopts::value<double>()->default_value("0.5"))
-    ("ngpu", "number of GPUs to use (this version: 1)", cxxopts::value<int>()->default_value("1"))
+    ("ngpu", "GPUs to train on, from --device's on: each takes an equal share of --batchSize, gradients averaged with NCCL", cxxopts::value<int>()->default_value("1"))
+    ("check-replicas", "with --ngpu > 1: check after every step that all replicas hold bitwise the same weights (slow; for debugging)")
     ("netG", "generator weights (.safetensors) to continue from", cxxopts::value<std::string>()->default_value(""))
     ("netD", "discriminator weights (.safetensors) to continue from", cxxopts::value<std::string>()->default_value(""))
     ("outf", "folder to output images and model checkpoints", cxxopts::value<std::string>()->default_value("."))
@@ -139,6 +140,7 @@ int run_train(int argc, char** argv) {
   opt.lr = r["lr"].as<double>();
   opt.beta1 = r["beta1"].as<double>();
   opt.ngpu = r["ngpu"].as<int>();
+  opt.check_replicas = r.count("check-replicas") > 0;
   opt.netG = r["netG"].as<std::string>();
   opt.netD = r["netD"].as<std::string>();
   opt.outf = r["outf"].as<std::string>();

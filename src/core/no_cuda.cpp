@@ -15,6 +15,7 @@ void* pinned_alloc(size_t bytes) {
 void pinned_free(void* p, size_t) { std::free(p); }
 bool built_with_cuda() { return false; }
 bool cuda_available() { return false; }
+int cuda_device_count() { return 0; }
 void synchronize(Device) {}
 }  // namespace ge
 #endif

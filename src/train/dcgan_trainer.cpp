@@ -74,6 +74,8 @@ void DcganTrainer::scaled_backward(const Tensor& logits, float target, LossId id
   }
   Tensor found = record_.slice0(kFound + id, kFound + id + 1);
   ops::unscale_grads(src, dst, scale, found, accumulate);
+  // Every replica must take the same decision: an overflow anywhere skips the step everywhere.
+  if (cfg_.replicas) cfg_.replicas->all_reduce_max(found);
   ops::loss_scaler_update(scaler_[id], found, scaler_cfg_);
 }
 
@@ -130,6 +132,7 @@ void DcganTrainer::step_body(const Tensor& real, const Tensor& noise) {
   {
     // An optimizer whose losses included an overflow skips its step (dynamic scaling only).
     ProfileRange r("D_step");
+    average_grads(*D_);
     optD_->step(cfg_.policy.dynamic_loss_scale ? record_.slice0(kFound, kFound + 2) : no_skip_);
   }
   {
@@ -141,9 +144,25 @@ void DcganTrainer::step_body(const Tensor& real, const Tensor& noise) {
   }
   {
     ProfileRange r("G_step");
+    average_grads(*G_);
     optG_->step(cfg_.policy.dynamic_loss_scale ? record_.slice0(kFound + 2, kFound + 3) : no_skip_);
+    if (cfg_.replicas) {
+      const Tensor losses = record_.slice0(kErr, kProb + 3);
+      if (replica_weight_ != 1.0) ops::scale_inplace(losses, static_cast<float>(replica_weight_));
+      cfg_.replicas->all_reduce_mean({losses});
+    }
     for (int i = 0; i < 3; ++i) record_.slice0(kScale + i, kScale + i + 1).copy_from(scaler_[i].slice0(0, 1));
   }
+}
+
+void DcganTrainer::average_grads(nn::Sequential& net) {
+  if (!cfg_.replicas) return;
+  std::vector<Tensor> grads;
+  for (nn::Param* p : net.params()) {
+    if (replica_weight_ != 1.0) ops::scale_inplace(p->grad, static_cast<float>(replica_weight_));
+    grads.push_back(p->grad);
+  }
+  cfg_.replicas->all_reduce_mean(grads);
 }
 
 bool DcganTrainer::GraphSignature::operator==(const GraphSignature& o) const {

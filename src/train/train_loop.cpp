@@ -6,12 +6,15 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include "ganengine/atomic_file.h"
 #include "ganengine/backend.h"
 #include "ganengine/image_grid.h"
+#include "ganengine/nccl_group.h"
+#include "ganengine/replica_pool.h"
 #include "ganengine/process_clock.h"
 #include "ganengine/profiling.h"
 #include "ganengine/safetensors.h"
@@ -132,6 +135,25 @@ TrainerConfig trainer_config(const TrainOptions& opt, int nc) {
   return cfg;
 }
 
+// --check-replicas: every replica must hold bitwise the weights (and fp32 masters) of replica 0.
+void check_replicas_identical(const std::vector<std::unique_ptr<DcganTrainer>>& trainers, int64_t step) {
+  for (size_t k = 1; k < trainers.size(); ++k)
+    for (int net = 0; net < 2; ++net) {
+      auto mine = net ? trainers[k]->discriminator().named_params() : trainers[k]->generator().named_params();
+      auto lead = net ? trainers[0]->discriminator().named_params() : trainers[0]->generator().named_params();
+      for (size_t j = 0; j < mine.size(); ++j)
+        for (int master = 0; master < 2; ++master) {
+          const Tensor& a = master ? lead[j].second->master : lead[j].second->value;
+          const Tensor& b = master ? mine[j].second->master : mine[j].second->value;
+          if (!a.defined()) continue;
+          const Tensor ha = a.to(Device::cpu()), hb = b.to(Device::cpu());
+          if (std::memcmp(ha.data(), hb.data(), ha.nbytes()) != 0)
+            fail("--check-replicas: after step ", step, " replica ", k, "'s ", net ? "netD " : "netG ", lead[j].first,
+                 master ? " (fp32 master)" : "", " differs from replica 0's: the replicas have diverged");
+        }
+    }
+}
+
 void print_network(const char* title, nn::Sequential& net) {
   std::printf("%s:\n", title);
   auto& layers = net.layers();
@@ -151,8 +173,12 @@ void print_precision(const TrainOptions& opt, int nc) {
 }
 
 int run_training(const TrainOptions& opt) {
-  if (opt.ngpu != 1)
-    fail("--ngpu ", opt.ngpu, ": this version trains on one device (--ngpu 1); multi-GPU training is not there yet");
+  const int R = opt.ngpu;  // replicas in this process, one per GPU
+  if (R < 1 || R > 64) fail("--ngpu ", R, " (expected 1..64)");
+  if (R > 1 && !opt.device.is_cuda()) fail("--ngpu ", R, " trains on GPUs: drop --device cpu or use --ngpu 1");
+  if (R > 1 && opt.batch_size % R != 0)
+    fail("--batchSize ", opt.batch_size, " must split evenly over --ngpu ", R, " (", opt.batch_size / R * R, " or ",
+         (opt.batch_size / R + 1) * R, " would)");
   if (opt.batch_size < 1) fail("--batchSize ", opt.batch_size, " (expected a positive number)");
   if (opt.niter < 1) fail("--niter ", opt.niter, " (expected at least 1)");
   if (opt.sample_interval < 1 || opt.log_interval < 1) fail("--sample-interval and --log-interval must be >= 1");
@@ -160,6 +186,16 @@ int run_training(const TrainOptions& opt) {
     fail("--batchSize x --nz is too large (", opt.batch_size * opt.nz, " noise values per step, at most ",
          kNoiseCountersPerStep * 4, ")");
   ensure_directory(opt.outf);
+  // Replica k runs on the k-th GPU from --device on; NCCL first, so a missing GPU or NCCL fails
+  // before any data is read.
+  std::vector<Device> devices;
+  for (int k = 0; k < R; ++k) devices.push_back(R == 1 ? opt.device : Device::cuda(opt.device.index + k));
+  std::vector<std::unique_ptr<ReplicaGroup>> groups;
+  std::unique_ptr<ReplicaPool> pool;
+  if (R > 1) {
+    groups = make_nccl_groups(devices);
+    pool = std::make_unique<ReplicaPool>(R);
+  }
   DataPipelineOptions data;
   data.dataset = opt.dataset;
   data.dataroot = opt.dataroot;
@@ -176,15 +212,31 @@ int run_training(const TrainOptions& opt) {
   data.device = opt.device;
   data.gpu_dtype = resolve_policy(opt.opt_level, opt.amp).compute_dtype;
   data.gpu_format = nn::Placement::for_device(opt.device, data.gpu_dtype).format;
+  // Every replica draws the same global batch from its own source on its own GPU and takes its
+  // share: no copies between GPUs, and the same batches whatever the number of replicas.
   const auto t_data = std::chrono::steady_clock::now();
-  DataPipeline pipeline = open_data_pipeline(data);
+  std::vector<DataPipeline> pipelines;
+  for (const Device& d : devices) {
+    data.device = d;
+    pipelines.push_back(open_data_pipeline(data));
+  }
   const double data_prep_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_data).count();
+  DataPipeline& pipeline = pipelines[0];
   const Dataset* dataset = pipeline.dataset.get();
   BatchSource& batches = *pipeline.source;
   const TrainerConfig cfg = trainer_config(opt, dataset->channels());
-  DcganTrainer trainer(cfg);
-  if (!opt.netG.empty()) nn::load_state_dict(trainer.generator(), load_safetensors(opt.netG).tensors, opt.netG);
-  if (!opt.netD.empty()) nn::load_state_dict(trainer.discriminator(), load_safetensors(opt.netD).tensors, opt.netD);
+  std::vector<std::unique_ptr<DcganTrainer>> trainers;
+  for (int k = 0; k < R; ++k) {
+    TrainerConfig ck = cfg;
+    ck.device = devices[static_cast<size_t>(k)];
+    if (R > 1) ck.replicas = groups[static_cast<size_t>(k)].get();
+    trainers.push_back(std::make_unique<DcganTrainer>(ck));
+  }
+  DcganTrainer& trainer = *trainers[0];  // replica 0 logs, samples and saves for all
+  for (auto& t : trainers) {
+    if (!opt.netG.empty()) nn::load_state_dict(t->generator(), load_safetensors(opt.netG).tensors, opt.netG);
+    if (!opt.netD.empty()) nn::load_state_dict(t->discriminator(), load_safetensors(opt.netD).tensors, opt.netD);
+  }
 
   const RunIdentity identity{opt.dataset,  opt_level_name(opt.opt_level), dtype_name(cfg.policy.half), opt.batch_size,
                              opt.image_size, opt.nz, opt.ngf, opt.ndf, dataset->channels(), opt.manual_seed};
@@ -193,6 +245,10 @@ int run_training(const TrainOptions& opt) {
   RunPosition pos;
   if (!opt.resume.empty()) {
     pos = load_training_state(opt.resume, trainer, fixed_noise, identity);
+    for (int k = 1; k < R; ++k) {
+      Tensor scratch = fixed_noise.clone();
+      load_training_state(opt.resume, *trainers[static_cast<size_t>(k)], scratch, identity);
+    }
     std::printf("resumed from %s at epoch %lld, iteration %lld (step %lld)\n", opt.resume.c_str(),
                 static_cast<long long>(pos.epoch), static_cast<long long>(pos.iteration),
                 static_cast<long long>(pos.global_step));
@@ -206,6 +262,11 @@ int run_training(const TrainOptions& opt) {
               dataset->name().c_str(), static_cast<long long>(dataset->size()), static_cast<long long>(per_epoch),
               static_cast<long long>(opt.batch_size), opt_level_name(opt.opt_level), opt.device.str().c_str(),
               static_cast<long long>(std::max<int64_t>(0, stop_at - pos.global_step)), batches.describe().c_str());
+  if (R > 1)
+    std::printf("data parallel: %d replicas on cuda:%d..%d (NCCL %s), %lld images each per step; BatchNorm "
+                "statistics per replica, replica 0's running statistics are saved\n",
+                R, devices.front().index, devices.back().index, nccl_version().c_str(),
+                static_cast<long long>(opt.batch_size / R));
   std::fflush(stdout);
 
   const std::string state_path = join_path(opt.outf, "training_state.safetensors");
@@ -246,12 +307,37 @@ int run_training(const TrainOptions& opt) {
     int64_t i = first;
     for (; i < per_epoch && step < stop_at && !g_interrupted; ++i) {
       Tensor real = batches.batch(epoch, i);
-      Tensor noise = Tensor::empty({real.dim(0), opt.nz, 1, 1}, DType::F32, opt.device);
-      ops::fill_normal(noise, opt.manual_seed, kNoiseRegion + static_cast<uint64_t>(step) * kNoiseCountersPerStep);
+      // The test hook forces the overflow on replica 0 only: the flags combined across the
+      // replicas must make every replica skip.
       for (auto& [at, loss] : opt.force_overflow)
         if (at == step) trainer.force_overflow_next_step(static_cast<LossId>(loss));
       if (step == opt.profile_steps.first) profiler_start();
-      trainer.step(real, noise);
+      auto replica_step = [&](int k) {
+        const Device d = devices[static_cast<size_t>(k)];
+        const Tensor global = k == 0 ? real : pipelines[static_cast<size_t>(k)].source->batch(epoch, i);
+        Tensor noise = Tensor::empty({global.dim(0), opt.nz, 1, 1}, DType::F32, d);
+        ops::fill_normal(noise, opt.manual_seed, kNoiseRegion + static_cast<uint64_t>(step) * kNoiseCountersPerStep);
+        if (R == 1) {
+          trainer.step(global, noise);
+          return;
+        }
+        // torch.chunk's split: full batches split evenly; a last, partial batch weights each
+        // replica's gradients and losses by its share, so the step averages over images.
+        const int64_t n = global.dim(0), chunk = (n + R - 1) / R;
+        const int64_t begin = std::min<int64_t>(n, k * chunk), end = std::min<int64_t>(n, begin + chunk);
+        trainers[static_cast<size_t>(k)]->set_replica_weight(static_cast<double>(end - begin) * R / n);
+        trainers[static_cast<size_t>(k)]->step(global.slice0(begin, end), noise.slice0(begin, end));
+      };
+      if (R > 1 && (real.dim(0) + R - 1) / R * (R - 1) >= real.dim(0)) {
+        std::fprintf(stderr, "ganengine train: skipping a last batch of %lld images: too few to give each of the %d "
+                     "GPUs one\n", static_cast<long long>(real.dim(0)), R);
+        continue;
+      }
+      if (R == 1)
+        replica_step(0);
+      else
+        pool->run(replica_step);
+      if (opt.check_replicas && R > 1) check_replicas_identical(trainers, step);
       if (step == opt.profile_steps.second) {
         synchronize(opt.device);  // the window holds the steps' device work, not only its launches
         profiler_stop();
