@@ -33,4 +33,21 @@ CommandResult run_ganengine_with_interrupt(const std::string& args, int seconds)
                    " " + args + " </dev/null 2>&1");
 }
 
+CommandResult run_ganengine_ranks(const std::vector<std::string>& envs, const std::string& args) {
+  // Each rank in the background with its own environment, output prefixed with its rank; the
+  // exit code is the first non-zero one.
+  std::string cmd = "codes=0; ";
+  for (size_t k = 0; k < envs.size(); ++k)
+    cmd += "( env " + envs[k] + " " + ganengine_binary() + " " + args + " </dev/null 2>&1 | sed 's/^/[rank " +
+           std::to_string(k) + "] /'; exit ${PIPESTATUS[0]} ) & pid" + std::to_string(k) + "=$!; ";
+  for (size_t k = 0; k < envs.size(); ++k)
+    cmd += "wait $pid" + std::to_string(k) + " || { c=$?; [ $codes -eq 0 ] && codes=$c; }; ";
+  cmd += "exit $codes";
+  return run_shell("bash -c '" + [&] {
+    std::string quoted;
+    for (char c : cmd) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return quoted;
+  }() + "'");
+}
+
 }  // namespace ge::test

@@ -1,6 +1,7 @@
 // Runs the ganengine program the way a user would, for the end-to-end suites.
 #pragma once
 #include <string>
+#include <vector>
 
 namespace ge::test {
 
@@ -13,5 +14,10 @@ struct CommandResult {
 CommandResult run_ganengine(const std::string& args);
 // The same, sending SIGINT (as Ctrl-C does) after `seconds`; exit_code is the program's own.
 CommandResult run_ganengine_with_interrupt(const std::string& args, int seconds);
+
+// Several processes of one run at once, one per environment ("VAR=value VAR=value"), all with
+// the same arguments: exit_code is the first failing rank's, output every rank's lines prefixed
+// "[rank k] ".
+CommandResult run_ganengine_ranks(const std::vector<std::string>& envs, const std::string& args);
 
 }  // namespace ge::test

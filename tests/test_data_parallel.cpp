@@ -1,12 +1,21 @@
 // Data parallelism (replica_group.h): replicas on the CPU (host threads) and on two GPUs (NCCL).
 // The exact check: replicas fed identical halves of a batch compute identical gradients, whose
 // mean is that gradient again, so they must step bit for bit like one trainer on one half.
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <thread>
 #include <stdexcept>
 
 #include "cli_runner.h"
 #include "ganengine/nccl_group.h"
+#include "ganengine/process_group.h"
 #include "ganengine/replica_pool.h"
 #include "temp_dir.h"
 #include "test_util.h"
@@ -225,4 +234,176 @@ TEST_CASE("gpu train cli: --ngpu 2 trains with replicas checked identical in gra
   const size_t at = step3.find("\"overflow\": [");
   REQUIRE(at != std::string::npos);
   CHECK(step3.compare(at + 14, 4, ", 1,") == 0);
+}
+
+// ---- several processes (process_group.h)
+
+namespace {
+
+// Sets environment variables for the scope, restoring what was there.
+struct ScopedEnv {
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved;
+  ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> vars) {
+    for (auto& [k, v] : vars) {
+      const char* old = std::getenv(k);
+      saved.emplace_back(k, old ? std::optional<std::string>(old) : std::nullopt);
+      if (v)
+        ::setenv(k, v, 1);
+      else
+        ::unsetenv(k);
+    }
+  }
+  ~ScopedEnv() {
+    for (auto& [k, v] : saved)
+      if (v)
+        ::setenv(k.c_str(), v->c_str(), 1);
+      else
+        ::unsetenv(k.c_str());
+  }
+};
+
+// The loss columns of metrics.jsonl's first `steps` records.
+std::vector<double> logged_losses(const std::filesystem::path& metrics, int steps) {
+  std::ifstream in(metrics);
+  std::string line;
+  std::vector<double> out;
+  for (int s = 0; s < steps && std::getline(in, line); ++s)
+    for (const char* key : {"\"errD_real\": ", "\"errD_fake\": ", "\"loss_G\": "}) {
+      const size_t at = line.find(key);
+      out.push_back(at == std::string::npos ? NAN : std::stod(line.substr(at + std::strlen(key))));
+    }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("process group: the environment names the rank and malformed values are errors") {
+  {
+    ScopedEnv env{{"OMPI_COMM_WORLD_SIZE", nullptr}, {"GANENGINE_WORLD_SIZE", nullptr}};
+    const ProcessGroupInfo pg = detect_process_group();
+    CHECK(pg.size == 1);
+    CHECK(pg.launcher.empty());
+  }
+  {
+    ScopedEnv env{{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}};
+    const ProcessGroupInfo pg = detect_process_group();
+    CHECK(pg.launcher == "mpi");
+    CHECK(pg.size == 4);
+    CHECK(pg.rank == 3);
+    CHECK(pg.local_rank == 1);
+  }
+  {
+    ScopedEnv env{{"OMPI_COMM_WORLD_SIZE", nullptr}, {"GANENGINE_WORLD_SIZE", "2"}, {"GANENGINE_RANK", "1"},
+                  {"GANENGINE_LOCAL_RANK", nullptr}};
+    const ProcessGroupInfo pg = detect_process_group();
+    CHECK(pg.launcher == "env");
+    CHECK(pg.local_rank == 1);  // defaults to the rank
+  }
+  {
+    ScopedEnv env{{"OMPI_COMM_WORLD_SIZE", nullptr}, {"GANENGINE_WORLD_SIZE", "2"}, {"GANENGINE_RANK", "two"}};
+    CHECK_THROWS_WITH_AS(detect_process_group(), doctest::Contains("GANENGINE_RANK='two'"), Error);
+  }
+  {
+    ScopedEnv env{{"OMPI_COMM_WORLD_SIZE", nullptr}, {"GANENGINE_WORLD_SIZE", "2"}, {"GANENGINE_RANK", "2"}};
+    CHECK_THROWS_WITH_AS(detect_process_group(), doctest::Contains("rank 2 of a world of 2"), Error);
+  }
+}
+
+TEST_CASE("process group: rank 0 writes the NCCL id to the rendezvous file and the other ranks read it") {
+  TempDir tmp;
+  const std::string path = (tmp.dir / "rendezvous").string();
+  ScopedEnv env{{"GANENGINE_RENDEZVOUS_FILE", path.c_str()}, {"GANENGINE_RENDEZVOUS_TIMEOUT", "20"}};
+  NcclUniqueId made{};
+  for (size_t i = 0; i < made.size(); ++i) made[i] = static_cast<char>(i * 7 + 1);
+  auto make = [&] { return made; };
+  auto never = []() -> NcclUniqueId { throw std::logic_error("only rank 0 makes the id"); };
+  ProcessGroupInfo r0{0, 3, 0, "env"}, r1{1, 3, 1, "env"}, r2{2, 3, 0, "env"};
+  // The others start first and wait.
+  NcclUniqueId got1{}, got2{};
+  std::thread t1([&] { got1 = share_unique_id(r1, never); });
+  std::thread t2([&] { got2 = share_unique_id(r2, never); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  CHECK(share_unique_id(r0, make) == made);
+  t1.join();
+  t2.join();
+  CHECK(got1 == made);
+  CHECK(got2 == made);
+  // A second run must not reuse the file.
+  CHECK_THROWS_WITH_AS(share_unique_id(r0, make), doctest::Contains("already exists"), Error);
+  {
+    ScopedEnv missing{{"GANENGINE_RENDEZVOUS_FILE", (tmp.dir / "never-written").string().c_str()},
+                      {"GANENGINE_RENDEZVOUS_TIMEOUT", "1"}};
+    CHECK_THROWS_WITH_AS(share_unique_id(r1, never), doctest::Contains("waited 1 s for rank 0"), Error);
+  }
+  {
+    ScopedEnv unset{{"GANENGINE_RENDEZVOUS_FILE", nullptr}};
+    CHECK_THROWS_WITH_AS(share_unique_id(r1, never), doctest::Contains("GANENGINE_RENDEZVOUS_FILE is not set"), Error);
+  }
+}
+
+TEST_CASE("train cli: training over several processes needs GPUs and says so") {
+  TempDir tmp;
+  const CommandResult r = run_ganengine_ranks(
+      {"GANENGINE_WORLD_SIZE=2 GANENGINE_RANK=0 GANENGINE_RENDEZVOUS_FILE=" + (tmp.dir / "id").string()},
+      "train --dataset fake --device cpu --max-steps 1 --outf " + tmp.dir.string());
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK(r.output.find("training over 2 processes needs GPUs") != std::string::npos);
+  const CommandResult both = run_ganengine_ranks({"GANENGINE_WORLD_SIZE=2 GANENGINE_RANK=0"},
+                                                 "train --dataset fake --ngpu 2 --max-steps 1 --outf " + tmp.dir.string());
+  CHECK(both.exit_code == 1);
+  CHECK(both.output.find("drop --ngpu") != std::string::npos);
+}
+
+TEST_CASE("gpu train cli: two processes with GANENGINE_RANK train as --ngpu 2 does") {
+  GE_REQUIRE_GPUS(2);
+  TempDir tmp;
+  const std::string args = "train --dataset fake --imageSize 16 --ngf 8 --ndf 8 --batchSize 16 --max-steps 6 "
+                           "--opt-level O0 --check-replicas --no-progress ";
+  const std::string rendezvous = "GANENGINE_WORLD_SIZE=2 GANENGINE_RENDEZVOUS_FILE=" + (tmp.dir / "id").string();
+  const CommandResult ranks = run_ganengine_ranks({rendezvous + " GANENGINE_RANK=0", rendezvous + " GANENGINE_RANK=1"},
+                                                  args + "--outf " + (tmp.dir / "ranks").string());
+  INFO(ranks.output);
+  REQUIRE(ranks.exit_code == 0);
+  CHECK(ranks.output.find("[rank 0] data parallel: 2 processes") != std::string::npos);
+  CHECK(ranks.output.find("[rank 1] [0/") == std::string::npos);  // only rank 0 logs
+  CHECK(std::filesystem::exists(tmp.dir / "ranks" / "netG_epoch_0.safetensors"));
+  const CommandResult threads = run_ganengine(args + "--ngpu 2 --outf " + (tmp.dir / "threads").string());
+  INFO(threads.output);
+  REQUIRE(threads.exit_code == 0);
+  // Same batches, same split, same reductions; cuDNN may pick other algorithms per process.
+  const std::vector<double> a = logged_losses(tmp.dir / "ranks" / "metrics.jsonl", 6),
+                            b = logged_losses(tmp.dir / "threads" / "metrics.jsonl", 6);
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    INFO("loss ", i, ": processes ", a[i], " threads ", b[i]);
+    CHECK(std::fabs(a[i] - b[i]) <= 1e-3 * std::fabs(b[i]) + 1e-5);
+  }
+}
+
+TEST_CASE("mpirun: every rank of ganengine info receives rank 0's id through MPI") {
+  // Open MPI from Debian (tools/install_deps.sh installs openmpi-bin); the GPU suite leaves this
+  // case to CI, GPU hosts have no MPI.
+  REQUIRE_MESSAGE(std::system("command -v mpirun >/dev/null 2>&1") == 0,
+                  "mpirun not found: install Open MPI (apt-get install openmpi-bin, as tools/install_deps.sh does)");
+  const std::string cmd = "mpirun --allow-run-as-root --oversubscribe -np 3 " + ganengine_binary() + " info 2>&1";
+  std::FILE* pipe = ::popen(cmd.c_str(), "r");
+  REQUIRE(pipe);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
+  CHECK(::pclose(pipe) == 0);
+  INFO(out);
+  std::set<std::string> fingerprints, ranks;
+  std::istringstream lines(out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    const size_t at = line.find("process group: rank ");
+    if (at == std::string::npos) continue;
+    ranks.insert(line.substr(at + 20, line.find(' ', at + 20) - at - 20));
+    fingerprints.insert(line.substr(line.rfind(' ') + 1));
+  }
+  CHECK(ranks == std::set<std::string>{"0", "1", "2"});
+  CHECK(fingerprints.size() == 1);
 }

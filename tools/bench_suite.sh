@@ -9,11 +9,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 OUT=${OUT:-gpu-logs}
 mkdir -p "$OUT"
-# cuDNN 9.19 and cuBLAS 13 as PyTorch ships them (the host's own cuDNN is older).
-NV=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
-for lib in "$NV/cudnn/lib" "$NV/cu13/lib" "$NV/cublas/lib"; do
-  [ -d "$lib" ] && export LD_LIBRARY_PATH="$lib:${LD_LIBRARY_PATH:-}"
-done
+# cuDNN 9.19, cuBLAS 13 and NCCL as PyTorch ships them; NVLink multicast off.
+source tools/gpu_env.sh
 BATCHES=${BENCH_BATCHES:-64,256,1024}
 status=0
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader | tee "$OUT/bench_gpu.txt"

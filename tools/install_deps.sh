@@ -3,7 +3,7 @@
 # The CUDA toolkit (nvcc, cuDNN, cuBLAS) is expected under /usr/local/cuda; without it the
 # engine still builds, CPU backend only.
 set -euo pipefail
-packages=(cmake make g++ pkg-config libcxxopts-dev libstb-dev doctest-dev zlib1g-dev libturbojpeg0-dev libwebp-dev libtiff-dev liblmdb-dev libcurl4-openssl-dev dataset-fashion-mnist python3 python3-venv)
+packages=(cmake make g++ pkg-config libcxxopts-dev libstb-dev doctest-dev zlib1g-dev libturbojpeg0-dev libwebp-dev libtiff-dev liblmdb-dev libcurl4-openssl-dev dataset-fashion-mnist python3 python3-venv openmpi-bin)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -23,7 +23,7 @@ class ReplicaGroup {
   virtual int size() const = 0;
   // In place: each tensor becomes the mean over the replicas of that tensor (f32, f16 or bf16).
   virtual void all_reduce_mean(const std::vector<Tensor>& tensors) = 0;
-  // In place: elementwise maximum over the replicas (f32), for overflow flags.
+  // In place: elementwise maximum over the replicas (overflow flags; any float dtype).
   virtual void all_reduce_max(const Tensor& t) = 0;
 };
 

@@ -3,7 +3,10 @@
 
 #include "cli/commands.h"
 #include "ganengine/backend.h"
+#include "ganengine/process_group.h"
 #include "ganengine/system_info.h"
+
+#include <random>
 
 namespace ge::cli {
 
@@ -12,6 +15,21 @@ const char* version() { return "0.1.0"; }
 int run_info(int, char**) {
   std::printf("ganengine %s\n", version());
   for (const auto& line : system_info_lines()) std::printf("%s\n", line.c_str());
+  // Under mpirun (or GANENGINE_RANK ...): check the launch before training does, by sharing a
+  // random id from rank 0 the way training shares NCCL's; every rank prints the same fingerprint.
+  const ProcessGroupInfo pg = detect_process_group();
+  if (pg.size > 1) {
+    const NcclUniqueId id = share_unique_id(pg, [] {
+      NcclUniqueId made{};
+      std::random_device rd;
+      for (char& c : made) c = static_cast<char>(rd());
+      return made;
+    });
+    uint32_t fingerprint = 2166136261u;  // FNV-1a
+    for (char c : id) fingerprint = (fingerprint ^ static_cast<unsigned char>(c)) * 16777619u;
+    std::printf("process group: rank %d of %d (%s), local rank %d; rank 0's id reached this rank: fingerprint %08x\n",
+                pg.rank, pg.size, pg.launcher.c_str(), pg.local_rank, fingerprint);
+  }
   return 0;
 }
 

@@ -14,6 +14,7 @@
 #include "ganengine/backend.h"
 #include "ganengine/image_grid.h"
 #include "ganengine/nccl_group.h"
+#include "ganengine/process_group.h"
 #include "ganengine/replica_pool.h"
 #include "ganengine/process_clock.h"
 #include "ganengine/profiling.h"
@@ -154,6 +155,26 @@ void check_replicas_identical(const std::vector<std::unique_ptr<DcganTrainer>>& 
     }
 }
 
+// --check-replicas across processes: a value is the same everywhere when the maximum and the
+// minimum over the ranks are both this rank's value.
+void check_ranks_identical(DcganTrainer& trainer, ReplicaGroup& group, int64_t step) {
+  for (int net = 0; net < 2; ++net)
+    for (auto& [name, p] : net ? trainer.discriminator().named_params() : trainer.generator().named_params())
+      for (int master = 0; master < 2; ++master) {
+        const Tensor& mine = master ? p->master : p->value;
+        if (!mine.defined()) continue;
+        Tensor hi = mine.clone(), lo = mine.clone();
+        ops::scale_inplace(lo, -1.f);
+        group.all_reduce_max(hi);
+        group.all_reduce_max(lo);
+        ops::scale_inplace(lo, -1.f);
+        const Tensor a = mine.to(Device::cpu()), b = hi.to(Device::cpu()), c = lo.to(Device::cpu());
+        if (std::memcmp(a.data(), b.data(), a.nbytes()) != 0 || std::memcmp(a.data(), c.data(), a.nbytes()) != 0)
+          fail("--check-replicas: after step ", step, " the ranks' ", net ? "netD " : "netG ", name,
+               master ? " (fp32 master)" : "", " differ: the replicas have diverged");
+      }
+}
+
 void print_network(const char* title, nn::Sequential& net) {
   std::printf("%s:\n", title);
   auto& layers = net.layers();
@@ -175,10 +196,20 @@ void print_precision(const TrainOptions& opt, int nc) {
 int run_training(const TrainOptions& opt) {
   const int R = opt.ngpu;  // replicas in this process, one per GPU
   if (R < 1 || R > 64) fail("--ngpu ", R, " (expected 1..64)");
+  // Several processes (mpirun): one replica each, process_group.h.
+  const ProcessGroupInfo pg = detect_process_group();
+  const bool multi_process = pg.size > 1;
+  if (multi_process && R > 1)
+    fail("--ngpu ", R, " in each of ", pg.size, " processes: with mpirun every process drives one GPU; drop --ngpu");
   if (R > 1 && !opt.device.is_cuda()) fail("--ngpu ", R, " trains on GPUs: drop --device cpu or use --ngpu 1");
-  if (R > 1 && opt.batch_size % R != 0)
-    fail("--batchSize ", opt.batch_size, " must split evenly over --ngpu ", R, " (", opt.batch_size / R * R, " or ",
-         (opt.batch_size / R + 1) * R, " would)");
+  if (multi_process && !opt.device.is_cuda()) fail("training over ", pg.size, " processes needs GPUs (--device cuda)");
+  const int world = multi_process ? pg.size : R;  // shares of every batch
+  const bool writer = pg.rank == 0;               // prints and writes the files for all
+  if (world > 1 && opt.batch_size % world != 0)
+    fail("--batchSize ", opt.batch_size, " must split evenly over the ", world, " GPUs (", opt.batch_size / world * world,
+         " or ", (opt.batch_size / world + 1) * world, " would)");
+  // Other ranks say nothing on stdout; their errors still reach stderr.
+  if (!writer && !std::freopen("/dev/null", "w", stdout)) fail("rank ", pg.rank, ": cannot silence stdout");
   if (opt.batch_size < 1) fail("--batchSize ", opt.batch_size, " (expected a positive number)");
   if (opt.niter < 1) fail("--niter ", opt.niter, " (expected at least 1)");
   if (opt.sample_interval < 1 || opt.log_interval < 1) fail("--sample-interval and --log-interval must be >= 1");
@@ -189,10 +220,14 @@ int run_training(const TrainOptions& opt) {
   // Replica k runs on the k-th GPU from --device on; NCCL first, so a missing GPU or NCCL fails
   // before any data is read.
   std::vector<Device> devices;
-  for (int k = 0; k < R; ++k) devices.push_back(R == 1 ? opt.device : Device::cuda(opt.device.index + k));
+  for (int k = 0; k < R; ++k)
+    devices.push_back(multi_process ? Device::cuda(pg.local_rank)
+                                    : (R == 1 ? opt.device : Device::cuda(opt.device.index + k)));
   std::vector<std::unique_ptr<ReplicaGroup>> groups;
   std::unique_ptr<ReplicaPool> pool;
-  if (R > 1) {
+  if (multi_process) {
+    groups.push_back(make_nccl_group(share_unique_id(pg, nccl_unique_id), pg.rank, pg.size, devices[0]));
+  } else if (R > 1) {
     groups = make_nccl_groups(devices);
     pool = std::make_unique<ReplicaPool>(R);
   }
@@ -229,7 +264,7 @@ int run_training(const TrainOptions& opt) {
   for (int k = 0; k < R; ++k) {
     TrainerConfig ck = cfg;
     ck.device = devices[static_cast<size_t>(k)];
-    if (R > 1) ck.replicas = groups[static_cast<size_t>(k)].get();
+    if (world > 1) ck.replicas = groups[static_cast<size_t>(k)].get();
     trainers.push_back(std::make_unique<DcganTrainer>(ck));
   }
   DcganTrainer& trainer = *trainers[0];  // replica 0 logs, samples and saves for all
@@ -267,6 +302,11 @@ int run_training(const TrainOptions& opt) {
                 "statistics per replica, replica 0's running statistics are saved\n",
                 R, devices.front().index, devices.back().index, nccl_version().c_str(),
                 static_cast<long long>(opt.batch_size / R));
+  if (multi_process)
+    std::printf("data parallel: %d processes (%s), one GPU each (NCCL %s), %lld images each per step; BatchNorm "
+                "statistics per replica, rank 0's running statistics are saved\n",
+                pg.size, pg.launcher == "mpi" ? "mpirun" : "GANENGINE_RANK", nccl_version().c_str(),
+                static_cast<long long>(opt.batch_size / world));
   std::fflush(stdout);
 
   const std::string state_path = join_path(opt.outf, "training_state.safetensors");
@@ -284,12 +324,23 @@ int run_training(const TrainOptions& opt) {
   int exit_code = 0;
 
   auto save_epoch_outputs = [&](int64_t epoch, const RunPosition& next) {
+    if (!writer) return;
     save_safetensors(epoch_file(opt.outf, "netG_epoch_%d.safetensors", epoch), nn::state_dict(trainer.generator()));
     save_safetensors(epoch_file(opt.outf, "netD_epoch_%d.safetensors", epoch), nn::state_dict(trainer.discriminator()));
     save_training_state(state_path, trainer, fixed_noise, next, identity);
     metrics.flush();
   };
+  Tensor interrupt_flag;
+  bool agreed_interrupt = false;
+  auto agree_on_interrupt = [&] {
+    if (!interrupt_flag.defined()) interrupt_flag = Tensor::zeros({1}, DType::F32, devices[0]);
+    interrupt_flag.copy_from(Tensor::from_doubles({g_interrupted ? 1.0 : 0.0}, {1}, DType::F32));
+    groups[0]->all_reduce_max(interrupt_flag);
+    agreed_interrupt = interrupt_flag.to_doubles()[0] != 0;
+  };
+  auto interrupted = [&] { return multi_process ? agreed_interrupt : g_interrupted != 0; };
   auto save_samples = [&](const Tensor& real, int64_t epoch) {
+    if (!writer) return;
     save_image_grid(real, join_path(opt.outf, "real_samples.png"));
     // As in the example, G runs on the fixed noise in training mode (batch statistics); unlike
     // the example, this leaves G's running statistics alone, so writing samples (which a stop
@@ -300,12 +351,12 @@ int run_training(const TrainOptions& opt) {
     save_image_grid(fake, epoch_file(opt.outf, "fake_samples_epoch_%03d.png", epoch));
   };
 
-  for (int64_t epoch = pos.epoch; epoch < opt.niter && step < stop_at && !g_interrupted; ++epoch) {
+  for (int64_t epoch = pos.epoch; epoch < opt.niter && step < stop_at && !interrupted(); ++epoch) {
     const int64_t first = epoch == pos.epoch ? pos.iteration : 0;
     Tensor last_real;
     bool last_sampled = false;
     int64_t i = first;
-    for (; i < per_epoch && step < stop_at && !g_interrupted; ++i) {
+    for (; i < per_epoch && step < stop_at && !interrupted(); ++i) {
       Tensor real = batches.batch(epoch, i);
       // The test hook forces the overflow on replica 0 only: the flags combined across the
       // replicas must make every replica skip.
@@ -317,20 +368,21 @@ int run_training(const TrainOptions& opt) {
         const Tensor global = k == 0 ? real : pipelines[static_cast<size_t>(k)].source->batch(epoch, i);
         Tensor noise = Tensor::empty({global.dim(0), opt.nz, 1, 1}, DType::F32, d);
         ops::fill_normal(noise, opt.manual_seed, kNoiseRegion + static_cast<uint64_t>(step) * kNoiseCountersPerStep);
-        if (R == 1) {
+        if (world == 1) {
           trainer.step(global, noise);
           return;
         }
         // torch.chunk's split: full batches split evenly; a last, partial batch weights each
         // replica's gradients and losses by its share, so the step averages over images.
-        const int64_t n = global.dim(0), chunk = (n + R - 1) / R;
-        const int64_t begin = std::min<int64_t>(n, k * chunk), end = std::min<int64_t>(n, begin + chunk);
-        trainers[static_cast<size_t>(k)]->set_replica_weight(static_cast<double>(end - begin) * R / n);
+        const int64_t n = global.dim(0), chunk = (n + world - 1) / world, share = pg.rank + k;
+        const int64_t begin = std::min<int64_t>(n, share * chunk), end = std::min<int64_t>(n, begin + chunk);
+        trainers[static_cast<size_t>(k)]->set_replica_weight(static_cast<double>(end - begin) * world / n);
         trainers[static_cast<size_t>(k)]->step(global.slice0(begin, end), noise.slice0(begin, end));
       };
-      if (R > 1 && (real.dim(0) + R - 1) / R * (R - 1) >= real.dim(0)) {
-        std::fprintf(stderr, "ganengine train: skipping a last batch of %lld images: too few to give each of the %d "
-                     "GPUs one\n", static_cast<long long>(real.dim(0)), R);
+      if (world > 1 && (real.dim(0) + world - 1) / world * (world - 1) >= real.dim(0)) {
+        if (writer)
+          std::fprintf(stderr, "ganengine train: skipping a last batch of %lld images: too few to give each of the %d "
+                       "GPUs one\n", static_cast<long long>(real.dim(0)), world);
         continue;
       }
       if (R == 1)
@@ -338,6 +390,7 @@ int run_training(const TrainOptions& opt) {
       else
         pool->run(replica_step);
       if (opt.check_replicas && R > 1) check_replicas_identical(trainers, step);
+      if (opt.check_replicas && multi_process) check_ranks_identical(trainer, *groups[0], step);
       if (step == opt.profile_steps.second) {
         synchronize(opt.device);  // the window holds the steps' device work, not only its launches
         profiler_stop();
@@ -363,7 +416,10 @@ int run_training(const TrainOptions& opt) {
                     static_cast<long long>(per_epoch), r.errD_real + r.errD_fake, r.errG, r.D_x, r.D_G_z1, r.D_G_z2,
                     r.scale[0], r.scale[1], r.scale[2]);
         metrics.add(json_record(step - 1, epoch, i, r, ips));
-        overflows.maybe_print(elapsed, r, false);
+        if (writer) overflows.maybe_print(elapsed, r, false);
+        // Processes stop together: an interrupt any of them saw is agreed on here, where the
+        // record's read has synchronised anyway.
+        if (multi_process) agree_on_interrupt();
         if (r.scale[0] <= cfg.policy.min_loss_scale || r.scale[1] <= cfg.policy.min_loss_scale ||
             r.scale[2] <= cfg.policy.min_loss_scale) {
           if (cfg.policy.dynamic_loss_scale) {
@@ -388,7 +444,7 @@ int run_training(const TrainOptions& opt) {
       last_sampled = i % opt.sample_interval == 0;
       if (last_sampled) {
         save_samples(real, epoch);
-        metrics.flush();
+        if (writer) metrics.flush();
       }
     }
     if (exit_code) break;
@@ -400,12 +456,12 @@ int run_training(const TrainOptions& opt) {
   std::signal(SIGINT, prev_handler);
   if (tty) std::fprintf(stderr, "\n");
   if (steps_this_run > 0) {
-    overflows.maybe_print(1e18, trainer.record(), true);
+    if (writer) overflows.maybe_print(1e18, trainer.record(), true);
     const double elapsed = seconds_since(t_start);
     std::printf("done: %lld steps in %.1f s (%.1f images/s); outputs in %s\n", static_cast<long long>(steps_this_run),
                 elapsed, images_this_run / std::max(elapsed, 1e-9), opt.outf.c_str());
   }
-  if (g_interrupted) {
+  if (interrupted()) {
     std::printf("interrupted: state saved to %s; continue with --resume %s\n", state_path.c_str(), state_path.c_str());
     return 130;
   }
