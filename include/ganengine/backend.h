@@ -29,6 +29,7 @@
   void unscale_grads(const std::vector<Tensor>& src, const std::vector<Tensor>& dst,               \
                      const Tensor& scale, Tensor& found_inf, bool accumulate);                     \
   void scale_inplace(const Tensor& t, float factor);                                               \
+  void copy_padded(const Tensor& src, Tensor& dst);                                                \
   void loss_scaler_update(Tensor& state, const Tensor& found_inf, const ops::ScalerConfig& cfg);   \
   void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,              \
                  const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq,        \

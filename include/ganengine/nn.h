@@ -65,7 +65,11 @@ class Conv2d : public Layer {
 
  private:
   Tensor compute_weight();  // the weight in the compute dtype (a fresh cast at O1)
+  Shape padded_weight_shape() const;
+  // t itself when its first two sizes are dim0 x dim1, else a zero-padded (or trimmed) copy.
+  Tensor padded(const Tensor& t, int64_t dim0, int64_t dim1) const;
   int64_t in_, out_;
+  int64_t in_padded_, out_padded_;  // channel counts the convolution runs with (multiples of 8 on the GPU)
   int kernel_;
   bool transposed_;
   Conv2dParams p_;

@@ -95,6 +95,12 @@ void unscale_grads(const std::vector<Tensor>& src, const std::vector<Tensor>& ds
 // Multiplies every element of t by factor (used for tests and for O3 static scales).
 void scale_inplace(const Tensor& t, float factor);
 
+// dst[n,c,h,w] = src[n,c,h,w] where src has that element, else 0: pads (or trims) the first two
+// dimensions of a 4-D tensor. src and dst share dtype, memory format and the last two sizes.
+// Half-precision NHWC convolutions run on Tensor Cores only with channel counts that are
+// multiples of 8; Conv2d pads DCGAN's 3-channel images, 100-channel noise and 1-channel logits.
+void copy_padded(const Tensor& src, Tensor& dst);
+
 // Dynamic loss scaler state: f32 scale (1), i32-as-f32 clean-step counter (1).
 struct ScalerConfig {
   bool dynamic = true;

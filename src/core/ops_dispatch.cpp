@@ -221,6 +221,15 @@ void scale_inplace(const Tensor& t, float factor) {
   GE_DISPATCH(t, scale_inplace(t, factor));
 }
 
+void copy_padded(const Tensor& src, Tensor& dst) {
+  same_device("copy_padded", {&src, &dst});
+  GE_CHECK(src.rank() == 4 && dst.rank() == 4 && src.dim(2) == dst.dim(2) && src.dim(3) == dst.dim(3) &&
+               src.dtype() == dst.dtype() && src.format() == dst.format(),
+           "copy_padded: ", src.str(), " -> ", dst.str(),
+           " (expected 4-D tensors of one dtype and layout that differ only in their first two sizes)");
+  GE_DISPATCH(src, copy_padded(src, dst));
+}
+
 void loss_scaler_update(Tensor& state, const Tensor& found_inf, const ScalerConfig& cfg) {
   same_device("loss_scaler_update", {&state, &found_inf});
   GE_CHECK(state.dtype() == DType::F32 && state.numel() == 2 && found_inf.dtype() == DType::F32,

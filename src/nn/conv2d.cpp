@@ -16,6 +16,28 @@ Conv2d::Conv2d(int64_t in, int64_t out, int kernel, int stride, int pad, bool tr
     weight_.master = Tensor::zeros(shape, DType::F32, where.device, where.format);
   weight_.model_grad = Tensor::zeros(shape, policy.compute_dtype, where.device, where.format);
   weight_.grad = Tensor::zeros(shape, DType::F32, where.device, where.format);
+  // Half-precision NHWC convolutions reach Tensor Cores only with channel counts that are
+  // multiples of 8; cuDNN otherwise pads internally or falls back to slow kernels (on the H200
+  // the 3-channel layers' passes ran at 0-33% Tensor Core activity). So the layer pads with
+  // zeros itself: inputs and weights up, outputs and gradients back down. Zeros add nothing.
+  if (where.device.is_cuda() && where.format == MemoryFormat::NHWC) {
+    in_padded_ = (in + 7) / 8 * 8;
+    out_padded_ = (out + 7) / 8 * 8;
+  } else {
+    in_padded_ = in;
+    out_padded_ = out;
+  }
+}
+
+Shape Conv2d::padded_weight_shape() const {
+  return transposed_ ? Shape{in_padded_, out_padded_, kernel_, kernel_} : Shape{out_padded_, in_padded_, kernel_, kernel_};
+}
+
+Tensor Conv2d::padded(const Tensor& t, int64_t dim0, int64_t dim1) const {
+  if (t.dim(0) == dim0 && t.dim(1) == dim1) return t;
+  Tensor out = Tensor::empty({dim0, dim1, t.dim(2), t.dim(3)}, t.dtype(), t.device(), t.format());
+  ops::copy_padded(t, out);
+  return out;
 }
 
 Tensor Conv2d::compute_weight() {
@@ -30,29 +52,39 @@ Tensor Conv2d::forward(const Tensor& x_in, bool) {
   Tensor x = x_in;
   if (x.dtype() != policy_.compute_dtype || x.format() != where_.format)
     x = ops::converted(x_in, policy_.compute_dtype, where_.format, where_.device);
-  Tensor w = compute_weight();
   const int64_t N = x.dim(0), H = x.dim(2), W = x.dim(3);
+  x = padded(x, N, in_padded_);
+  const Shape wp = padded_weight_shape();
+  Tensor w = padded(compute_weight(), wp[0], wp[1]);
   const int64_t Ho = transposed_ ? conv_transpose_out_size(H, kernel_, p_.stride, p_.pad)
                                  : conv_out_size(H, kernel_, p_.stride, p_.pad);
   const int64_t Wo = transposed_ ? conv_transpose_out_size(W, kernel_, p_.stride, p_.pad)
                                  : conv_out_size(W, kernel_, p_.stride, p_.pad);
-  Tensor y = Tensor::empty({N, out_, Ho, Wo}, policy_.compute_dtype, where_.device, where_.format);
+  Tensor y = Tensor::empty({N, out_padded_, Ho, Wo}, policy_.compute_dtype, where_.device, where_.format);
   if (transposed_)
     ops::conv_transpose2d_forward(x, w, y, p_);
   else
     ops::conv2d_forward(x, w, y, p_);
   saved_x_ = x;
   saved_w_ = w;
-  return y;
+  return padded(y, N, out_);
 }
 
-Tensor Conv2d::backward(const Tensor& dy, bool want_param_grads, bool want_input_grad) {
+Tensor Conv2d::backward(const Tensor& dy_in, bool want_param_grads, bool want_input_grad) {
   GE_CHECK(saved_x_.defined(), "Conv2d::backward before forward");
+  Tensor dy = dy_in;
+  if (dy.dtype() != policy_.compute_dtype || dy.format() != where_.format)
+    dy = ops::converted(dy_in, policy_.compute_dtype, where_.format, where_.device);
+  dy = padded(dy, dy.dim(0), out_padded_);
   if (want_param_grads) {
+    const bool padded_weight = saved_w_.shape() != weight_.model_grad.shape();
+    Tensor dw = padded_weight ? Tensor::empty(saved_w_.shape(), weight_.model_grad.dtype(), where_.device, where_.format)
+                              : weight_.model_grad;
     if (transposed_)
-      ops::conv_transpose2d_backward_filter(saved_x_, dy, weight_.model_grad, p_, 0.f);
+      ops::conv_transpose2d_backward_filter(saved_x_, dy, dw, p_, 0.f);
     else
-      ops::conv2d_backward_filter(saved_x_, dy, weight_.model_grad, p_, 0.f);
+      ops::conv2d_backward_filter(saved_x_, dy, dw, p_, 0.f);
+    if (padded_weight) ops::copy_padded(dw, weight_.model_grad);
   }
   if (!want_input_grad) return Tensor();
   Tensor dx = Tensor::empty(saved_x_.shape(), saved_x_.dtype(), where_.device, where_.format);
@@ -60,7 +92,7 @@ Tensor Conv2d::backward(const Tensor& dy, bool want_param_grads, bool want_input
     ops::conv_transpose2d_backward_data(dy, saved_w_, dx, p_);
   else
     ops::conv2d_backward_data(dy, saved_w_, dx, p_);
-  return dx;
+  return padded(dx, dx.dim(0), in_);
 }
 
 std::string Conv2d::describe() const {
