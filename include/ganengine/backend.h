@@ -9,15 +9,19 @@
   void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p); \
   void conv2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw, const Conv2dParams& p, \
                               float beta);                                                         \
+  /* act: an activation applied after the normalisation (nullptr: none); y_act: its output,  */ \
+  /* read by the backward to form the activation's gradient first.                         */ \
   void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,           \
                                Tensor& running_mean, Tensor& running_var, float momentum,          \
-                               float eps, Tensor& y, Tensor& save_mean, Tensor& save_invstd);      \
+                               float eps, Tensor& y, Tensor& save_mean, Tensor& save_invstd,       \
+                               const ops::FusedActivation* act);                                   \
   void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,            \
                               const Tensor& running_mean, const Tensor& running_var, float eps,    \
-                              Tensor& y);                                                          \
+                              Tensor& y, const ops::FusedActivation* act);                         \
   void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,                  \
                           const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,          \
-                          Tensor& dgamma, Tensor& dbeta);                                          \
+                          Tensor& dgamma, Tensor& dbeta, const ops::FusedActivation* act,          \
+                          const Tensor* y_act);                                                    \
   void activation_forward(ops::Activation a, const Tensor& x, Tensor& y, float negative_slope);    \
   void activation_backward(ops::Activation a, const Tensor& y, const Tensor& dy, Tensor& dx,       \
                            float negative_slope);                                                  \

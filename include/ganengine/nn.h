@@ -3,6 +3,7 @@
 // scale the incoming gradient carries) and returns the input gradient when asked.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -94,6 +95,9 @@ class BatchNorm2d : public Layer {
   // batch counter) alone, so looking at samples never changes the state of a run.
   void set_update_running_stats(bool on) { update_running_stats_ = on; }
   bool update_running_stats() const { return update_running_stats_; }
+  // The activation layer after this one runs inside it (ops::batchnorm_activation_*): forward
+  // returns the activation's output, backward takes that output's gradient.
+  void fuse_activation(const ops::FusedActivation& act) { fused_ = act; }
 
   static constexpr float kMomentum = 0.1f;
   static constexpr float kEps = 1e-5f;
@@ -106,7 +110,8 @@ class BatchNorm2d : public Layer {
   Tensor running_mean_, running_var_;
   int64_t num_batches_tracked_ = 0;
   bool update_running_stats_ = true;
-  Tensor saved_x_, save_mean_, save_invstd_;
+  std::optional<ops::FusedActivation> fused_;
+  Tensor saved_x_, saved_y_, save_mean_, save_invstd_;
 };
 
 // ReLU(True) / LeakyReLU(0.2, True) / Tanh: in place, as the example writes them.
@@ -116,11 +121,20 @@ class ActivationLayer : public Layer {
   Tensor forward(const Tensor& x, bool training) override;
   Tensor backward(const Tensor& dy, bool want_param_grads, bool want_input_grad) override;
   std::string describe() const override;
-  std::string precision() const override { return "in the dtype that arrives (computes in f32)"; }
+  std::string precision() const override {
+    return fused_ ? "in the dtype that arrives (computes in f32), fused into the BatchNorm before it"
+                  : "in the dtype that arrives (computes in f32)";
+  }
+  ops::Activation kind() const { return kind_; }
+  float slope() const { return slope_; }
+  // The BatchNorm2d before it computes this activation (BatchNorm2d::fuse_activation): this
+  // layer passes values and gradients through unchanged.
+  void set_fused_into_previous(bool on) { fused_ = on; }
 
  private:
   ops::Activation kind_;
   float slope_;
+  bool fused_ = false;
   Tensor saved_y_;
 };
 
@@ -133,6 +147,9 @@ class Sequential {
   Tensor backward(const Tensor& dy, bool want_param_grads, bool want_input_grad);
   std::vector<std::unique_ptr<Layer>>& layers() { return layers_; }
   void set_update_running_stats(bool on);  // every BatchNorm2d
+  // Every BatchNorm2d followed by a ReLU or LeakyReLU computes both (fewer passes over memory on
+  // the GPU, bitwise the same results). The layer list, and so the state_dict, is unchanged.
+  void fuse_batchnorm_activations();
   std::vector<Param*> params();
   // PyTorch state_dict: "main.<i>.<name>" -> tensor (CPU, f32 weights as stored, i64 counters).
   std::vector<std::pair<std::string, Param*>> named_params();

@@ -66,6 +66,25 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
 // ---- activations. y may be x (in place, as the example's ReLU(True)). Backward reads the
 // output y, which is all an in-place activation keeps; dx may be dy.
 enum class Activation { ReLU, LeakyReLU, Tanh };
+struct FusedActivation {
+  Activation kind = Activation::ReLU;
+  float negative_slope = 0.2f;
+};
+
+// ---- BatchNorm2d followed by an in-place activation, as one op: bitwise the two ops in
+// sequence (the normalised value is rounded to the activation dtype before the activation, and
+// the activation's gradient before BatchNorm's backward), in fewer passes over memory on the GPU.
+// The backward reads the activation's output y and the gradient dy of that output.
+void batchnorm_activation_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                        Tensor& running_mean, Tensor& running_var, float momentum, float eps,
+                                        const FusedActivation& act, Tensor& y, Tensor& save_mean,
+                                        Tensor& save_invstd);
+void batchnorm_activation_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                       const Tensor& running_mean, const Tensor& running_var, float eps,
+                                       const FusedActivation& act, Tensor& y);
+void batchnorm_activation_backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& gamma,
+                                   const Tensor& save_mean, const Tensor& save_invstd, const FusedActivation& act,
+                                   Tensor& dx, Tensor& dgamma, Tensor& dbeta);
 const char* activation_name(Activation a);
 void activation_forward(Activation a, const Tensor& x, Tensor& y, float negative_slope = 0.2f);
 void activation_backward(Activation a, const Tensor& y, const Tensor& dy, Tensor& dx,

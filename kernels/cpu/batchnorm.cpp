@@ -47,7 +47,7 @@ void put(Tensor& t, int64_t i, double v) { store_from_double(t.data(), t.dtype()
 
 void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                              Tensor& running_mean, Tensor& running_var, float momentum, float eps,
-                             Tensor& y, Tensor& save_mean, Tensor& save_invstd) {
+                             Tensor& y, Tensor& save_mean, Tensor& save_invstd, const ops::FusedActivation* act) {
   check_activation(x, "batchnorm x");
   check_activation(y, "batchnorm y");
   require_same_shape(x, y, "x", "y");
@@ -83,11 +83,13 @@ void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor&
       put(running_var, c, (1.0 - m) * at(running_var, c) + m * unbiased);
     }
   });
+  // The reference of the fused op is the two ops in sequence.
+  if (act) cpu::activation_forward(act->kind, y, y, act->negative_slope);
 }
 
 void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                             const Tensor& running_mean, const Tensor& running_var, float eps,
-                            Tensor& y) {
+                            Tensor& y, const ops::FusedActivation* act) {
   check_activation(x, "batchnorm x");
   check_activation(y, "batchnorm y");
   require_same_shape(x, y, "x", "y");
@@ -104,10 +106,19 @@ void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& 
     for (int64_t i = nc * HW; i < (nc + 1) * HW; ++i)
       store_logical(y, i, (load_logical(x, i) - mean) * invstd * g + b);
   });
+  if (act) cpu::activation_forward(act->kind, y, y, act->negative_slope);
 }
 
-void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,
-                        const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
+void batchnorm_backward(const Tensor& x, const Tensor& dy_out, const Tensor& gamma, const Tensor& save_mean,
+                        const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
+                        const ops::FusedActivation* act, const Tensor* y_act) {
+  // With a fused activation, its gradient comes first, as the unfused layers would compute it.
+  Tensor dy = dy_out;
+  if (act) {
+    GE_CHECK(y_act && y_act->defined(), "batchnorm backward with a fused activation needs the activation's output");
+    dy = Tensor::empty(dy_out.shape(), dy_out.dtype(), dy_out.device(), dy_out.format());
+    cpu::activation_backward(act->kind, *y_act, dy_out, dy, act->negative_slope);
+  }
   check_activation(x, "batchnorm x");
   check_activation(dy, "batchnorm dy");
   check_activation(dx, "batchnorm dx");

@@ -9,9 +9,15 @@
 // Backward:          sums of dy and dy*(x - mean) per channel -> dbeta, dgamma, and
 //   dx = gamma*invstd * (dy - dbeta/M - (x - mean)*invstd^2 * sum(dy*(x-mean))/M),
 //   which is gamma*invstd/M * (M*dy - dbeta - xhat*dgamma) with M = N*H*W.
-#include "ganengine/backend.h"
+//
+// A fused activation (ReLU / LeakyReLU after the BatchNorm, ops::FusedActivation) is applied to
+// the normalised value after rounding it to the activation dtype, and its gradient is rounded
+// before BatchNorm's backward uses it: bitwise what the two unfused kernels produce, in one pass.
+#include "activation_math.cuh"
 #include "channel_reduce.cuh"
 #include "cuda_util.cuh"
+#include "ganengine/backend.h"
+#include "vector_pack.cuh"
 
 namespace ge {
 namespace gpu {
@@ -66,13 +72,29 @@ struct StatsVisit {
   __device__ void operator()(MeanVarAcc& acc, uint64_t i, uint32_t) const { acc.add(load_float(x + i)); }
 };
 
+// The gradient reaching BatchNorm's output: dy itself, or the fused activation's gradient from
+// its output y, rounded as the unfused activation layer would store it.
+struct ActivationGrad {
+  bool fused = false;
+  ops::Activation kind = ops::Activation::ReLU;
+  float slope = 0.f;
+};
+
+template <class T>
+__device__ __forceinline__ float bn_output_grad(const ActivationGrad& a, const T* y, const T* dy, uint64_t i) {
+  const float g = load_float(dy + i);
+  return a.fused ? round_to<T>(activate_grad(a.kind, load_float(y + i), g, a.slope)) : g;
+}
+
 template <class T>
 struct GradSumsVisit {
   const T* x;
   const T* dy;
+  const T* y;  // the fused activation's output (null without one)
   const float* mean;
+  ActivationGrad act;
   __device__ void operator()(GradSumsAcc& acc, uint64_t i, uint32_t c) const {
-    const float g = load_float(dy + i);
+    const float g = bn_output_grad(act, y, dy, i);
     acc.sum_dy += g;
     acc.sum_dy_xmu += g * (load_float(x + i) - __ldg(mean + c));
   }
@@ -128,28 +150,61 @@ __global__ void finalize_grads_kernel(const float* partials, uint32_t splits, ui
   coef[2 * C + c] = invstd * invstd * sums.sum_dy_xmu * inv_m;
 }
 
-// ---- element-wise kernels over the whole activation
+// ---- element-wise kernels over the whole activation, V elements per thread. With V > 1 the
+// launcher has checked that a pack never straddles channels in NCHW (H*W % V == 0) and holds
+// consecutive channels in NHWC (C % V == 0).
 
-template <class T, class P>
+template <int V>
+__device__ __forceinline__ uint32_t pack_channel(uint32_t i0, int j, const ChannelGeometry& g) {
+  const uint32_t c0 = channel_of(i0, g);
+  return g.nhwc ? c0 + j : c0;
+}
+
+template <class T, class P, int V>
 __global__ void normalize_kernel(const T* x, T* y, const float* mean, const float* invstd, const P* gamma,
-                                 const P* beta, ChannelGeometry g, uint32_t n) {
-  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-    const uint32_t c = channel_of(i, g);
-    const float v = (load_float(x + i) - __ldg(mean + c)) * __ldg(invstd + c) * load_float(gamma + c) +
-                    load_float(beta + c);
-    store_float(y + i, v);
+                                 const P* beta, ChannelGeometry g, uint32_t packs, bool fused,
+                                 ops::Activation act, float slope) {
+  for (uint32_t p = blockIdx.x * blockDim.x + threadIdx.x; p < packs; p += gridDim.x * blockDim.x) {
+    const Pack<T, V> in = reinterpret_cast<const Pack<T, V>*>(x)[p];
+    Pack<T, V> out;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const uint32_t c = pack_channel<V>(p * V, j, g);
+      float v = (load_float(&in.v[j]) - __ldg(mean + c)) * __ldg(invstd + c) * load_float(gamma + c) +
+                load_float(beta + c);
+      if (fused) v = activate(act, round_to<T>(v), slope);
+      store_float(&out.v[j], v);
+    }
+    reinterpret_cast<Pack<T, V>*>(y)[p] = out;
   }
 }
 
-template <class T>
-__global__ void batchnorm_dx_kernel(const T* x, const T* dy, T* dx, const float* mean, const float* coef,
-                                    ChannelGeometry g, uint32_t n) {
-  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-    const uint32_t c = channel_of(i, g);
-    const float xmu = load_float(x + i) - __ldg(mean + c);
-    const float v = __ldg(coef + c) * (load_float(dy + i) - __ldg(coef + g.C + c) - xmu * __ldg(coef + 2 * g.C + c));
-    store_float(dx + i, v);
+template <class T, int V>
+__global__ void batchnorm_dx_kernel(const T* x, const T* dy, const T* y, T* dx, const float* mean,
+                                    const float* coef, ChannelGeometry g, uint32_t packs, ActivationGrad act) {
+  for (uint32_t p = blockIdx.x * blockDim.x + threadIdx.x; p < packs; p += gridDim.x * blockDim.x) {
+    const Pack<T, V> xv = reinterpret_cast<const Pack<T, V>*>(x)[p];
+    const Pack<T, V> gv = reinterpret_cast<const Pack<T, V>*>(dy)[p];
+    Pack<T, V> yv;
+    if (act.fused) yv = reinterpret_cast<const Pack<T, V>*>(y)[p];
+    Pack<T, V> out;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const uint32_t c = pack_channel<V>(p * V, j, g);
+      float grad = load_float(&gv.v[j]);
+      if (act.fused) grad = round_to<T>(activate_grad(act.kind, load_float(&yv.v[j]), grad, act.slope));
+      const float xmu = load_float(&xv.v[j]) - __ldg(mean + c);
+      store_float(&out.v[j], __ldg(coef + c) * (grad - __ldg(coef + g.C + c) - xmu * __ldg(coef + 2 * g.C + c)));
+    }
+    reinterpret_cast<Pack<T, V>*>(dx)[p] = out;
   }
+}
+
+// Elements per thread for a tensor of this geometry: packs must not mix channels across NCHW
+// planes (H*W % V) and must hold whole channel runs in NHWC (C % V).
+template <class T>
+int bn_pack_width(const ChannelGeometry& g, uint32_t n, std::initializer_list<const void*> ptrs) {
+  return pack_width<T>(n, g.nhwc ? g.C : g.HW, ptrs);
 }
 
 // ---- argument checks
@@ -178,11 +233,31 @@ void check_params(const Tensor& x, const Tensor& gamma, const std::vector<const 
 
 constexpr int kPerChannelThreads = 128;
 
+template <class T, class P>
+void launch_normalize(const Tensor& x, Tensor& y, const float* mean, const float* invstd, const Tensor& gamma,
+                      const Tensor& beta, const ChannelGeometry& g, const ops::FusedActivation* act,
+                      cudaStream_t stream) {
+  const uint32_t n = static_cast<uint32_t>(x.numel());
+  const bool fused = act != nullptr;
+  const ops::Activation kind = fused ? act->kind : ops::Activation::ReLU;
+  const float slope = fused ? act->negative_slope : 0.f;
+  constexpr int W = kWidePack<T>;
+  if (bn_pack_width<T>(g, n, {x.data(), y.data()}) == W)
+    normalize_kernel<T, P, W><<<grid_for(n / W), kThreads, 0, stream>>>(
+        x.data_as<T>(), y.data_as<T>(), mean, invstd, gamma.data_as<P>(), beta.data_as<P>(), g, n / W, fused, kind,
+        slope);
+  else
+    normalize_kernel<T, P, 1><<<grid_for(n), kThreads, 0, stream>>>(
+        x.data_as<T>(), y.data_as<T>(), mean, invstd, gamma.data_as<P>(), beta.data_as<P>(), g, n, fused, kind,
+        slope);
+  CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace
 
 void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
                              Tensor& running_var, float momentum, float eps, Tensor& y, Tensor& save_mean,
-                             Tensor& save_invstd) {
+                             Tensor& save_invstd, const ops::FusedActivation* act) {
   check_activation_pair(x, y, "x/y");
   check_params(x, gamma, {&beta, &running_mean, &running_var});
   check_channel_vector(save_mean, x.dim(1), DType::F32, x, "save_mean");
@@ -201,16 +276,14 @@ void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor&
           partials.data_as<float>(), splits, g.C, eps, momentum, save_mean.data_as<float>(),
           save_invstd.data_as<float>(), running_mean.data_as<P>(), running_var.data_as<P>());
       CUDA_CHECK_LAUNCH();
-      normalize_kernel<T, P><<<grid_for(n), kThreads, 0, stream>>>(
-          x.data_as<T>(), y.data_as<T>(), save_mean.data_as<float>(), save_invstd.data_as<float>(),
-          gamma.data_as<P>(), beta.data_as<P>(), g, n);
-      CUDA_CHECK_LAUNCH();
+      launch_normalize<T, P>(x, y, save_mean.data_as<float>(), save_invstd.data_as<float>(), gamma, beta, g, act,
+                             stream);
     });
   });
 }
 
 void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
-                            const Tensor& running_var, float eps, Tensor& y) {
+                            const Tensor& running_var, float eps, Tensor& y, const ops::FusedActivation* act) {
   check_activation_pair(x, y, "x/y");
   check_params(x, gamma, {&beta, &running_mean, &running_var});
   const ChannelGeometry g = channel_geometry(x);
@@ -227,15 +300,14 @@ void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& 
       running_stats_kernel<P><<<channel_blocks, kPerChannelThreads, 0, stream>>>(
           running_mean.data_as<P>(), running_var.data_as<P>(), g.C, eps, mean, invstd);
       CUDA_CHECK_LAUNCH();
-      normalize_kernel<T, P><<<grid_for(n), kThreads, 0, stream>>>(
-          x.data_as<T>(), y.data_as<T>(), mean, invstd, gamma.data_as<P>(), beta.data_as<P>(), g, n);
-      CUDA_CHECK_LAUNCH();
+      launch_normalize<T, P>(x, y, mean, invstd, gamma, beta, g, act, stream);
     });
   });
 }
 
 void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,
-                        const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
+                        const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
+                        const ops::FusedActivation* act, const Tensor* y_act) {
   check_activation_pair(x, dy, "x/dy");
   check_activation_pair(x, dx, "x/dx");
   check_params(x, gamma, {&dgamma, &dbeta});
@@ -249,9 +321,16 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
   Tensor coef = Tensor::empty({3 * int64_t{g.C}}, DType::F32, x.device());
   const uint32_t n = static_cast<uint32_t>(x.numel());
   const float* mean = save_mean.data_as<float>();
+  ActivationGrad agrad;
+  if (act) {
+    GE_CHECK(y_act && y_act->defined(), "batchnorm backward with a fused activation needs the activation's output");
+    check_activation_pair(x, *y_act, "x/y");
+    agrad = ActivationGrad{true, act->kind, act->negative_slope};
+  }
 
   GE_DISPATCH_FLOAT(x.dtype(), T, {
-    reduce_channels<GradSumsAcc>(GradSumsVisit<T>{x.data_as<T>(), dy.data_as<T>(), mean}, g, splits,
+    const T* y = act ? y_act->data_as<T>() : nullptr;
+    reduce_channels<GradSumsAcc>(GradSumsVisit<T>{x.data_as<T>(), dy.data_as<T>(), y, mean, agrad}, g, splits,
                                  partials.data_as<float>(), stream);
     GE_DISPATCH_FLOAT(gamma.dtype(), P, {
       finalize_grads_kernel<P><<<merge_grid(g.C), merge_block(), 0, stream>>>(
@@ -259,9 +338,13 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
           dgamma.data_as<P>(), dbeta.data_as<P>(), coef.data_as<float>());
       CUDA_CHECK_LAUNCH();
     });
-    batchnorm_dx_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(x.data_as<T>(), dy.data_as<T>(),
-                                                                  dx.data_as<T>(), mean,
-                                                                  coef.data_as<float>(), g, n);
+    constexpr int W = kWidePack<T>;
+    if (bn_pack_width<T>(g, n, {x.data(), dy.data(), y, dx.data()}) == W)
+      batchnorm_dx_kernel<T, W><<<grid_for(n / W), kThreads, 0, stream>>>(
+          x.data_as<T>(), dy.data_as<T>(), y, dx.data_as<T>(), mean, coef.data_as<float>(), g, n / W, agrad);
+    else
+      batchnorm_dx_kernel<T, 1><<<grid_for(n), kThreads, 0, stream>>>(
+          x.data_as<T>(), dy.data_as<T>(), y, dx.data_as<T>(), mean, coef.data_as<float>(), g, n, agrad);
     CUDA_CHECK_LAUNCH();
   });
 }

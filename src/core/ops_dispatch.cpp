@@ -122,7 +122,58 @@ void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor&
   GE_CHECK(x.numel() / x.dim(1) > 1, "batchnorm_forward_train: expected more than 1 value per channel, got ",
            x.str());
   GE_DISPATCH(x, batchnorm_forward_train(x, gamma, beta, running_mean, running_var, momentum, eps, y, save_mean,
-                                         save_invstd));
+                                         save_invstd, nullptr));
+}
+
+namespace {
+void check_fusable(const FusedActivation& act, const char* op) {
+  GE_CHECK(act.kind == Activation::ReLU || act.kind == Activation::LeakyReLU, op,
+           ": only ReLU and LeakyReLU follow BatchNorm in DCGAN, got ", activation_name(act.kind));
+}
+}  // namespace
+
+void batchnorm_activation_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                        Tensor& running_mean, Tensor& running_var, float momentum, float eps,
+                                        const FusedActivation& act, Tensor& y, Tensor& save_mean,
+                                        Tensor& save_invstd) {
+  check_fusable(act, "batchnorm_activation_forward_train");
+  same_device("batchnorm_activation_forward_train",
+              {&x, &gamma, &beta, &running_mean, &running_var, &y, &save_mean, &save_invstd});
+  check_bn_params("batchnorm_activation_forward_train", x,
+                  {&gamma, &beta, &running_mean, &running_var, &save_mean, &save_invstd});
+  GE_CHECK(y.shape() == x.shape() && y.dtype() == x.dtype(), "batchnorm_activation_forward_train: y ", y.str(),
+           " x ", x.str());
+  GE_CHECK(save_mean.dtype() == DType::F32 && save_invstd.dtype() == DType::F32,
+           "batchnorm_activation_forward_train: saved statistics must be f32");
+  GE_CHECK(x.numel() / x.dim(1) > 1, "batchnorm_activation_forward_train: expected more than 1 value per channel, got ",
+           x.str());
+  GE_DISPATCH(x, batchnorm_forward_train(x, gamma, beta, running_mean, running_var, momentum, eps, y, save_mean,
+                                         save_invstd, &act));
+}
+
+void batchnorm_activation_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                       const Tensor& running_mean, const Tensor& running_var, float eps,
+                                       const FusedActivation& act, Tensor& y) {
+  check_fusable(act, "batchnorm_activation_forward_eval");
+  same_device("batchnorm_activation_forward_eval", {&x, &gamma, &beta, &running_mean, &running_var, &y});
+  check_bn_params("batchnorm_activation_forward_eval", x, {&gamma, &beta, &running_mean, &running_var});
+  GE_CHECK(y.shape() == x.shape() && y.dtype() == x.dtype(), "batchnorm_activation_forward_eval: y ", y.str(), " x ",
+           x.str());
+  GE_DISPATCH(x, batchnorm_forward_eval(x, gamma, beta, running_mean, running_var, eps, y, &act));
+}
+
+void batchnorm_activation_backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& gamma,
+                                   const Tensor& save_mean, const Tensor& save_invstd, const FusedActivation& act,
+                                   Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
+  check_fusable(act, "batchnorm_activation_backward");
+  same_device("batchnorm_activation_backward", {&x, &y, &dy, &gamma, &save_mean, &save_invstd, &dx, &dgamma, &dbeta});
+  check_bn_params("batchnorm_activation_backward", x, {&gamma, &save_mean, &save_invstd, &dgamma, &dbeta});
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&y, &dy, &dx})
+    GE_CHECK(t->shape() == x.shape() && t->dtype() == x.dtype() && t->format() == x.format(),
+             "batchnorm_activation_backward: x ", x.str(), ", y, dy and dx must match it, got ", t->str());
+  GE_CHECK(dgamma.dtype() == gamma.dtype() && dbeta.dtype() == gamma.dtype(),
+           "batchnorm_activation_backward: parameter grads must have gamma's dtype");
+  GE_DISPATCH(x, batchnorm_backward(x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta, &act, &y));
 }
 
 void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
@@ -130,7 +181,7 @@ void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& 
   same_device("batchnorm_forward_eval", {&x, &gamma, &beta, &running_mean, &running_var, &y});
   check_bn_params("batchnorm_forward_eval", x, {&gamma, &beta, &running_mean, &running_var});
   GE_CHECK(y.shape() == x.shape() && y.dtype() == x.dtype(), "batchnorm_forward_eval: y ", y.str(), " x ", x.str());
-  GE_DISPATCH(x, batchnorm_forward_eval(x, gamma, beta, running_mean, running_var, eps, y));
+  GE_DISPATCH(x, batchnorm_forward_eval(x, gamma, beta, running_mean, running_var, eps, y, nullptr));
 }
 
 void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,
@@ -141,7 +192,7 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
            "batchnorm_backward: x ", x.str(), " dy ", dy.str(), " dx ", dx.str());
   GE_CHECK(dgamma.dtype() == gamma.dtype() && dbeta.dtype() == gamma.dtype(),
            "batchnorm_backward: parameter grads must have gamma's dtype");
-  GE_DISPATCH(x, batchnorm_backward(x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta));
+  GE_DISPATCH(x, batchnorm_backward(x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta, nullptr, nullptr));
 }
 
 const char* activation_name(Activation a) {

@@ -3,6 +3,7 @@
 namespace ge::nn {
 
 Tensor ActivationLayer::forward(const Tensor& x, bool) {
+  if (fused_) return x;  // the BatchNorm2d before has applied it
   Tensor y = x;  // in place, like ReLU(True): the conv/BN output it overwrites is not needed again
   ops::activation_forward(kind_, x, y, slope_);
   saved_y_ = y;
@@ -10,6 +11,7 @@ Tensor ActivationLayer::forward(const Tensor& x, bool) {
 }
 
 Tensor ActivationLayer::backward(const Tensor& dy, bool, bool) {
+  if (fused_) return dy;
   GE_CHECK(saved_y_.defined(), "activation backward before forward");
   Tensor dx = dy;  // in place: the incoming gradient is not used again
   ops::activation_backward(kind_, saved_y_, dy, dx, slope_);

@@ -24,18 +24,27 @@ Tensor BatchNorm2d::forward(const Tensor& x, bool training) {
   if (training) {
     save_mean_ = Tensor::empty({channels_}, DType::F32, where_.device);
     save_invstd_ = Tensor::empty({channels_}, DType::F32, where_.device);
-    if (update_running_stats_) {
-      ops::batchnorm_forward_train(x, gamma_.value, beta_.value, running_mean_, running_var_, kMomentum, kEps, y,
-                                   save_mean_, save_invstd_);
-      ++num_batches_tracked_;
-    } else {
-      Tensor scratch_mean = running_mean_.clone(), scratch_var = running_var_.clone();
-      ops::batchnorm_forward_train(x, gamma_.value, beta_.value, scratch_mean, scratch_var, kMomentum, kEps, y,
-                                   save_mean_, save_invstd_);
+    Tensor scratch_mean, scratch_var;
+    if (!update_running_stats_) {
+      scratch_mean = running_mean_.clone();
+      scratch_var = running_var_.clone();
     }
+    Tensor& rm = update_running_stats_ ? running_mean_ : scratch_mean;
+    Tensor& rv = update_running_stats_ ? running_var_ : scratch_var;
+    if (fused_)
+      ops::batchnorm_activation_forward_train(x, gamma_.value, beta_.value, rm, rv, kMomentum, kEps, *fused_, y,
+                                              save_mean_, save_invstd_);
+    else
+      ops::batchnorm_forward_train(x, gamma_.value, beta_.value, rm, rv, kMomentum, kEps, y, save_mean_, save_invstd_);
+    if (update_running_stats_) ++num_batches_tracked_;
     saved_x_ = x;
+    saved_y_ = fused_ ? y : Tensor();
   } else {
-    ops::batchnorm_forward_eval(x, gamma_.value, beta_.value, running_mean_, running_var_, kEps, y);
+    if (fused_)
+      ops::batchnorm_activation_forward_eval(x, gamma_.value, beta_.value, running_mean_, running_var_, kEps, *fused_,
+                                             y);
+    else
+      ops::batchnorm_forward_eval(x, gamma_.value, beta_.value, running_mean_, running_var_, kEps, y);
     saved_x_ = Tensor();
   }
   return y;
@@ -48,7 +57,11 @@ Tensor BatchNorm2d::backward(const Tensor& dy, bool want_param_grads, bool want_
   // gradients are not wanted they go to scratch space instead of the parameters.
   Tensor dgamma = want_param_grads ? gamma_.model_grad : Tensor::empty({channels_}, gamma_.value.dtype(), where_.device);
   Tensor dbeta = want_param_grads ? beta_.model_grad : Tensor::empty({channels_}, beta_.value.dtype(), where_.device);
-  ops::batchnorm_backward(saved_x_, dy, gamma_.value, save_mean_, save_invstd_, dx, dgamma, dbeta);
+  if (fused_)
+    ops::batchnorm_activation_backward(saved_x_, saved_y_, dy, gamma_.value, save_mean_, save_invstd_, *fused_, dx,
+                                       dgamma, dbeta);
+  else
+    ops::batchnorm_backward(saved_x_, dy, gamma_.value, save_mean_, save_invstd_, dx, dgamma, dbeta);
   return want_input_grad ? dx : Tensor();
 }
 

@@ -14,6 +14,16 @@ Tensor Sequential::backward(const Tensor& dy, bool want_param_grads, bool want_i
   return g;
 }
 
+void Sequential::fuse_batchnorm_activations() {
+  for (size_t i = 0; i + 1 < layers_.size(); ++i) {
+    auto* bn = dynamic_cast<BatchNorm2d*>(layers_[i].get());
+    auto* act = dynamic_cast<ActivationLayer*>(layers_[i + 1].get());
+    if (!bn || !act || act->kind() == ops::Activation::Tanh) continue;
+    bn->fuse_activation({act->kind(), act->slope()});
+    act->set_fused_into_previous(true);
+  }
+}
+
 void Sequential::set_update_running_stats(bool on) {
   for (auto& layer : layers_)
     if (auto* bn = dynamic_cast<BatchNorm2d*>(layer.get())) bn->set_update_running_stats(on);

@@ -1,0 +1,113 @@
+// BatchNorm2d with its activation fused (ops::batchnorm_activation_*): bitwise the two ops in
+// sequence on the same backend, and the GPU against the CPU reference.
+#include <cstring>
+
+#include "test_util.h"
+
+using namespace ge;
+using namespace ge::test;
+
+namespace {
+
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  const Tensor ha = a.to(Device::cpu()), hb = b.to(Device::cpu());
+  return ha.nbytes() == hb.nbytes() && std::memcmp(ha.data(), hb.data(), ha.nbytes()) == 0;
+}
+
+struct Outputs {
+  Tensor y, mean, invstd, rm, rv, dx, dgamma, dbeta;
+};
+
+// Training forward and backward of BatchNorm + activation, fused or as two ops.
+struct Inputs {
+  Tensor x, dy, gamma, beta;
+  Inputs on(Device d) const { return {x.to(d), dy.to(d), gamma.to(d), beta.to(d)}; }
+};
+
+Inputs make_inputs(const Shape& s, DType dt, MemoryFormat f) {
+  return {random_tensor(s, dt, Device::cpu(), f), random_tensor(s, dt, Device::cpu(), f),
+          random_tensor({s[1]}, DType::F32, Device::cpu(), MemoryFormat::NCHW, 0.5, 1.5),
+          random_tensor({s[1]}, DType::F32, Device::cpu(), MemoryFormat::NCHW, -0.5, 0.5)};
+}
+
+Outputs run(bool fused, const ops::FusedActivation& act, const Inputs& in) {
+  const Tensor &x = in.x, &dy = in.dy, &gamma = in.gamma, &beta = in.beta;
+  const Device d = x.device();
+  const DType pdt = gamma.dtype();
+  const int64_t C = x.dim(1);
+  Outputs o;
+  o.rm = Tensor::zeros({C}, pdt, d);
+  o.rv = Tensor::zeros({C}, pdt, d);
+  o.mean = Tensor::empty({C}, DType::F32, d);
+  o.invstd = Tensor::empty({C}, DType::F32, d);
+  o.y = Tensor::empty(x.shape(), x.dtype(), d, x.format());
+  o.dx = Tensor::empty(x.shape(), x.dtype(), d, x.format());
+  o.dgamma = Tensor::empty({C}, pdt, d);
+  o.dbeta = Tensor::empty({C}, pdt, d);
+  if (fused) {
+    ops::batchnorm_activation_forward_train(x, gamma, beta, o.rm, o.rv, 0.1f, 1e-5f, act, o.y, o.mean, o.invstd);
+    ops::batchnorm_activation_backward(x, o.y, dy, gamma, o.mean, o.invstd, act, o.dx, o.dgamma, o.dbeta);
+  } else {
+    ops::batchnorm_forward_train(x, gamma, beta, o.rm, o.rv, 0.1f, 1e-5f, o.y, o.mean, o.invstd);
+    ops::activation_forward(act.kind, o.y, o.y, act.negative_slope);
+    Tensor g = Tensor::empty(dy.shape(), dy.dtype(), d, dy.format());
+    ops::activation_backward(act.kind, o.y, dy, g, act.negative_slope);
+    ops::batchnorm_backward(x, g, gamma, o.mean, o.invstd, o.dx, o.dgamma, o.dbeta);
+  }
+  return o;
+}
+
+void expect_same(const Outputs& a, const Outputs& b) {
+  CHECK(same_bytes(a.y, b.y));
+  CHECK(same_bytes(a.mean, b.mean));
+  CHECK(same_bytes(a.invstd, b.invstd));
+  CHECK(same_bytes(a.rm, b.rm));
+  CHECK(same_bytes(a.rv, b.rv));
+  CHECK(same_bytes(a.dx, b.dx));
+  CHECK(same_bytes(a.dgamma, b.dgamma));
+  CHECK(same_bytes(a.dbeta, b.dbeta));
+}
+
+// Shapes where the GPU kernels take 16-byte packs and where they cannot.
+const Shape kShapes[] = {{8, 16, 4, 4}, {4, 24, 8, 8}, {3, 5, 3, 3}, {2, 12, 1, 1}};
+
+}  // namespace
+
+TEST_CASE("fused batchnorm activation: the CPU reference is the two ops in sequence") {
+  for (const Shape& s : kShapes)
+    for (ops::Activation a : {ops::Activation::ReLU, ops::Activation::LeakyReLU}) {
+      INFO(shape_str(s), " ", std::string(ops::activation_name(a)));
+      const ops::FusedActivation act{a, 0.2f};
+      const Inputs in = make_inputs(s, DType::F16, MemoryFormat::NHWC);
+      expect_same(run(true, act, in), run(false, act, in));
+    }
+}
+
+TEST_CASE("fused batchnorm activation: a Tanh cannot be fused") {
+  const Tensor x = Tensor::zeros({2, 4, 2, 2}, DType::F32);
+  Tensor y = x.clone(), p = Tensor::zeros({4}, DType::F32), q = Tensor::zeros({4}, DType::F32),
+         m = Tensor::zeros({4}, DType::F32), v = Tensor::zeros({4}, DType::F32);
+  CHECK_THROWS_WITH_AS(
+      ops::batchnorm_activation_forward_train(x, p, q, m, v, 0.1f, 1e-5f, {ops::Activation::Tanh, 0.f}, y, m, v),
+      doctest::Contains("only ReLU and LeakyReLU"), Error);
+}
+
+TEST_CASE("gpu fused batchnorm activation: bitwise the unfused GPU kernels and close to the CPU") {
+  GE_REQUIRE_GPU();
+  const Device gpu = Device::cuda(0);
+  for (const Shape& s : kShapes)
+    for (DType dt : {DType::F32, DType::F16, DType::BF16})
+      for (MemoryFormat f : {MemoryFormat::NCHW, MemoryFormat::NHWC})
+        for (ops::Activation a : {ops::Activation::ReLU, ops::Activation::LeakyReLU}) {
+          INFO(shape_str(s), " ", dtype_name(dt), " ", format_name(f), " ", std::string(ops::activation_name(a)));
+          const ops::FusedActivation act{a, 0.2f};
+          const Inputs host = make_inputs(s, dt, f), dev = host.on(gpu);
+          const Outputs fused = run(true, act, dev);
+          expect_same(fused, run(false, act, dev));
+          const Outputs cpu = run(true, act, host);
+          const double tol = dt == DType::F32 ? 1e-5 : 2e-2;
+          CHECK(rel_error(fused.y.to_doubles(), cpu.y.to_doubles()) < tol);
+          CHECK(rel_error(fused.dx.to_doubles(), cpu.dx.to_doubles()) < tol);
+          CHECK(rel_error(fused.dgamma.to_doubles(), cpu.dgamma.to_doubles()) < tol);
+        }
+}
