@@ -61,7 +61,10 @@ struct Replicas {
   // Replica k steps on rows [k*n/2, (k+1)*n/2) of the batch, each from its own thread.
   void step(const Tensor& real, const Tensor& noise) {
     const int64_t half = real.dim(0) / 2;
-    pool.run([&](int k) { trainers[k]->step(real.slice0(k * half, (k + 1) * half), noise.slice0(k * half, (k + 1) * half)); });
+    pool.run([&](int k) { trainers[k]->step(real.slice0(k * half, (k + 1) * half), noise.slice0(k * half, (k + 1) * half)); },
+             [&] {
+               for (auto& g : groups) g->abort();
+             });
   }
 };
 
@@ -165,17 +168,38 @@ TEST_CASE("data parallel: an overflow on one CPU replica skips the step on every
   expect_same_state(*r->trainers[0], *r->trainers[1], /*with_buffers=*/false);
 }
 
-TEST_CASE("replica pool: runs every replica on its own thread and rethrows the lowest rank's error") {
+TEST_CASE("replica pool: runs every replica on its own thread and rethrows a replica's error") {
   ReplicaPool pool(3);
   std::vector<int> seen(3, 0);
   pool.run([&](int k) { seen[k] = k + 1; });
   CHECK(seen == std::vector<int>{1, 2, 3});
   CHECK_THROWS_WITH(pool.run([](int k) {
-    if (k >= 1) throw std::runtime_error("replica " + std::to_string(k));
+    if (k == 1) throw std::runtime_error("replica " + std::to_string(k));
   }),
                     "replica 1");
   pool.run([&](int k) { seen[k] = 10 * k; });  // still usable after an error
   CHECK(seen == std::vector<int>{0, 10, 20});
+}
+
+TEST_CASE("data parallel: a replica that fails aborts the group instead of leaving the others waiting") {
+  const TrainerConfig cfg = replica_config(OptLevel::O0, Device::cpu());
+  auto r = cpu_replicas(cfg);
+  Tensor real, noise;
+  inputs(0, 8, real, noise);
+  // Replica 1 gets a batch of the wrong image size: it throws before its first collective while
+  // replica 0 waits in one; the abort releases replica 0, and the pool reports replica 1's error.
+  const Tensor bad = Tensor::zeros({4, 3, 8, 8}, DType::F32);
+  CHECK_THROWS_WITH_AS(r->pool.run(
+                           [&](int k) {
+                             if (k == 0)
+                               r->trainers[0]->step(real.slice0(0, 4), noise.slice0(0, 4));
+                             else
+                               r->trainers[1]->step(bad, noise.slice0(4, 8));
+                           },
+                           [&] {
+                             for (auto& g : r->groups) g->abort();
+                           }),
+                       doctest::Contains("does not match"), Error);
 }
 
 TEST_CASE("gpu data parallel: NCCL replicas on two GPUs on duplicated halves step bitwise like one GPU") {

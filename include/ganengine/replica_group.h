@@ -25,6 +25,9 @@ class ReplicaGroup {
   virtual void all_reduce_mean(const std::vector<Tensor>& tensors) = 0;
   // In place: elementwise maximum over the replicas (overflow flags; any float dtype).
   virtual void all_reduce_max(const Tensor& t) = 0;
+  // One replica failed: make every pending and later collective of the group fail instead of
+  // waiting forever for it. Not collective; safe to call from any thread, more than once.
+  virtual void abort() = 0;
 };
 
 // Replicas on the CPU, one host thread each, sharing one HostReplicaHub. Sums are taken in rank
@@ -36,8 +39,10 @@ class HostReplicaHub {
   // Called by every rank with its buffer; returns when all have arrived and the result is in
   // place. op: 0 mean, 1 max.
   void reduce(int rank, const Tensor& t, int op);
+  void abort();  // waiting and later reductions throw
 
  private:
+  bool aborted_ = false;
   int size_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -53,6 +58,7 @@ class HostReplicaGroup : public ReplicaGroup {
   int size() const override { return hub_->size(); }
   void all_reduce_mean(const std::vector<Tensor>& tensors) override;
   void all_reduce_max(const Tensor& t) override;
+  void abort() override { hub_->abort(); }
 
  private:
   std::shared_ptr<HostReplicaHub> hub_;

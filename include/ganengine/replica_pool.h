@@ -20,8 +20,11 @@ class ReplicaPool {
   ReplicaPool& operator=(const ReplicaPool&) = delete;
   int size() const { return static_cast<int>(threads_.size()); }
   // Runs work(k) on replica k's thread for every k and waits for all; if any threw, rethrows
-  // the lowest rank's exception after all have finished.
-  void run(const std::function<void(int)>& work);
+  // the first exception thrown (the cause, when others failed because of it) after all have
+  // finished. on_error runs (on the failing thread)
+  // as soon as one throws: abort the replicas' group there, or the others may wait for the
+  // failed one forever.
+  void run(const std::function<void(int)>& work, const std::function<void()>& on_error = {});
 
  private:
   void loop(int k);
@@ -29,10 +32,11 @@ class ReplicaPool {
   std::mutex mu_;
   std::condition_variable cv_;
   const std::function<void(int)>* work_ = nullptr;
+  const std::function<void()>* on_error_ = nullptr;
   uint64_t generation_ = 0;
   int pending_ = 0;
   bool stop_ = false;
-  std::vector<std::exception_ptr> errors_;
+  std::exception_ptr first_error_;
 };
 
 }  // namespace ge

@@ -25,6 +25,9 @@ struct StepBenchConfig {
   // eager warm-up steps) and every timed step is a replay. warmup must leave room for that.
   bool cuda_graph = false;
   bool profile = false;  // the CUDA profiler records the timed windows only (profiling.h)
+  // Data parallel over this many GPUs from `device` on (NCCL, one host thread each): batch is the
+  // global batch, split evenly. Windows are then timed on the host clock, every GPU waited for.
+  int replicas = 1;
 };
 
 struct StepBenchResult {

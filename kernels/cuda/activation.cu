@@ -51,7 +51,7 @@ void activation_forward(ops::Activation a, const Tensor& x, Tensor& y, float neg
   cudaStream_t stream = stream_of(x);
   GE_DISPATCH_FLOAT(x.dtype(), T, {
     constexpr int W = kWidePack<T>;
-    if (pack_width<T>(n, 1, {x.data(), y.data()}) == W)
+    if (pack_width<T>(n, 0, {x.data(), y.data()}) == W)
       activation_forward_kernel<T, W><<<grid_for(n / W), kThreads, 0, stream>>>(a, x.data_as<T>(), y.data_as<T>(),
                                                                                  n / W, negative_slope);
     else
@@ -70,7 +70,7 @@ void activation_backward(ops::Activation a, const Tensor& y, const Tensor& dy, T
   cudaStream_t stream = stream_of(y);
   GE_DISPATCH_FLOAT(y.dtype(), T, {
     constexpr int W = kWidePack<T>;
-    if (pack_width<T>(n, 1, {y.data(), dy.data(), dx.data()}) == W)
+    if (pack_width<T>(n, 0, {y.data(), dy.data(), dx.data()}) == W)
       activation_backward_kernel<T, W><<<grid_for(n / W), kThreads, 0, stream>>>(
           a, y.data_as<T>(), dy.data_as<T>(), dx.data_as<T>(), n / W, negative_slope);
     else

@@ -68,8 +68,14 @@ struct GradSumsAcc {
 
 template <class T>
 struct StatsVisit {
+  static constexpr int kPack = kWidePack<T>;
   const T* x;
   __device__ void operator()(MeanVarAcc& acc, uint64_t i, uint32_t) const { acc.add(load_float(x + i)); }
+  __device__ void pack(MeanVarAcc (&acc)[kPack], uint64_t i, uint32_t) const {
+    const Pack<T, kPack> v = *reinterpret_cast<const Pack<T, kPack>*>(x + i);
+#pragma unroll
+    for (int j = 0; j < kPack; ++j) acc[j].add(load_float(&v.v[j]));
+  }
 };
 
 // The gradient reaching BatchNorm's output: dy itself, or the fused activation's gradient from
@@ -88,6 +94,7 @@ __device__ __forceinline__ float bn_output_grad(const ActivationGrad& a, const T
 
 template <class T>
 struct GradSumsVisit {
+  static constexpr int kPack = kWidePack<T>;
   const T* x;
   const T* dy;
   const T* y;  // the fused activation's output (null without one)
@@ -97,6 +104,19 @@ struct GradSumsVisit {
     const float g = bn_output_grad(act, y, dy, i);
     acc.sum_dy += g;
     acc.sum_dy_xmu += g * (load_float(x + i) - __ldg(mean + c));
+  }
+  __device__ void pack(GradSumsAcc (&acc)[kPack], uint64_t i, uint32_t c0) const {
+    using P = Pack<T, kPack>;
+    const P xv = *reinterpret_cast<const P*>(x + i), gv = *reinterpret_cast<const P*>(dy + i);
+    P yv;
+    if (act.fused) yv = *reinterpret_cast<const P*>(y + i);
+#pragma unroll
+    for (int j = 0; j < kPack; ++j) {
+      float g = load_float(&gv.v[j]);
+      if (act.fused) g = round_to<T>(activate_grad(act.kind, load_float(&yv.v[j]), g, act.slope));
+      acc[j].sum_dy += g;
+      acc[j].sum_dy_xmu += g * (load_float(&xv.v[j]) - __ldg(mean + c0 + j));
+    }
   }
 };
 
@@ -154,24 +174,41 @@ __global__ void finalize_grads_kernel(const float* partials, uint32_t splits, ui
 // launcher has checked that a pack never straddles channels in NCHW (H*W % V == 0) and holds
 // consecutive channels in NHWC (C % V == 0).
 
-template <int V>
-__device__ __forceinline__ uint32_t pack_channel(uint32_t i0, int j, const ChannelGeometry& g) {
-  const uint32_t c0 = channel_of(i0, g);
-  return g.nhwc ? c0 + j : c0;
+// The per-channel values of a pack's V elements: V neighbouring channels in NHWC (one vector
+// load when `vector_loads`, the host having checked alignment), one channel for all in NCHW.
+template <int V, class P>
+__device__ __forceinline__ void channel_values(const P* p, uint32_t c0, bool nhwc, bool vector_loads,
+                                               float (&out)[V]) {
+  if (!nhwc) {
+    const float v = load_float(p + c0);
+#pragma unroll
+    for (int j = 0; j < V; ++j) out[j] = v;
+  } else if (vector_loads && V > 1) {
+    const Pack<P, V> v = *reinterpret_cast<const Pack<P, V>*>(p + c0);
+#pragma unroll
+    for (int j = 0; j < V; ++j) out[j] = load_float(&v.v[j]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < V; ++j) out[j] = load_float(p + c0 + j);
+  }
 }
 
 template <class T, class P, int V>
 __global__ void normalize_kernel(const T* x, T* y, const float* mean, const float* invstd, const P* gamma,
-                                 const P* beta, ChannelGeometry g, uint32_t packs, bool fused,
+                                 const P* beta, ChannelGeometry g, uint32_t packs, bool vector_loads, bool fused,
                                  ops::Activation act, float slope) {
   for (uint32_t p = blockIdx.x * blockDim.x + threadIdx.x; p < packs; p += gridDim.x * blockDim.x) {
+    const uint32_t c0 = channel_of(p * V, g);
+    float m[V], s[V], ga[V], be[V];
+    channel_values<V>(mean, c0, g.nhwc, vector_loads, m);
+    channel_values<V>(invstd, c0, g.nhwc, vector_loads, s);
+    channel_values<V>(gamma, c0, g.nhwc, vector_loads, ga);
+    channel_values<V>(beta, c0, g.nhwc, vector_loads, be);
     const Pack<T, V> in = reinterpret_cast<const Pack<T, V>*>(x)[p];
     Pack<T, V> out;
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-      const uint32_t c = pack_channel<V>(p * V, j, g);
-      float v = (load_float(&in.v[j]) - __ldg(mean + c)) * __ldg(invstd + c) * load_float(gamma + c) +
-                load_float(beta + c);
+      float v = (load_float(&in.v[j]) - m[j]) * s[j] * ga[j] + be[j];
       if (fused) v = activate(act, round_to<T>(v), slope);
       store_float(&out.v[j], v);
     }
@@ -181,8 +218,15 @@ __global__ void normalize_kernel(const T* x, T* y, const float* mean, const floa
 
 template <class T, int V>
 __global__ void batchnorm_dx_kernel(const T* x, const T* dy, const T* y, T* dx, const float* mean,
-                                    const float* coef, ChannelGeometry g, uint32_t packs, ActivationGrad act) {
+                                    const float* coef, ChannelGeometry g, uint32_t packs, bool vector_loads,
+                                    ActivationGrad act) {
   for (uint32_t p = blockIdx.x * blockDim.x + threadIdx.x; p < packs; p += gridDim.x * blockDim.x) {
+    const uint32_t c0 = channel_of(p * V, g);
+    float m[V], k0[V], k1[V], k2[V];
+    channel_values<V>(mean, c0, g.nhwc, vector_loads, m);
+    channel_values<V>(coef, c0, g.nhwc, vector_loads, k0);
+    channel_values<V>(coef + g.C, c0, g.nhwc, vector_loads, k1);
+    channel_values<V>(coef + 2 * g.C, c0, g.nhwc, vector_loads, k2);
     const Pack<T, V> xv = reinterpret_cast<const Pack<T, V>*>(x)[p];
     const Pack<T, V> gv = reinterpret_cast<const Pack<T, V>*>(dy)[p];
     Pack<T, V> yv;
@@ -190,14 +234,21 @@ __global__ void batchnorm_dx_kernel(const T* x, const T* dy, const T* y, T* dx, 
     Pack<T, V> out;
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-      const uint32_t c = pack_channel<V>(p * V, j, g);
       float grad = load_float(&gv.v[j]);
       if (act.fused) grad = round_to<T>(activate_grad(act.kind, load_float(&yv.v[j]), grad, act.slope));
-      const float xmu = load_float(&xv.v[j]) - __ldg(mean + c);
-      store_float(&out.v[j], __ldg(coef + c) * (grad - __ldg(coef + g.C + c) - xmu * __ldg(coef + 2 * g.C + c)));
+      const float xmu = load_float(&xv.v[j]) - m[j];
+      store_float(&out.v[j], k0[j] * (grad - k1[j] - xmu * k2[j]));
     }
     reinterpret_cast<Pack<T, V>*>(dx)[p] = out;
   }
+}
+
+// Vector loads of per-channel values need every channel vector aligned to a whole pack.
+template <int V, class P>
+bool packs_aligned(std::initializer_list<const void*> ptrs) {
+  for (const void* p : ptrs)
+    if (reinterpret_cast<uintptr_t>(p) % (V * sizeof(P)) != 0) return false;
+  return true;
 }
 
 // Elements per thread for a tensor of this geometry: packs must not mix channels across NCHW
@@ -242,14 +293,16 @@ void launch_normalize(const Tensor& x, Tensor& y, const float* mean, const float
   const ops::Activation kind = fused ? act->kind : ops::Activation::ReLU;
   const float slope = fused ? act->negative_slope : 0.f;
   constexpr int W = kWidePack<T>;
+  const bool vector_loads =
+      packs_aligned<W, float>({mean, invstd}) && packs_aligned<W, P>({gamma.data(), beta.data()});
   if (bn_pack_width<T>(g, n, {x.data(), y.data()}) == W)
     normalize_kernel<T, P, W><<<grid_for(n / W), kThreads, 0, stream>>>(
-        x.data_as<T>(), y.data_as<T>(), mean, invstd, gamma.data_as<P>(), beta.data_as<P>(), g, n / W, fused, kind,
-        slope);
+        x.data_as<T>(), y.data_as<T>(), mean, invstd, gamma.data_as<P>(), beta.data_as<P>(), g, n / W, vector_loads,
+        fused, kind, slope);
   else
     normalize_kernel<T, P, 1><<<grid_for(n), kThreads, 0, stream>>>(
-        x.data_as<T>(), y.data_as<T>(), mean, invstd, gamma.data_as<P>(), beta.data_as<P>(), g, n, fused, kind,
-        slope);
+        x.data_as<T>(), y.data_as<T>(), mean, invstd, gamma.data_as<P>(), beta.data_as<P>(), g, n, false, fused,
+        kind, slope);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -270,7 +323,8 @@ void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor&
   const uint32_t n = static_cast<uint32_t>(x.numel());
 
   GE_DISPATCH_FLOAT(x.dtype(), T, {
-    reduce_channels<MeanVarAcc>(StatsVisit<T>{x.data_as<T>()}, g, splits, partials.data_as<float>(), stream);
+    reduce_channels<MeanVarAcc>(StatsVisit<T>{x.data_as<T>()}, g, splits, partials.data_as<float>(), stream,
+                                aligned16(x.data()));
     GE_DISPATCH_FLOAT(gamma.dtype(), P, {
       finalize_stats_kernel<P><<<merge_grid(g.C), merge_block(), 0, stream>>>(
           partials.data_as<float>(), splits, g.C, eps, momentum, save_mean.data_as<float>(),
@@ -331,7 +385,8 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
   GE_DISPATCH_FLOAT(x.dtype(), T, {
     const T* y = act ? y_act->data_as<T>() : nullptr;
     reduce_channels<GradSumsAcc>(GradSumsVisit<T>{x.data_as<T>(), dy.data_as<T>(), y, mean, agrad}, g, splits,
-                                 partials.data_as<float>(), stream);
+                                 partials.data_as<float>(), stream,
+                                 aligned16(x.data()) && aligned16(dy.data()) && (!y || aligned16(y)));
     GE_DISPATCH_FLOAT(gamma.dtype(), P, {
       finalize_grads_kernel<P><<<merge_grid(g.C), merge_block(), 0, stream>>>(
           partials.data_as<float>(), splits, g.C, g.M, gamma.data_as<P>(), save_invstd.data_as<float>(),
@@ -339,12 +394,15 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
       CUDA_CHECK_LAUNCH();
     });
     constexpr int W = kWidePack<T>;
+    // coef's three vectors start at 0, C and 2C: aligned when C is a whole number of packs.
+    const bool vector_loads = packs_aligned<W, float>({mean, coef.data()}) && g.C % W == 0;
     if (bn_pack_width<T>(g, n, {x.data(), dy.data(), y, dx.data()}) == W)
       batchnorm_dx_kernel<T, W><<<grid_for(n / W), kThreads, 0, stream>>>(
-          x.data_as<T>(), dy.data_as<T>(), y, dx.data_as<T>(), mean, coef.data_as<float>(), g, n / W, agrad);
+          x.data_as<T>(), dy.data_as<T>(), y, dx.data_as<T>(), mean, coef.data_as<float>(), g, n / W, vector_loads,
+          agrad);
     else
       batchnorm_dx_kernel<T, 1><<<grid_for(n), kThreads, 0, stream>>>(
-          x.data_as<T>(), dy.data_as<T>(), y, dx.data_as<T>(), mean, coef.data_as<float>(), g, n, agrad);
+          x.data_as<T>(), dy.data_as<T>(), y, dx.data_as<T>(), mean, coef.data_as<float>(), g, n, false, agrad);
     CUDA_CHECK_LAUNCH();
   });
 }

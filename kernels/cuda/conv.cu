@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "ganengine/backend.h"
 #include "cuda_util.cuh"
@@ -75,10 +76,34 @@ void check_conv(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dP
 
 using ConvKey = std::array<int64_t, 17>;
 
+// GPUs of one model share their plans: the lowest index of a device with the same name and
+// multiprocessor count. Every replica of a multi-GPU run then uses the same algorithms, so
+// replicas fed the same data compute bitwise the same gradients, and the search runs once.
+int64_t device_class(int index) {
+  static std::mutex mu;
+  static std::map<int, int64_t> classes;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = classes.find(index);
+  if (it != classes.end()) return it->second;
+  auto describe = [](int d) {
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, d));
+    return std::string(prop.name) + "/" + std::to_string(prop.multiProcessorCount);
+  };
+  const std::string mine = describe(index);
+  int64_t cls = index;
+  for (int d = 0; d < index; ++d)
+    if (describe(d) == mine) {
+      cls = d;
+      break;
+    }
+  return classes[index] = cls;
+}
+
 ConvKey make_key(ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p) {
   const bool tf32 = x.dtype() == DType::F32 && p.allow_tf32;
   const bool deterministic = ops::deterministic_convolutions();
-  return {x.device().index,  static_cast<int64_t>(pass),     static_cast<int64_t>(x.dtype()),
+  return {device_class(x.device().index),  static_cast<int64_t>(pass),     static_cast<int64_t>(x.dtype()),
           static_cast<int64_t>(x.format()), static_cast<int64_t>(w.format()), static_cast<int64_t>(y.format()),
           x.dim(0),          x.dim(1),                       x.dim(2),
           x.dim(3),          w.dim(0),                       w.dim(2),

@@ -4,7 +4,9 @@
 #include <dlfcn.h>
 #include <nccl.h>
 
+#include <atomic>
 #include <cstring>
+#include <mutex>
 
 #include "ganengine/cuda_context.h"
 #include "ganengine/error.h"
@@ -18,6 +20,7 @@ struct Nccl {
   ncclResult_t (*comm_init_rank)(ncclComm_t*, int, ncclUniqueId, int) = nullptr;
   ncclResult_t (*comm_init_all)(ncclComm_t*, int, const int*) = nullptr;
   ncclResult_t (*comm_destroy)(ncclComm_t) = nullptr;
+  ncclResult_t (*comm_abort)(ncclComm_t) = nullptr;
   ncclResult_t (*all_reduce)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
                              cudaStream_t) = nullptr;
   ncclResult_t (*group_start)() = nullptr;
@@ -47,6 +50,7 @@ const Nccl& nccl() {
     resolve(lib, "ncclCommInitRank", &n.comm_init_rank, &n.error);
     resolve(lib, "ncclCommInitAll", &n.comm_init_all, &n.error);
     resolve(lib, "ncclCommDestroy", &n.comm_destroy, &n.error);
+    resolve(lib, "ncclCommAbort", &n.comm_abort, &n.error);
     resolve(lib, "ncclAllReduce", &n.all_reduce, &n.error);
     resolve(lib, "ncclGroupStart", &n.group_start, &n.error);
     resolve(lib, "ncclGroupEnd", &n.group_end, &n.error);
@@ -74,7 +78,17 @@ class NcclReplicaGroup : public ReplicaGroup {
  public:
   NcclReplicaGroup(ncclComm_t comm, int rank, int size, Device device)
       : comm_(comm), rank_(rank), size_(size), device_(device) {}
-  ~NcclReplicaGroup() override { nccl().comm_destroy(comm_); }
+  ~NcclReplicaGroup() override {
+    if (!aborted_) nccl().comm_destroy(comm_);
+  }
+  void abort() override {
+    // ncclCommAbort ends the communicator's pending operations on the device too, so a stream
+    // stuck waiting for a failed peer is released.
+    std::lock_guard<std::mutex> lock(abort_mu_);
+    if (aborted_) return;
+    aborted_ = true;
+    nccl().comm_abort(comm_);
+  }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
@@ -84,6 +98,7 @@ class NcclReplicaGroup : public ReplicaGroup {
  private:
   // One NCCL group call: the tensors go out together, in place, on this device's stream.
   void reduce(const std::vector<Tensor>& tensors, ncclRedOp_t op) {
+    if (aborted_) fail("NCCL replica ", rank_, ": the group was aborted after another replica failed");
     const Nccl& n = nccl();
     cudaStream_t stream = gpu::context(device_.index).stream;
     check(n.group_start(), "ncclGroupStart");
@@ -97,6 +112,8 @@ class NcclReplicaGroup : public ReplicaGroup {
   ncclComm_t comm_;
   int rank_, size_;
   Device device_;
+  std::mutex abort_mu_;
+  std::atomic<bool> aborted_{false};
 };
 
 }  // namespace

@@ -20,12 +20,12 @@ constexpr int kWidePack = 16 / static_cast<int>(sizeof(T));
 inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // The widest pack (kWidePack<T> or 1) for n elements at these addresses: n must be a multiple
-// and every pointer 16-byte aligned. `group` must divide by the pack too when the caller needs
-// a whole pack to share one value of something (a channel, say).
+// and every pointer 16-byte aligned. A positive `group` must divide by the pack too, when the
+// caller needs a pack to stay within runs of that length (a channel's, say); 0: no such need.
 template <class T>
 int pack_width(int64_t n, int64_t group, std::initializer_list<const void*> ptrs) {
   const int w = kWidePack<T>;
-  if (n % w != 0 || group % w != 0) return 1;
+  if (n % w != 0 || (group != 0 && group % w != 0)) return 1;
   for (const void* p : ptrs)
     if (p && !aligned16(p)) return 1;
   return w;

@@ -110,6 +110,7 @@ int run_bench(int argc, char** argv) {
     ("warmup", "untimed steps per configuration", cxxopts::value<int>()->default_value("20"))
     ("steps", "steps per timed window", cxxopts::value<int>()->default_value("50"))
     ("windows", "timed windows per configuration (the median is reported)", cxxopts::value<int>()->default_value("5"))
+    ("ngpu", "data parallel over this many GPUs from --device on (NCCL); --batch-sizes are global batches", cxxopts::value<int>()->default_value("1"))
     ("profile", "start the CUDA profiler for each configuration's timed steps only (nsys --capture-range=cudaProfilerApi, ncu --profile-from-start off)")
     ("json", "also write the rows, the GPU and library versions and the date to this file", cxxopts::value<std::string>()->default_value(""))
     ("device", "cuda | cuda:K", cxxopts::value<std::string>()->default_value("cuda:0"))
@@ -158,6 +159,10 @@ int run_bench(int argc, char** argv) {
   if (run.warmup < graph_warmup && std::count(graph_modes.begin(), graph_modes.end(), true))
     fail("--warmup ", run.warmup, " is too short for --cuda-graph on (at least ", graph_warmup,
          ": the trainer's eager steps, the capture and one replay come before the timed steps)");
+  run.ngpu = r["ngpu"].as<int>();
+  if (run.ngpu < 1 || run.ngpu > 64) fail("--ngpu ", run.ngpu, " (expected 1..64)");
+  for (int64_t b : batches)
+    if (b % run.ngpu != 0) fail("--batch-sizes: ", b, " does not split evenly over --ngpu ", run.ngpu);
   const std::string json_path = r["json"].as<std::string>();
   const Device device = bench_device(r["device"].as<std::string>());
   run.device = device.str();
@@ -189,6 +194,7 @@ int run_bench(int argc, char** argv) {
   cfg.steps = run.steps;
   cfg.windows = run.windows;
   cfg.profile = r.count("profile") > 0;
+  cfg.replicas = run.ngpu;
   std::vector<BenchRow> plan;  // opt level, then batch size, then graph mode
   for (OptLevel level : levels)
     for (int64_t batch : batches)

@@ -38,8 +38,8 @@ std::string utc_now_iso8601() {
 
 std::string bench_row_line(const BenchRun& run, const BenchRow& row) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%s %s  batch %-5lld", opt_level_name(row.level), mode(row),
-                static_cast<long long>(row.batch));
+  std::snprintf(buf, sizeof buf, "%s %s  batch %-5lld%s", opt_level_name(row.level), mode(row),
+                static_cast<long long>(row.batch), run.ngpu > 1 ? (" on " + std::to_string(run.ngpu) + " GPUs").c_str() : "");
   if (!row.ok) return std::string(buf) + "  failed: " + row.error;  // the whole message, however long
   const StepBenchResult& r = row.result;
   char rest[512];
@@ -61,6 +61,7 @@ std::string bench_json(const BenchRun& run, bool complete) {
   doc.append_member("complete", Value::boolean(complete));
   Value gpu = Value::object();
   gpu.append_member("device", Value::string(run.device));
+  gpu.append_member("ngpu", Value::integer(run.ngpu));
   gpu.append_member("name", Value::string(run.facts.name));
   gpu.append_member("compute_capability", Value::string(run.facts.compute_capability));
   gpu.append_member("sm_count", Value::integer(run.facts.sm_count));

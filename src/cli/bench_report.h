@@ -21,6 +21,7 @@ struct BenchRow {
 
 struct BenchRun {
   DeviceFacts facts;
+  int ngpu = 1;        // data-parallel GPUs per configuration (batch is the global batch)
   std::string device;  // "cuda:0"
   std::string date;    // UTC, ISO 8601
   nn::NetConfig net;

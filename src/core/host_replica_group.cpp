@@ -11,9 +11,16 @@ HostReplicaHub::HostReplicaHub(int size) : size_(size), arrived_(static_cast<siz
 
 // A two-phase barrier: everyone arrives, the last to arrive reduces into every buffer, then
 // everyone leaves before the next collective may start.
+void HostReplicaHub::abort() {
+  std::lock_guard<std::mutex> lock(mu_);
+  aborted_ = true;
+  cv_.notify_all();
+}
+
 void HostReplicaHub::reduce(int rank, const Tensor& t, int op) {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return leaving_ == 0; });
+  cv_.wait(lock, [&] { return leaving_ == 0 || aborted_; });
+  if (aborted_) fail("replica ", rank, ": another replica failed, so this collective was abandoned");
   const uint64_t gen = generation_;
   arrived_[static_cast<size_t>(rank)] = &t;
   if (++count_ == size_) {
@@ -36,7 +43,8 @@ void HostReplicaHub::reduce(int rank, const Tensor& t, int op) {
     ++generation_;
     cv_.notify_all();
   } else {
-    cv_.wait(lock, [&] { return generation_ != gen; });
+    cv_.wait(lock, [&] { return generation_ != gen || aborted_; });
+    if (generation_ == gen) fail("replica ", rank, ": another replica failed, so this collective was abandoned");
   }
   if (--leaving_ == 0) cv_.notify_all();
 }

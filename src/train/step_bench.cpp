@@ -1,11 +1,14 @@
 #include "ganengine/step_bench.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "ganengine/allocator.h"
 #include "ganengine/backend.h"
 #include "ganengine/gpu_measure.h"
+#include "ganengine/nccl_group.h"
+#include "ganengine/replica_pool.h"
 #include "ganengine/profiling.h"
 #include "ganengine/step_flops.h"
 
@@ -38,17 +41,21 @@ StepBenchResult run_step_bench(const StepBenchConfig& cfg) {
   GE_CHECK(cfg.device.is_cuda(), "run_step_bench on ", cfg.device.str());
   GE_CHECK(cfg.batch >= 1 && cfg.warmup >= 1 && cfg.steps >= 1 && cfg.windows >= 1, "run_step_bench: batch ",
            cfg.batch, " warmup ", cfg.warmup, " steps ", cfg.steps, " windows ", cfg.windows);
-  const int k = cfg.device.index;
+  const int R = cfg.replicas;
+  GE_CHECK(R >= 1 && cfg.batch % R == 0, "run_step_bench: batch ", cfg.batch, " does not split over ", R, " GPUs");
+  std::vector<Device> devices;
+  for (int k = 0; k < R; ++k) devices.push_back(Device::cuda(cfg.device.index + k));
   // Whatever earlier configurations left cached goes back to the driver, so this one's peak
   // and device total start from the same baseline.
-  synchronize(cfg.device);
-  cuda_allocator_release_cached(k);
-  cuda_allocator_reset_peak(k);
+  for (const Device& d : devices) {
+    synchronize(d);
+    cuda_allocator_release_cached(d.index);
+    cuda_allocator_reset_peak(d.index);
+  }
 
   TrainerConfig tc;
   tc.net = cfg.net;
   tc.policy = resolve_policy(cfg.level, cfg.amp);
-  tc.device = cfg.device;
   tc.seed = cfg.seed;
   tc.cuda_graph = cfg.cuda_graph;
   // The trainer's eager steps, then the capture (itself a step), then at least one replay: all
@@ -56,30 +63,70 @@ StepBenchResult run_step_bench(const StepBenchConfig& cfg) {
   if (cfg.cuda_graph && cfg.warmup < tc.cuda_graph_warmup + 2)
     fail("--warmup ", cfg.warmup, " is too short for CUDA graph mode (at least ", tc.cuda_graph_warmup + 2,
          ": eager warm-up steps, the capture, one replay)");
-  DcganTrainer trainer(tc);
-  const Tensor real = synthetic_real_batch(cfg, tc.policy);
-  Tensor noise = Tensor::empty({cfg.batch, cfg.net.nz, 1, 1}, DType::F32, cfg.device);
-  ops::fill_normal(noise, cfg.seed, /*offset=*/ops::philox_counters_for(real.numel()));
+  std::vector<std::unique_ptr<ReplicaGroup>> groups;
+  std::unique_ptr<ReplicaPool> pool;
+  if (R > 1) {
+    groups = make_nccl_groups(devices);
+    pool = std::make_unique<ReplicaPool>(R);
+  }
+  std::vector<std::unique_ptr<DcganTrainer>> trainers;
+  std::vector<Tensor> reals, noises;
+  StepBenchConfig per = cfg;
+  per.batch = cfg.batch / R;
+  for (int k = 0; k < R; ++k) {
+    TrainerConfig ck = tc;
+    ck.device = per.device = devices[static_cast<size_t>(k)];
+    if (R > 1) ck.replicas = groups[static_cast<size_t>(k)].get();
+    trainers.push_back(std::make_unique<DcganTrainer>(ck));
+    reals.push_back(synthetic_real_batch(per, tc.policy));
+    noises.push_back(Tensor::empty({per.batch, cfg.net.nz, 1, 1}, DType::F32, per.device));
+    ops::fill_normal(noises.back(), cfg.seed, /*offset=*/ops::philox_counters_for(reals.back().numel()));
+  }
+  auto steps = [&](int n) {
+    if (R == 1) {
+      for (int i = 0; i < n; ++i) trainers[0]->step(reals[0], noises[0]);
+      return;
+    }
+    pool->run(
+        [&](int k) {
+          const size_t i = static_cast<size_t>(k);
+          for (int s = 0; s < n; ++s) trainers[i]->step(reals[i], noises[i]);
+        },
+        [&] {
+          for (auto& g : groups) g->abort();
+        });
+  };
+  auto sync_all = [&] {
+    for (const Device& d : devices) synchronize(d);
+  };
 
-  for (int i = 0; i < cfg.warmup; ++i) trainer.step(real, noise);
-  synchronize(cfg.device);  // warm-up errors surface here, and the timed windows start idle
+  steps(cfg.warmup);
+  sync_all();  // warm-up errors surface here, and the timed windows start idle
 
   StepBenchResult r;
-  // step() only enqueues work, so the events, not the host clock, say how long it ran.
   if (cfg.profile) profiler_start();
-  const std::vector<double> window_ms = time_on_stream_ms(cfg.device, cfg.windows, [&](int) {
-    for (int i = 0; i < cfg.steps; ++i) trainer.step(real, noise);
-  });
-  if (cfg.profile) profiler_stop();  // time_on_stream_ms has waited for the last window
+  std::vector<double> window_ms;
+  if (R == 1) {
+    // step() only enqueues work, so the events, not the host clock, say how long it ran.
+    window_ms = time_on_stream_ms(cfg.device, cfg.windows, [&](int) { steps(cfg.steps); });
+  } else {
+    for (int w = 0; w < cfg.windows; ++w) {
+      const auto t0 = std::chrono::steady_clock::now();
+      steps(cfg.steps);
+      sync_all();
+      window_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+  }
+  if (cfg.profile) profiler_stop();  // both timings have waited for the last window
   for (double ms : window_ms) r.window_ms_per_step.push_back(ms / cfg.steps);
   r.ms_per_step = median(r.window_ms_per_step);
   GE_CHECK(r.ms_per_step > 0, "timed ", r.ms_per_step, " ms per step");
   r.images_per_s = static_cast<double>(cfg.batch) / (r.ms_per_step * 1e-3);
   r.step_flops = dcgan_step_flops(cfg.net, cfg.batch);
   r.tflops = static_cast<double>(r.step_flops) / (r.ms_per_step * 1e-3) / 1e12;
-  r.peak_alloc_bytes = cuda_allocator_stats(k).peak_bytes_in_use;
+  r.peak_alloc_bytes = cuda_allocator_stats(cfg.device.index).peak_bytes_in_use;
   r.device_used_bytes = device_memory(cfg.device).used_bytes();
-  r.graph = trainer.graph_stats();
+  r.graph = trainers[0]->graph_stats();
   if (cfg.cuda_graph) {
     const int64_t timed = static_cast<int64_t>(cfg.steps) * cfg.windows;
     // Anything else would mean eager steps were timed under the graph label.
@@ -87,7 +134,7 @@ StepBenchResult run_step_bench(const StepBenchConfig& cfg) {
              "CUDA graph mode: ", r.graph.captures, " captures, ", r.graph.replays, " replays, ", r.graph.eager_steps,
              " eager steps for ", cfg.warmup, " warm-up and ", timed, " timed steps");
   }
-  r.last = trainer.record();
+  r.last = trainers[0]->record();
   for (float v : {r.last.errD_real, r.last.errD_fake, r.last.errG}) r.finite = r.finite && std::isfinite(v);
   return r;
 }

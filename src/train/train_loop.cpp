@@ -388,7 +388,9 @@ int run_training(const TrainOptions& opt) {
       if (R == 1)
         replica_step(0);
       else
-        pool->run(replica_step);
+        pool->run(replica_step, [&] {
+          for (auto& g : groups) g->abort();
+        });
       if (opt.check_replicas && R > 1) check_replicas_identical(trainers, step);
       if (opt.check_replicas && multi_process) check_ranks_identical(trainer, *groups[0], step);
       if (step == opt.profile_steps.second) {
