@@ -363,6 +363,9 @@ def main():
     wanted = None if args.configs == "all" else {c.strip() for c in args.configs.split(",")}
     layouts = {x.strip() for x in args.layouts.split(",")}
     plan = [c for c in CONFIGS if (wanted is None or c[0] in wanted) and (c[3] or c[2] in layouts)]
+    if wanted is not None:  # in the order asked for, so a time budget cuts the least wanted
+        order = [c.strip() for c in args.configs.split(",")]
+        plan.sort(key=lambda c: order.index(c[0]))
 
     meta = versions()
     meta.update({"imageSize": args.image_size, "ngf": args.ngf, "ndf": args.ndf, "nz": args.nz, "nc": args.nc,

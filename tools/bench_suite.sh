@@ -18,7 +18,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 echo "== ganengine bench"
 if [ -x .carry/ganengine ]; then
   start=$SECONDS
-  .carry/ganengine bench --opt-level O0,O1,O2,O3 --batch-sizes "$BATCHES" --json "$OUT/bench_ganengine.json" 2>&1 \
+  .carry/ganengine bench --opt-level O0,O1,O2,O3 --batch-sizes "$BATCHES" --cuda-graph ${BENCH_GRAPH:-on} \
+    --json "$OUT/bench_ganengine.json" 2>&1 \
     | tee "$OUT/bench_ganengine.log"
   rc=${PIPESTATUS[0]}
   echo "ganengine bench: exit $rc, $((SECONDS - start)) s"
@@ -30,7 +31,8 @@ fi
 
 echo "== PyTorch twin"
 start=$SECONDS
-PYTHONUNBUFFERED=1 python3 tools/bench_pytorch.py --batch-sizes "$BATCHES" --json "$OUT/bench_pytorch.json" 2>&1 \
+# BENCH_PT_ARGS: more options for the twin (--configs, --time-budget, ...).
+PYTHONUNBUFFERED=1 python3 tools/bench_pytorch.py --batch-sizes "$BATCHES" ${BENCH_PT_ARGS:-} --json "$OUT/bench_pytorch.json" 2>&1 \
   | tee "$OUT/bench_pytorch.log"
 rc=${PIPESTATUS[0]}
 echo "bench_pytorch: exit $rc, $((SECONDS - start)) s"

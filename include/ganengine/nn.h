@@ -63,6 +63,12 @@ class Conv2d : public Layer {
   std::string describe() const override;
   std::string precision() const override;
   Param& weight() { return weight_; }
+  // Forward returns its output with the channels padded to a multiple of 8 (zeros) instead of
+  // trimming them: G's last layer keeps the fake images padded for D's first layer, which takes
+  // padded inputs as they are (a trim and a pad less per pass). Backward returns the input
+  // gradient with as many channels as the input had.
+  void keep_padded_output(bool on) { keep_padded_output_ = on; }
+  int64_t padded_out_channels() const { return out_padded_; }
 
  private:
   Tensor compute_weight();  // the weight in the compute dtype (a fresh cast at O1)
@@ -71,6 +77,8 @@ class Conv2d : public Layer {
   Tensor padded(const Tensor& t, int64_t dim0, int64_t dim1) const;
   int64_t in_, out_;
   int64_t in_padded_, out_padded_;  // channel counts the convolution runs with (multiples of 8 on the GPU)
+  bool keep_padded_output_ = false;
+  int64_t input_channels_ = 0;  // of the latest forward's input: in_, or in_padded_ if it came padded
   int kernel_;
   bool transposed_;
   Conv2dParams p_;
@@ -169,6 +177,10 @@ void validate(const NetConfig& cfg);  // throws ge::Error naming the bad value a
 std::unique_ptr<Sequential> make_generator(const NetConfig& cfg, const PrecisionPolicy& policy, Placement where);
 // Discriminator: image -> logits (N, 1, 1, 1).
 std::unique_ptr<Sequential> make_discriminator(const NetConfig& cfg, const PrecisionPolicy& policy, Placement where);
+
+// t with its second dimension cut to `channels` (a copy), or t itself when it has that many:
+// images from a generator whose last layer keeps its padding (Conv2d::keep_padded_output).
+Tensor trim_channels(const Tensor& t, int64_t channels);
 
 // Sets a parameter (and its master copy) from f32 values in logical layout on any device.
 void assign_param(Param& p, const Tensor& values);

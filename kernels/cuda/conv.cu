@@ -15,6 +15,7 @@
 // With ops::set_deterministic_convolutions(true), only algorithms cuDNN reports as deterministic
 // qualify (a separate cache entry per setting).
 #include <algorithm>
+#include <cstdlib>
 #include <array>
 #include <map>
 #include <memory>
@@ -127,16 +128,27 @@ std::map<ConvKey, std::unique_ptr<ConvPlan>> g_plans;  // nodes never move or go
 
 // Index of the fastest usable result (cuDNN sorts them by time), or -1.
 // fp32 without TF32 accepts only FMA kernels, as PyTorch asserts for allow_tf32=False.
+// GE_CONV_TENSOR_OP_ONLY=1 (an experiment switch for benchmarks): half-precision passes take
+// only Tensor Core algorithms, when cuDNN offers one.
+bool tensor_op_only() {
+  static const bool on = [] {
+    const char* v = std::getenv("GE_CONV_TENSOR_OP_ONLY");
+    return v && std::string(v) == "1";
+  }();
+  return on;
+}
+
 template <class Perf>
-int pick_usable(const Perf* perf, int count, bool fma_only, bool deterministic_only) {
+int pick_usable(const Perf* perf, int count, bool fma_only, bool deterministic_only, bool tensor_op = false) {
   for (int i = 0; i < count; ++i) {
     if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
     if (deterministic_only && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
     if (perf[i].memory > kWorkspaceCap) continue;
     if (fma_only && perf[i].mathType != CUDNN_FMA_MATH) continue;
+    if (tensor_op && perf[i].mathType != CUDNN_TENSOR_OP_MATH) continue;
     return i;
   }
-  return -1;
+  return tensor_op ? pick_usable(perf, count, fma_only, deterministic_only, false) : -1;
 }
 
 template <class Perf>
@@ -160,7 +172,7 @@ void search_algorithm(ConvPlan& plan, ConvPass pass, const Tensor& x, const Tens
       CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
           ctx.cudnn, plan.x_desc.get(), x.data(), plan.w_desc.get(), w.data(), plan.conv_desc.get(),
           plan.y_desc.get(), out, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf, ws, kWorkspaceCap));
-      index = pick_usable(perf, found, fma_only, deterministic_only);
+      index = pick_usable(perf, found, fma_only, deterministic_only, x.dtype() != DType::F32 && tensor_op_only());
       if (index < 0) {
         CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
             ctx.cudnn, plan.x_desc.get(), plan.w_desc.get(), plan.conv_desc.get(), plan.y_desc.get(),
@@ -175,7 +187,7 @@ void search_algorithm(ConvPlan& plan, ConvPass pass, const Tensor& x, const Tens
       CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
           ctx.cudnn, plan.w_desc.get(), w.data(), plan.y_desc.get(), y.data(), plan.conv_desc.get(),
           plan.x_desc.get(), out, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, perf, ws, kWorkspaceCap));
-      index = pick_usable(perf, found, fma_only, deterministic_only);
+      index = pick_usable(perf, found, fma_only, deterministic_only, x.dtype() != DType::F32 && tensor_op_only());
       if (index < 0) {
         CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
             ctx.cudnn, plan.w_desc.get(), plan.y_desc.get(), plan.conv_desc.get(), plan.x_desc.get(),
@@ -190,7 +202,7 @@ void search_algorithm(ConvPlan& plan, ConvPass pass, const Tensor& x, const Tens
       CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
           ctx.cudnn, plan.x_desc.get(), x.data(), plan.y_desc.get(), y.data(), plan.conv_desc.get(),
           plan.w_desc.get(), out, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, perf, ws, kWorkspaceCap));
-      index = pick_usable(perf, found, fma_only, deterministic_only);
+      index = pick_usable(perf, found, fma_only, deterministic_only, x.dtype() != DType::F32 && tensor_op_only());
       if (index < 0) {
         CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
             ctx.cudnn, plan.x_desc.get(), plan.y_desc.get(), plan.conv_desc.get(), plan.w_desc.get(),

@@ -53,6 +53,9 @@ Tensor Conv2d::forward(const Tensor& x_in, bool) {
   if (x.dtype() != policy_.compute_dtype || x.format() != where_.format)
     x = ops::converted(x_in, policy_.compute_dtype, where_.format, where_.device);
   const int64_t N = x.dim(0), H = x.dim(2), W = x.dim(3);
+  GE_CHECK(x.dim(1) == in_ || x.dim(1) == in_padded_, describe(), ": input ", x.str(), " should have ", in_,
+           " channels");
+  input_channels_ = x.dim(1);
   x = padded(x, N, in_padded_);
   const Shape wp = padded_weight_shape();
   Tensor w = padded(compute_weight(), wp[0], wp[1]);
@@ -67,7 +70,7 @@ Tensor Conv2d::forward(const Tensor& x_in, bool) {
     ops::conv2d_forward(x, w, y, p_);
   saved_x_ = x;
   saved_w_ = w;
-  return padded(y, N, out_);
+  return keep_padded_output_ ? y : padded(y, N, out_);
 }
 
 Tensor Conv2d::backward(const Tensor& dy_in, bool want_param_grads, bool want_input_grad) {
@@ -92,7 +95,14 @@ Tensor Conv2d::backward(const Tensor& dy_in, bool want_param_grads, bool want_in
     ops::conv_transpose2d_backward_data(dy, saved_w_, dx, p_);
   else
     ops::conv2d_backward_data(dy, saved_w_, dx, p_);
-  return padded(dx, dx.dim(0), in_);
+  return padded(dx, dx.dim(0), input_channels_);
+}
+
+Tensor trim_channels(const Tensor& t, int64_t channels) {
+  if (t.dim(1) == channels) return t;
+  Tensor out = Tensor::empty({t.dim(0), channels, t.dim(2), t.dim(3)}, t.dtype(), t.device(), t.format());
+  ops::copy_padded(t, out);
+  return out;
 }
 
 std::string Conv2d::describe() const {

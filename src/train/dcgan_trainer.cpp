@@ -15,6 +15,12 @@ constexpr float kReal = 1.f, kFake = 0.f;
 DcganTrainer::DcganTrainer(const TrainerConfig& cfg) : cfg_(cfg), where_(nn::Placement::for_device(cfg.device, cfg.policy.compute_dtype)) {
   G_ = nn::make_generator(cfg_.net, cfg_.policy, where_);
   D_ = nn::make_discriminator(cfg_.net, cfg_.policy, where_);
+  // Fake images stay channel-padded from G's last layer into D's first (a no-op on the CPU).
+  for (auto it = G_->layers().rbegin(); it != G_->layers().rend(); ++it)
+    if (auto* conv = dynamic_cast<nn::Conv2d*>(it->get())) {
+      conv->keep_padded_output(true);
+      break;
+    }
   nn::weights_init(*G_, cfg_.seed, /*stream=*/1);
   nn::weights_init(*D_, cfg_.seed, /*stream=*/2);
   ops::AdamConfig adam;
