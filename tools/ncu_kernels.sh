@@ -8,7 +8,7 @@ level=$1 batch=$2 prefix=$3 bin=${4:-build/ganengine}
 # The warm-up runs outside the profiler's window (bench --profile starts it for the timed steps
 # only); one window of one step is one replay of the captured training step.
 ncu --clock-control none --profile-from-start off --csv \
-    --metrics "${NCU_METRICS:-gpu__time_duration.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active}" \
+    --metrics "${NCU_METRICS:-gpu__time_duration.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active}" \
     "$bin" bench --opt-level "$level" --batch-sizes "$batch" --warmup 8 --steps 1 --windows 1 --profile \
     > "$prefix.csv"
 python3 "$(dirname "$0")/ncu_summary.py" "$prefix.csv" | tee "$prefix.txt"

@@ -29,7 +29,7 @@ def main(path):
     for k in kernels.values():
         us = k.get("gpu__time_duration.sum", 0.0)
         tensor = max(k.get("sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active", 0.0),
-                     k.get("sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active", 0.0))
+                     k.get("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active", 0.0))
         g = groups[k["name"][:90]]
         g[0] += 1
         g[1] += us

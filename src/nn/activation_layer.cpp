@@ -15,6 +15,7 @@ Tensor ActivationLayer::backward(const Tensor& dy, bool, bool) {
   GE_CHECK(saved_y_.defined(), "activation backward before forward");
   Tensor dx = dy;  // in place: the incoming gradient is not used again
   ops::activation_backward(kind_, saved_y_, dy, dx, slope_);
+  saved_y_ = Tensor();  // released after use (Conv2d::backward says why)
   return dx;
 }
 

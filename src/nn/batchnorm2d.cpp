@@ -62,6 +62,8 @@ Tensor BatchNorm2d::backward(const Tensor& dy, bool want_param_grads, bool want_
                                        dgamma, dbeta);
   else
     ops::batchnorm_backward(saved_x_, dy, gamma_.value, save_mean_, save_invstd_, dx, dgamma, dbeta);
+  saved_x_ = Tensor();  // released after use (Conv2d::backward says why)
+  saved_y_ = Tensor();
   return want_input_grad ? dx : Tensor();
 }
 

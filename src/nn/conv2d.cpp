@@ -89,12 +89,19 @@ Tensor Conv2d::backward(const Tensor& dy_in, bool want_param_grads, bool want_in
       ops::conv2d_backward_filter(saved_x_, dy, dw, p_, 0.f);
     if (padded_weight) ops::copy_padded(dw, weight_.model_grad);
   }
+  // What the forward kept is not needed again: released now, as autograd does, so a step's
+  // peak memory holds only the activations still ahead of their backward.
+  const Tensor w = saved_w_;
+  const Shape x_shape = saved_x_.shape();
+  const DType x_dtype = saved_x_.dtype();
+  saved_x_ = Tensor();
+  saved_w_ = Tensor();
   if (!want_input_grad) return Tensor();
-  Tensor dx = Tensor::empty(saved_x_.shape(), saved_x_.dtype(), where_.device, where_.format);
+  Tensor dx = Tensor::empty(x_shape, x_dtype, where_.device, where_.format);
   if (transposed_)
-    ops::conv_transpose2d_backward_data(dy, saved_w_, dx, p_);
+    ops::conv_transpose2d_backward_data(dy, w, dx, p_);
   else
-    ops::conv2d_backward_data(dy, saved_w_, dx, p_);
+    ops::conv2d_backward_data(dy, w, dx, p_);
   return padded(dx, dx.dim(0), input_channels_);
 }
 

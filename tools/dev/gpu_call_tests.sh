@@ -16,5 +16,5 @@ if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
 fi
 timeout 90 tools/ncu_kernels.sh O2 1024 "$OUT/ncu_O2_1024" $GE > /dev/null 2> "$OUT/ncu.err"
 head -12 "$OUT/ncu_O2_1024.txt"
-rm -f "$OUT"/*.csv
+gzip -f "$OUT"/*.csv
 tar czf /tmp/call.tgz -C "$OUT" . && rm -rf "${OUT:?}"/* && mv /tmp/call.tgz "$OUT/"
