@@ -104,8 +104,11 @@ TEST_CASE("gpu fused batchnorm activation: bitwise the unfused GPU kernels and c
           const Inputs host = make_inputs(s, dt, f), dev = host.on(gpu);
           const Outputs fused = run(true, act, dev);
           expect_same(fused, run(false, act, dev));
+          // Against the CPU only where each channel has enough values for BatchNorm's backward to
+          // be well conditioned (with 2 per channel, dx cancels to ~1e-3 relative even in f32).
+          if (s[0] * s[2] * s[3] < 16) continue;
           const Outputs cpu = run(true, act, host);
-          const double tol = dt == DType::F32 ? 5e-4 : 2e-2;  // M = 2 values per channel in one shape
+          const double tol = dt == DType::F32 ? 1e-5 : 2e-2;
           CHECK(rel_error(fused.y.to_doubles(), cpu.y.to_doubles()) < tol);
           CHECK(rel_error(fused.dx.to_doubles(), cpu.dx.to_doubles()) < tol);
           CHECK(rel_error(fused.dgamma.to_doubles(), cpu.dgamma.to_doubles()) < tol);
