@@ -23,7 +23,11 @@ def main(path):
             continue
         unit = row.get("Metric Unit", "")
         if row["Metric Name"] == "gpu__time_duration.sum":
-            value *= {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}.get(unit, 1.0)
+            scale = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3, "s": 1e6,
+                     "second": 1e6}
+            if unit not in scale:
+                sys.exit(f"{path}: unknown time unit {unit!r} for gpu__time_duration.sum")
+            value *= scale[unit]
         k[row["Metric Name"]] = value
     groups = defaultdict(lambda: [0, 0.0, 0.0])  # name -> launches, us, us * tensor%
     for k in kernels.values():
