@@ -68,6 +68,45 @@ struct Replicas {
   }
 };
 
+// Losses and probabilities of two records within a relative tolerance.
+void expect_close_record(const StepRecord& a, const StepRecord& b, double tol, int64_t step) {
+  const float fa[] = {a.errD_real, a.errD_fake, a.errG, a.D_x, a.D_G_z1, a.D_G_z2};
+  const float fb[] = {b.errD_real, b.errD_fake, b.errG, b.D_x, b.D_G_z1, b.D_G_z2};
+  for (int c = 0; c < 6; ++c) {
+    INFO("step ", step, " field ", c, " (errD_real errD_fake errG D_x D_G_z1 D_G_z2): ", fa[c], " vs ", fb[c]);
+    CHECK(std::fabs(fa[c] - fb[c]) <= tol * std::fabs(fb[c]) + 1e-7);
+  }
+}
+
+// With --sync-bn, replicas on the halves of a batch are one trainer on the whole batch: the
+// same BatchNorm statistics, and the mean of the replicas' gradients is the full gradient.
+void expect_synced_halves_match_whole(Replicas& r, DcganTrainer& whole, int steps, double tol) {
+  for (int64_t s = 0; s < steps; ++s) {
+    Tensor real, noise;
+    inputs(s, 8, real, noise);
+    whole.step(real, noise);
+    r.step(real, noise);
+    expect_close_record(r.trainers[0]->record(), whole.record(), tol, s);
+  }
+  for (int net = 0; net < 2; ++net) {
+    auto a = net ? whole.discriminator().named_params() : whole.generator().named_params();
+    auto b = net ? r.trainers[1]->discriminator().named_params() : r.trainers[1]->generator().named_params();
+    for (size_t i = 0; i < a.size(); ++i) {
+      INFO((net ? "D " : "G "), a[i].first);
+      CHECK(rel_error(b[i].second->value.to_doubles(), a[i].second->value.to_doubles()) < tol);
+    }
+    auto ba = net ? whole.discriminator().named_buffers() : whole.generator().named_buffers();
+    auto bb = net ? r.trainers[1]->discriminator().named_buffers() : r.trainers[1]->generator().named_buffers();
+    for (size_t i = 0; i < ba.size(); ++i)
+      if (ba[i].second.tensor) {
+        INFO((net ? "D " : "G "), ba[i].first);
+        CHECK(rel_error(bb[i].second.tensor->to_doubles(), ba[i].second.tensor->to_doubles()) < tol);
+      }
+  }
+  // Synced replicas share their running statistics too.
+  expect_same_state(*r.trainers[0], *r.trainers[1], /*with_buffers=*/true);
+}
+
 std::unique_ptr<Replicas> cpu_replicas(const TrainerConfig& cfg) {
   auto r = std::make_unique<Replicas>();
   auto hub = std::make_shared<HostReplicaHub>(2);
@@ -154,6 +193,25 @@ TEST_CASE("data parallel: CPU replicas on different halves stay identical and av
   }
   // Weights, masters, gradients, Adam state and scalers agree; running statistics are per replica.
   expect_same_state(*r->trainers[0], *r->trainers[1], /*with_buffers=*/false);
+}
+
+TEST_CASE("data parallel: two CPU replicas with synchronised BatchNorm step like one trainer on the whole batch") {
+  TrainerConfig cfg = replica_config(OptLevel::O0, Device::cpu());
+  DcganTrainer whole(cfg);
+  cfg.sync_batchnorm = true;
+  auto r = cpu_replicas(cfg);
+  expect_synced_halves_match_whole(*r, whole, 3, 1e-5);
+}
+
+TEST_CASE("data parallel: synchronised BatchNorm without replicas is an error that says so") {
+  TrainerConfig cfg = replica_config(OptLevel::O0, Device::cpu());
+  cfg.sync_batchnorm = true;
+  CHECK_THROWS_WITH_AS(DcganTrainer{cfg}, doctest::Contains("--sync-bn"), Error);
+  TempDir tmp;
+  const CommandResult r =
+      run_ganengine("train --dataset fake --device cpu --sync-bn --max-steps 1 --outf " + tmp.dir.string());
+  CHECK(r.exit_code == 1);
+  CHECK(r.output.find("--sync-bn synchronises BatchNorm across GPUs") != std::string::npos);
 }
 
 TEST_CASE("data parallel: an overflow on one CPU replica skips the step on every replica") {
@@ -243,6 +301,19 @@ TEST_CASE("gpu data parallel: NCCL replicas on different halves follow the CPU r
   expect_same_state(*gpu->trainers[0], *gpu->trainers[1], /*with_buffers=*/false);
 }
 
+TEST_CASE("gpu data parallel: NCCL replicas with synchronised BatchNorm step like one GPU on the whole batch") {
+  GE_REQUIRE_GPUS(2);
+  for (OptLevel level : {OptLevel::O0, OptLevel::O2}) {
+    INFO(opt_level_name(level));
+    TrainerConfig cfg = replica_config(level, Device::cuda(0));
+    DcganTrainer whole(cfg);
+    cfg.sync_batchnorm = true;
+    cfg.cuda_graph = level == OptLevel::O2;  // the all-reduces inside BatchNorm are captured too
+    auto r = gpu_replicas(cfg);
+    expect_synced_halves_match_whole(*r, whole, level == OptLevel::O2 ? 6 : 3, level == OptLevel::O0 ? 1e-4 : 2e-2);
+  }
+}
+
 TEST_CASE("gpu train cli: --ngpu 2 trains with replicas checked identical in graph mode and with a forced overflow") {
   GE_REQUIRE_GPUS(2);
   TempDir tmp;
@@ -265,6 +336,10 @@ TEST_CASE("gpu train cli: --ngpu 2 trains with replicas checked identical in gra
   const size_t at = step3.find("\"overflow\": [");
   REQUIRE(at != std::string::npos);
   CHECK(step3.compare(at + 14, 4, ", 1,") == 0);
+  const CommandResult synced = run_ganengine(base + "--sync-bn --outf " + tmp.dir.string() + "/synced");
+  INFO(synced.output);
+  CHECK(synced.exit_code == 0);
+  CHECK(synced.output.find("BatchNorm statistics over all replicas (--sync-bn)") != std::string::npos);
 }
 
 // ---- several processes (process_group.h)

@@ -176,16 +176,16 @@ TEST_CASE("gradcheck: batchnorm training forward (x gamma beta)") {
       Tensor rm = f64_zeros(cs), rv = f64_zeros(cs), mean = f64_zeros(cs), invstd = f64_zeros(cs);
       Tensor y = f64_zeros(xs, format);
       ge::cpu::batchnorm_forward_train(f64(xv, xs, format), f64(gv, cs), f64(bv, cs), rm, rv, 0.1f, 1e-5f, y,
-                                       mean, invstd, nullptr);
+                                       mean, invstd, nullptr, nullptr);
       return weighted_sum(y, weights);
     };
 
     Tensor xt = f64(x, xs, format), gt = f64(gamma, cs);
     Tensor rm = f64_zeros(cs), rv = f64_zeros(cs), mean = f64_zeros(cs), invstd = f64_zeros(cs);
     Tensor y = f64_zeros(xs, format);
-    ge::cpu::batchnorm_forward_train(xt, gt, f64(beta, cs), rm, rv, 0.1f, 1e-5f, y, mean, invstd, nullptr);
+    ge::cpu::batchnorm_forward_train(xt, gt, f64(beta, cs), rm, rv, 0.1f, 1e-5f, y, mean, invstd, nullptr, nullptr);
     Tensor dx = f64_zeros(xs, format), dgamma = f64_zeros(cs), dbeta = f64_zeros(cs);
-    ge::cpu::batchnorm_backward(xt, f64(weights, xs, format), gt, mean, invstd, dx, dgamma, dbeta, nullptr, nullptr);
+    ge::cpu::batchnorm_backward(xt, f64(weights, xs, format), gt, mean, invstd, dx, dgamma, dbeta, nullptr, nullptr, nullptr);
 
     expect_same_gradient("batchnorm dL/dx", dx.to_doubles(),
                          numeric_gradient(x, [&](const Values& v) { return loss(v, gamma, beta); }));

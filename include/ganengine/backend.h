@@ -14,14 +14,14 @@
   void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,           \
                                Tensor& running_mean, Tensor& running_var, float momentum,          \
                                float eps, Tensor& y, Tensor& save_mean, Tensor& save_invstd,       \
-                               const ops::FusedActivation* act);                                   \
+                               const ops::FusedActivation* act, const ops::BatchNormSync* sync);   \
   void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,            \
                               const Tensor& running_mean, const Tensor& running_var, float eps,    \
                               Tensor& y, const ops::FusedActivation* act);                         \
   void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,                  \
                           const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,          \
                           Tensor& dgamma, Tensor& dbeta, const ops::FusedActivation* act,          \
-                          const Tensor* y_act);                                                    \
+                          const Tensor* y_act, const ops::BatchNormSync* sync);                    \
   void activation_forward(ops::Activation a, const Tensor& x, Tensor& y, float negative_slope);    \
   void activation_backward(ops::Activation a, const Tensor& y, const Tensor& dy, Tensor& dx,       \
                            float negative_slope);                                                  \

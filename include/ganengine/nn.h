@@ -106,6 +106,9 @@ class BatchNorm2d : public Layer {
   // The activation layer after this one runs inside it (ops::batchnorm_activation_*): forward
   // returns the activation's output, backward takes that output's gradient.
   void fuse_activation(const ops::FusedActivation& act) { fused_ = act; }
+  // --sync-bn: batch statistics over every replica, through this all-reduce (sums, in place).
+  void sync_statistics(std::function<void(const Tensor&)> all_reduce_sum);
+  bool synced() const { return sync_.has_value(); }
 
   static constexpr float kMomentum = 0.1f;
   static constexpr float kEps = 1e-5f;
@@ -119,6 +122,7 @@ class BatchNorm2d : public Layer {
   int64_t num_batches_tracked_ = 0;
   bool update_running_stats_ = true;
   std::optional<ops::FusedActivation> fused_;
+  std::optional<ops::BatchNormSync> sync_;
   Tensor saved_x_, saved_y_, save_mean_, save_invstd_;
 };
 

@@ -10,6 +10,7 @@
 //    (PyTorch's "opmath" behaviour for half tensors);
 //  - reductions (BatchNorm statistics, BCE, finite checks) accumulate in fp32 or wider.
 #pragma once
+#include <functional>
 #include <vector>
 
 #include "ganengine/tensor.h"
@@ -54,14 +55,28 @@ void conv_transpose2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor&
 // half type (O3). save_mean, save_invstd: (C) f32, written by the training forward.
 // The running statistics use the unbiased batch variance; a channel whose batch statistics are
 // not finite leaves its running statistics untouched.
+// Statistics over every replica of a data-parallel run (--sync-bn, PyTorch's SyncBatchNorm): the
+// op hands per-channel sums to all_reduce_sum, which must replace them in place by their sums
+// over all replicas (every replica calls the op at the same point). The forward combines the
+// replicas' counts, means and squared deviations (Chan et al.), so batch and running statistics
+// are the whole global batch's; the backward sums dy and dy*(x - mean) over all replicas for dx,
+// while dgamma and dbeta stay this replica's (averaged later with the other gradients).
+// total_count: f32 (1) on the op's device, written by the forward, read by the backward.
+struct BatchNormSync {
+  std::function<void(const Tensor&)> all_reduce_sum;
+  Tensor total_count;
+};
+
 void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                              Tensor& running_mean, Tensor& running_var, float momentum, float eps,
-                             Tensor& y, Tensor& save_mean, Tensor& save_invstd);
+                             Tensor& y, Tensor& save_mean, Tensor& save_invstd,
+                             const BatchNormSync* sync = nullptr);
 void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                             const Tensor& running_mean, const Tensor& running_var, float eps, Tensor& y);
 // dgamma, dbeta have gamma's dtype and are overwritten.
 void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,
-                        const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta);
+                        const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
+                        const BatchNormSync* sync = nullptr);
 
 // ---- activations. y may be x (in place, as the example's ReLU(True)). Backward reads the
 // output y, which is all an in-place activation keeps; dx may be dy.
@@ -78,13 +93,13 @@ struct FusedActivation {
 void batchnorm_activation_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                         Tensor& running_mean, Tensor& running_var, float momentum, float eps,
                                         const FusedActivation& act, Tensor& y, Tensor& save_mean,
-                                        Tensor& save_invstd);
+                                        Tensor& save_invstd, const BatchNormSync* sync = nullptr);
 void batchnorm_activation_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                        const Tensor& running_mean, const Tensor& running_var, float eps,
                                        const FusedActivation& act, Tensor& y);
 void batchnorm_activation_backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& gamma,
                                    const Tensor& save_mean, const Tensor& save_invstd, const FusedActivation& act,
-                                   Tensor& dx, Tensor& dgamma, Tensor& dbeta);
+                                   Tensor& dx, Tensor& dgamma, Tensor& dbeta, const BatchNormSync* sync = nullptr);
 const char* activation_name(Activation a);
 void activation_forward(Activation a, const Tensor& x, Tensor& y, float negative_slope = 0.2f);
 void activation_backward(Activation a, const Tensor& y, const Tensor& dy, Tensor& dx,

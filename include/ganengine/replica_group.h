@@ -23,6 +23,8 @@ class ReplicaGroup {
   virtual int size() const = 0;
   // In place: each tensor becomes the mean over the replicas of that tensor (f32, f16 or bf16).
   virtual void all_reduce_mean(const std::vector<Tensor>& tensors) = 0;
+  // In place: elementwise sum over the replicas (per-channel BatchNorm sums with --sync-bn).
+  virtual void all_reduce_sum(const Tensor& t) = 0;
   // In place: elementwise maximum over the replicas (overflow flags; any float dtype).
   virtual void all_reduce_max(const Tensor& t) = 0;
   // One replica failed: make every pending and later collective of the group fail instead of
@@ -37,7 +39,7 @@ class HostReplicaHub {
   explicit HostReplicaHub(int size);
   int size() const { return size_; }
   // Called by every rank with its buffer; returns when all have arrived and the result is in
-  // place. op: 0 mean, 1 max.
+  // place. op: 0 mean, 1 max, 2 sum.
   void reduce(int rank, const Tensor& t, int op);
   void abort();  // waiting and later reductions throw
 
@@ -58,6 +60,7 @@ class HostReplicaGroup : public ReplicaGroup {
   int size() const override { return hub_->size(); }
   void all_reduce_mean(const std::vector<Tensor>& tensors) override;
   void all_reduce_max(const Tensor& t) override;
+  void all_reduce_sum(const Tensor& t) override { hub_->reduce(rank_, t, 2); }
   void abort() override { hub_->abort(); }
 
  private:

@@ -22,7 +22,8 @@ struct TrainOptions {
   double lr = 0.0002;
   double beta1 = 0.5;
   int ngpu = 1;             // replicas in this process, one per GPU from --device on (data parallel)
-  bool check_replicas = false;  // --check-replicas: compare every replica's weights after each step
+  bool check_replicas = false;
+  bool sync_bn = false;     // --sync-bn: BatchNorm statistics over all replicas (TrainerConfig::sync_batchnorm)  // --check-replicas: compare every replica's weights after each step
   std::string netG, netD;  // continue from these weights
   std::string outf = ".";
   uint64_t manual_seed = 2809;

@@ -39,6 +39,8 @@ struct TrainerConfig {
   // mean loss), combines each loss's overflow flag (max) before its scaler update, and averages
   // the losses and probabilities of the record. BatchNorm statistics stay per replica.
   ReplicaGroup* replicas = nullptr;
+  // With replicas: every BatchNorm2d takes its batch statistics over all replicas (--sync-bn).
+  bool sync_batchnorm = false;
 };
 
 // The losses of the example's three backward passes.

@@ -47,39 +47,75 @@ void put(Tensor& t, int64_t i, double v) { store_from_double(t.data(), t.dtype()
 
 void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                              Tensor& running_mean, Tensor& running_var, float momentum, float eps,
-                             Tensor& y, Tensor& save_mean, Tensor& save_invstd, const ops::FusedActivation* act) {
+                             Tensor& y, Tensor& save_mean, Tensor& save_invstd, const ops::FusedActivation* act,
+                             const ops::BatchNormSync* sync) {
   check_activation(x, "batchnorm x");
   check_activation(y, "batchnorm y");
   require_same_shape(x, y, "x", "y");
   const int64_t C = x.shape()[1], M = x.shape()[0] * x.shape()[2] * x.shape()[3];
   for (const Tensor* t : TensorList{&gamma, &beta, &running_mean, &running_var, &save_mean, &save_invstd})
     check_per_channel(*t, C, "batchnorm per-channel tensor");
-  GE_CHECK(M > 1, "batchnorm training needs more than one value per channel, got ", x.str());
+  GE_CHECK(M > 1 || sync, "batchnorm training needs more than one value per channel, got ", x.str());
 
+  // This batch's mean and sum of squared deviations per channel, in two passes (no
+  // cancellation when the mean is large).
+  std::vector<double> mean(static_cast<size_t>(C)), m2(static_cast<size_t>(C));
   parallel_for(C, [&](int64_t c) {
     double sum = 0.0;
     for_each_in_channel(x.shape(), c, [&](int64_t i) { sum += load_logical(x, i); });
-    const double mean = sum / static_cast<double>(M);
-    double sq = 0.0;  // two passes: no cancellation when the mean is large
+    const double mu = sum / static_cast<double>(M);
+    double sq = 0.0;
     for_each_in_channel(x.shape(), c, [&](int64_t i) {
-      const double d = load_logical(x, i) - mean;
+      const double d = load_logical(x, i) - mu;
       sq += d * d;
     });
-    const double var = sq / static_cast<double>(M);
-    const double invstd = 1.0 / std::sqrt(var + static_cast<double>(eps));
+    mean[static_cast<size_t>(c)] = mu;
+    m2[static_cast<size_t>(c)] = sq;
+  });
+  double count = static_cast<double>(M);
+  if (sync) {
+    // Chan et al. over the replicas: the global mean from the counts and sums, then each
+    // replica's squared deviations moved to that mean.
+    std::vector<double> first(static_cast<size_t>(2 * C));
+    for (int64_t c = 0; c < C; ++c) {
+      first[static_cast<size_t>(c)] = static_cast<double>(M);
+      first[static_cast<size_t>(C + c)] = static_cast<double>(M) * mean[static_cast<size_t>(c)];
+    }
+    Tensor sums = Tensor::from_doubles(first, {2 * C}, DType::F64);
+    sync->all_reduce_sum(sums);
+    const std::vector<double> total = sums.to_doubles();
+    std::vector<double> second(static_cast<size_t>(C));
+    for (int64_t c = 0; c < C; ++c) {
+      const double global = total[static_cast<size_t>(C + c)] / total[static_cast<size_t>(c)];
+      const double d = mean[static_cast<size_t>(c)] - global;
+      second[static_cast<size_t>(c)] = m2[static_cast<size_t>(c)] + static_cast<double>(M) * d * d;
+      mean[static_cast<size_t>(c)] = global;
+    }
+    Tensor deviations = Tensor::from_doubles(second, {C}, DType::F64);
+    sync->all_reduce_sum(deviations);
+    m2 = deviations.to_doubles();
+    count = total[0];
+    Tensor counted = Tensor::from_doubles({count}, {1}, DType::F64);
+    Tensor out = sync->total_count;
+    ops::cast(counted, out);
+  }
 
+  parallel_for(C, [&](int64_t c) {
+    const double mu = mean[static_cast<size_t>(c)];
+    const double var = m2[static_cast<size_t>(c)] / count;
+    const double invstd = 1.0 / std::sqrt(var + static_cast<double>(eps));
     const double g = at(gamma, c), b = at(beta, c);
     for_each_in_channel(x.shape(), c, [&](int64_t i) {
-      store_logical(y, i, (load_logical(x, i) - mean) * invstd * g + b);
+      store_logical(y, i, (load_logical(x, i) - mu) * invstd * g + b);
     });
 
-    put(save_mean, c, mean);
+    put(save_mean, c, mu);
     put(save_invstd, c, invstd);
     // A non-finite batch (overflowed activations) must not poison the running statistics.
-    if (std::isfinite(mean) && std::isfinite(var)) {
+    if (std::isfinite(mu) && std::isfinite(var)) {
       const double m = momentum;
-      const double unbiased = var * static_cast<double>(M) / static_cast<double>(M - 1);
-      put(running_mean, c, (1.0 - m) * at(running_mean, c) + m * mean);
+      const double unbiased = var * count / (count - 1);
+      put(running_mean, c, (1.0 - m) * at(running_mean, c) + m * mu);
       put(running_var, c, (1.0 - m) * at(running_var, c) + m * unbiased);
     }
   });
@@ -111,7 +147,7 @@ void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& 
 
 void batchnorm_backward(const Tensor& x, const Tensor& dy_out, const Tensor& gamma, const Tensor& save_mean,
                         const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
-                        const ops::FusedActivation* act, const Tensor* y_act) {
+                        const ops::FusedActivation* act, const Tensor* y_act, const ops::BatchNormSync* sync) {
   // With a fused activation, its gradient comes first, as the unfused layers would compute it.
   Tensor dy = dy_out;
   if (act) {
@@ -130,27 +166,40 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy_out, const Tensor& gam
   GE_CHECK(dgamma.dtype() == gamma.dtype() && dbeta.dtype() == gamma.dtype(),
            "batchnorm dgamma/dbeta must have gamma's dtype ", dtype_name(gamma.dtype()));
 
-  // dx may alias dy, so each channel reads all of its dy before writing any dx; channels are
-  // disjoint, so they run in parallel.
-  const double M = static_cast<double>(x.shape()[0] * x.shape()[2] * x.shape()[3]);
+  // dx may alias dy, so every channel's dy is read before any dx is written.
+  std::vector<std::vector<double>> xhat(static_cast<size_t>(C)), grad(static_cast<size_t>(C));
+  std::vector<double> sums(static_cast<size_t>(2 * C));  // sum of dy, then of dy * xhat
   parallel_for(C, [&](int64_t c) {
-    const double mean = at(save_mean, c), invstd = at(save_invstd, c), g = at(gamma, c);
-    std::vector<double> xhat, grad;
+    const double mean = at(save_mean, c), invstd = at(save_invstd, c);
     double sum_dy = 0.0, sum_dy_xhat = 0.0;
     for_each_in_channel(x.shape(), c, [&](int64_t i) {
       const double xh = (load_logical(x, i) - mean) * invstd;
       const double d = load_logical(dy, i);
-      xhat.push_back(xh);
-      grad.push_back(d);
+      xhat[static_cast<size_t>(c)].push_back(xh);
+      grad[static_cast<size_t>(c)].push_back(d);
       sum_dy += d;
       sum_dy_xhat += d * xh;
     });
+    // This replica's parameter gradients, also with --sync-bn (PyTorch's SyncBatchNorm).
     put(dbeta, c, sum_dy);
     put(dgamma, c, sum_dy_xhat);
-    const double k = g * invstd / M;
+    sums[static_cast<size_t>(c)] = sum_dy;
+    sums[static_cast<size_t>(C + c)] = sum_dy_xhat;
+  });
+  double M = static_cast<double>(x.shape()[0] * x.shape()[2] * x.shape()[3]);
+  if (sync) {
+    Tensor total = Tensor::from_doubles(sums, {2 * C}, DType::F64);
+    sync->all_reduce_sum(total);
+    sums = total.to_doubles();
+    M = sync->total_count.to_doubles()[0];
+  }
+  parallel_for(C, [&](int64_t c) {
+    const double k = at(gamma, c) * at(save_invstd, c) / M;
+    const double sum_dy = sums[static_cast<size_t>(c)], sum_dy_xhat = sums[static_cast<size_t>(C + c)];
     size_t j = 0;
     for_each_in_channel(x.shape(), c, [&](int64_t i) {
-      store_logical(dx, i, k * (M * grad[j] - sum_dy - xhat[j] * sum_dy_xhat));
+      store_logical(dx, i,
+                    k * (M * grad[static_cast<size_t>(c)][j] - sum_dy - xhat[static_cast<size_t>(c)][j] * sum_dy_xhat));
       ++j;
     });
   });

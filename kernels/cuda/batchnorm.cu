@@ -142,6 +142,75 @@ __global__ void finalize_stats_kernel(const float* partials, uint32_t splits, ui
   }
 }
 
+// ---- --sync-bn (ops::BatchNormSync): the same statistics over every replica, in three steps
+// around two all-reduces of per-channel sums.
+
+// This replica's count, mean and M2 (kept in `local`), and the first sums: count, count*mean.
+__global__ void sync_stats_local_kernel(const float* partials, uint32_t splits, uint32_t C, float* local,
+                                        float* first) {
+  const MeanVarAcc acc = merge_partials_tile<MeanVarAcc>(partials, splits, C);
+  const uint32_t c = blockIdx.x * kTileChannels + threadIdx.x;
+  if (threadIdx.y != 0 || c >= C) return;
+  local[c] = acc.n;
+  local[C + c] = acc.mean;
+  local[2 * C + c] = acc.m2;
+  first[c] = acc.n;
+  first[C + c] = acc.n * acc.mean;
+}
+
+// The global mean; this replica's M2 moved to it (Chan et al.), the second sums.
+__global__ void sync_stats_moved_kernel(const float* first, uint32_t C, float* local, float* second) {
+  const uint32_t c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  const float mean = first[C + c] / first[c];
+  const float d = local[C + c] - mean;
+  second[c] = local[2 * C + c] + local[c] * d * d;
+  local[C + c] = mean;
+}
+
+template <class P>
+__global__ void sync_stats_finish_kernel(const float* first, const float* second, const float* local, uint32_t C,
+                                         float eps, float momentum, float* save_mean, float* save_invstd,
+                                         P* running_mean, P* running_var, float* total_count) {
+  const uint32_t c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  const float n = first[c], mean = local[C + c], var = second[c] / n;
+  if (c == 0) total_count[0] = n;
+  save_mean[c] = mean;
+  save_invstd[c] = 1.f / sqrtf(var + eps);
+  const float unbiased_var = n > 1.f ? second[c] / (n - 1.f) : var;
+  if (isfinite(mean) && isfinite(unbiased_var)) {
+    store_float(running_mean + c, momentum * mean + (1.f - momentum) * load_float(running_mean + c));
+    store_float(running_var + c, momentum * unbiased_var + (1.f - momentum) * load_float(running_var + c));
+  }
+}
+
+// Backward: this replica's dgamma and dbeta (as PyTorch's SyncBatchNorm), and its sums of dy
+// and dy*(x - mean) for the all-reduce.
+template <class P>
+__global__ void sync_grads_local_kernel(const float* partials, uint32_t splits, uint32_t C, const float* save_invstd,
+                                        P* dgamma, P* dbeta, float* sums) {
+  const GradSumsAcc acc = merge_partials_tile<GradSumsAcc>(partials, splits, C);
+  const uint32_t c = blockIdx.x * kTileChannels + threadIdx.x;
+  if (threadIdx.y != 0 || c >= C) return;
+  store_float(dbeta + c, acc.sum_dy);
+  store_float(dgamma + c, acc.sum_dy_xmu * save_invstd[c]);
+  sums[c] = acc.sum_dy;
+  sums[C + c] = acc.sum_dy_xmu;
+}
+
+// dx's coefficients (finalize_grads_kernel's layout) from the sums over all replicas.
+template <class P>
+__global__ void sync_grads_coef_kernel(const float* sums, uint32_t C, const float* total_count, const P* gamma,
+                                       const float* save_invstd, float* coef) {
+  const uint32_t c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  const float invstd = save_invstd[c], inv_m = 1.f / total_count[0];
+  coef[c] = load_float(gamma + c) * invstd;
+  coef[C + c] = sums[c] * inv_m;
+  coef[2 * C + c] = invstd * invstd * sums[C + c] * inv_m;
+}
+
 // Eval: mean and invstd from the running statistics, in the layout the normalise kernel reads.
 template <class P>
 __global__ void running_stats_kernel(const P* running_mean, const P* running_var, uint32_t C, float eps,
@@ -284,6 +353,12 @@ void check_params(const Tensor& x, const Tensor& gamma, const std::vector<const 
 
 constexpr int kPerChannelThreads = 128;
 
+void check_sync(const ops::BatchNormSync& sync, const Tensor& x) {
+  GE_CHECK(sync.all_reduce_sum && sync.total_count.defined() && sync.total_count.device() == x.device() &&
+               sync.total_count.dtype() == DType::F32 && sync.total_count.numel() == 1,
+           "batchnorm --sync-bn: needs an all-reduce and an f32 (1) total count on ", x.device().str());
+}
+
 template <class T, class P>
 void launch_normalize(const Tensor& x, Tensor& y, const float* mean, const float* invstd, const Tensor& gamma,
                       const Tensor& beta, const ChannelGeometry& g, const ops::FusedActivation* act,
@@ -310,7 +385,8 @@ void launch_normalize(const Tensor& x, Tensor& y, const float* mean, const float
 
 void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
                              Tensor& running_var, float momentum, float eps, Tensor& y, Tensor& save_mean,
-                             Tensor& save_invstd, const ops::FusedActivation* act) {
+                             Tensor& save_invstd, const ops::FusedActivation* act,
+                             const ops::BatchNormSync* sync) {
   check_activation_pair(x, y, "x/y");
   check_params(x, gamma, {&beta, &running_mean, &running_var});
   check_channel_vector(save_mean, x.dim(1), DType::F32, x, "save_mean");
@@ -326,9 +402,30 @@ void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor&
     reduce_channels<MeanVarAcc>(StatsVisit<T>{x.data_as<T>()}, g, splits, partials.data_as<float>(), stream,
                                 aligned16(x.data()));
     GE_DISPATCH_FLOAT(gamma.dtype(), P, {
-      finalize_stats_kernel<P><<<merge_grid(g.C), merge_block(), 0, stream>>>(
-          partials.data_as<float>(), splits, g.C, eps, momentum, save_mean.data_as<float>(),
-          save_invstd.data_as<float>(), running_mean.data_as<P>(), running_var.data_as<P>());
+      if (sync) {
+        check_sync(*sync, x);
+        const unsigned blocks = static_cast<unsigned>(ceil_div(g.C, kPerChannelThreads));
+        Tensor local = Tensor::empty({3 * int64_t{g.C}}, DType::F32, x.device());
+        Tensor first = Tensor::empty({2 * int64_t{g.C}}, DType::F32, x.device());
+        Tensor second = Tensor::empty({int64_t{g.C}}, DType::F32, x.device());
+        sync_stats_local_kernel<<<merge_grid(g.C), merge_block(), 0, stream>>>(
+            partials.data_as<float>(), splits, g.C, local.data_as<float>(), first.data_as<float>());
+        CUDA_CHECK_LAUNCH();
+        sync->all_reduce_sum(first);
+        sync_stats_moved_kernel<<<blocks, kPerChannelThreads, 0, stream>>>(first.data_as<float>(), g.C,
+                                                                            local.data_as<float>(),
+                                                                            second.data_as<float>());
+        CUDA_CHECK_LAUNCH();
+        sync->all_reduce_sum(second);
+        sync_stats_finish_kernel<P><<<blocks, kPerChannelThreads, 0, stream>>>(
+            first.data_as<float>(), second.data_as<float>(), local.data_as<float>(), g.C, eps, momentum,
+            save_mean.data_as<float>(), save_invstd.data_as<float>(), running_mean.data_as<P>(),
+            running_var.data_as<P>(), sync->total_count.data_as<float>());
+      } else {
+        finalize_stats_kernel<P><<<merge_grid(g.C), merge_block(), 0, stream>>>(
+            partials.data_as<float>(), splits, g.C, eps, momentum, save_mean.data_as<float>(),
+            save_invstd.data_as<float>(), running_mean.data_as<P>(), running_var.data_as<P>());
+      }
       CUDA_CHECK_LAUNCH();
       launch_normalize<T, P>(x, y, save_mean.data_as<float>(), save_invstd.data_as<float>(), gamma, beta, g, act,
                              stream);
@@ -361,7 +458,7 @@ void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& 
 
 void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,
                         const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
-                        const ops::FusedActivation* act, const Tensor* y_act) {
+                        const ops::FusedActivation* act, const Tensor* y_act, const ops::BatchNormSync* sync) {
   check_activation_pair(x, dy, "x/dy");
   check_activation_pair(x, dx, "x/dx");
   check_params(x, gamma, {&dgamma, &dbeta});
@@ -388,9 +485,23 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
                                  partials.data_as<float>(), stream,
                                  aligned16(x.data()) && aligned16(dy.data()) && (!y || aligned16(y)));
     GE_DISPATCH_FLOAT(gamma.dtype(), P, {
-      finalize_grads_kernel<P><<<merge_grid(g.C), merge_block(), 0, stream>>>(
-          partials.data_as<float>(), splits, g.C, g.M, gamma.data_as<P>(), save_invstd.data_as<float>(),
-          dgamma.data_as<P>(), dbeta.data_as<P>(), coef.data_as<float>());
+      if (sync) {
+        check_sync(*sync, x);
+        Tensor sums = Tensor::empty({2 * int64_t{g.C}}, DType::F32, x.device());
+        sync_grads_local_kernel<P><<<merge_grid(g.C), merge_block(), 0, stream>>>(
+            partials.data_as<float>(), splits, g.C, save_invstd.data_as<float>(), dgamma.data_as<P>(),
+            dbeta.data_as<P>(), sums.data_as<float>());
+        CUDA_CHECK_LAUNCH();
+        sync->all_reduce_sum(sums);
+        sync_grads_coef_kernel<P><<<static_cast<unsigned>(ceil_div(g.C, kPerChannelThreads)), kPerChannelThreads, 0,
+                                    stream>>>(sums.data_as<float>(), g.C, sync->total_count.data_as<float>(),
+                                              gamma.data_as<P>(), save_invstd.data_as<float>(),
+                                              coef.data_as<float>());
+      } else {
+        finalize_grads_kernel<P><<<merge_grid(g.C), merge_block(), 0, stream>>>(
+            partials.data_as<float>(), splits, g.C, g.M, gamma.data_as<P>(), save_invstd.data_as<float>(),
+            dgamma.data_as<P>(), dbeta.data_as<P>(), coef.data_as<float>());
+      }
       CUDA_CHECK_LAUNCH();
     });
     constexpr int W = kWidePack<T>;

@@ -94,6 +94,7 @@ class NcclReplicaGroup : public ReplicaGroup {
 
   void all_reduce_mean(const std::vector<Tensor>& tensors) override { reduce(tensors, ncclAvg); }
   void all_reduce_max(const Tensor& t) override { reduce({t}, ncclMax); }
+  void all_reduce_sum(const Tensor& t) override { reduce({t}, ncclSum); }
 
  private:
   // One NCCL group call: the tensors go out together, in place, on this device's stream.

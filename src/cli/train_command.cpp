@@ -78,6 +78,7 @@ int run_train(int argc, char** argv) {
     ("lr", "learning rate", cxxopts::value<double>()->default_value("0.0002"))
     ("beta1", "beta1 for adam", cxxopts::value<double>()->default_value("0.5"))
     ("ngpu", "GPUs to train on, from --device's on: each takes an equal share of --batchSize, gradients averaged with NCCL", cxxopts::value<int>()->default_value("1"))
+    ("sync-bn", "with several GPUs: BatchNorm statistics over the whole global batch (PyTorch's SyncBatchNorm) instead of per replica")
     ("check-replicas", "with --ngpu > 1: check after every step that all replicas hold bitwise the same weights (slow; for debugging)")
     ("netG", "generator weights (.safetensors) to continue from", cxxopts::value<std::string>()->default_value(""))
     ("netD", "discriminator weights (.safetensors) to continue from", cxxopts::value<std::string>()->default_value(""))
@@ -141,6 +142,7 @@ int run_train(int argc, char** argv) {
   opt.beta1 = r["beta1"].as<double>();
   opt.ngpu = r["ngpu"].as<int>();
   opt.check_replicas = r.count("check-replicas") > 0;
+  opt.sync_bn = r.count("sync-bn") > 0;
   opt.netG = r["netG"].as<std::string>();
   opt.netD = r["netD"].as<std::string>();
   opt.outf = r["outf"].as<std::string>();

@@ -32,8 +32,8 @@ void HostReplicaHub::reduce(int rank, const Tensor& t, int op) {
     for (const Tensor* x : arrived_) values.push_back(x->to_doubles());
     std::vector<double> out(values[0].size());
     for (size_t i = 0; i < out.size(); ++i) {
-      double acc = op == 0 ? 0.0 : values[0][i];
-      for (const auto& v : values) acc = op == 0 ? acc + v[i] : std::max(acc, v[i]);
+      double acc = op == 1 ? values[0][i] : 0.0;
+      for (const auto& v : values) acc = op == 1 ? std::max(acc, v[i]) : acc + v[i];
       out[i] = op == 0 ? acc / size_ : acc;
     }
     const Tensor result = Tensor::from_doubles(out, first.shape(), first.dtype(), Device::cpu(), first.format());

@@ -113,7 +113,7 @@ void check_bn_params(const char* op, const Tensor& x, std::initializer_list<cons
 
 void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
                              Tensor& running_var, float momentum, float eps, Tensor& y, Tensor& save_mean,
-                             Tensor& save_invstd) {
+                             Tensor& save_invstd, const BatchNormSync* sync) {
   same_device("batchnorm_forward_train", {&x, &gamma, &beta, &running_mean, &running_var, &y, &save_mean, &save_invstd});
   check_bn_params("batchnorm_forward_train", x, {&gamma, &beta, &running_mean, &running_var, &save_mean, &save_invstd});
   GE_CHECK(y.shape() == x.shape() && y.dtype() == x.dtype(), "batchnorm_forward_train: y ", y.str(), " x ", x.str());
@@ -122,7 +122,7 @@ void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor&
   GE_CHECK(x.numel() / x.dim(1) > 1, "batchnorm_forward_train: expected more than 1 value per channel, got ",
            x.str());
   GE_DISPATCH(x, batchnorm_forward_train(x, gamma, beta, running_mean, running_var, momentum, eps, y, save_mean,
-                                         save_invstd, nullptr));
+                                         save_invstd, nullptr, sync));
 }
 
 namespace {
@@ -135,7 +135,7 @@ void check_fusable(const FusedActivation& act, const char* op) {
 void batchnorm_activation_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                         Tensor& running_mean, Tensor& running_var, float momentum, float eps,
                                         const FusedActivation& act, Tensor& y, Tensor& save_mean,
-                                        Tensor& save_invstd) {
+                                        Tensor& save_invstd, const BatchNormSync* sync) {
   check_fusable(act, "batchnorm_activation_forward_train");
   same_device("batchnorm_activation_forward_train",
               {&x, &gamma, &beta, &running_mean, &running_var, &y, &save_mean, &save_invstd});
@@ -148,7 +148,7 @@ void batchnorm_activation_forward_train(const Tensor& x, const Tensor& gamma, co
   GE_CHECK(x.numel() / x.dim(1) > 1, "batchnorm_activation_forward_train: expected more than 1 value per channel, got ",
            x.str());
   GE_DISPATCH(x, batchnorm_forward_train(x, gamma, beta, running_mean, running_var, momentum, eps, y, save_mean,
-                                         save_invstd, &act));
+                                         save_invstd, &act, sync));
 }
 
 void batchnorm_activation_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
@@ -164,7 +164,7 @@ void batchnorm_activation_forward_eval(const Tensor& x, const Tensor& gamma, con
 
 void batchnorm_activation_backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& gamma,
                                    const Tensor& save_mean, const Tensor& save_invstd, const FusedActivation& act,
-                                   Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
+                                   Tensor& dx, Tensor& dgamma, Tensor& dbeta, const BatchNormSync* sync) {
   check_fusable(act, "batchnorm_activation_backward");
   same_device("batchnorm_activation_backward", {&x, &y, &dy, &gamma, &save_mean, &save_invstd, &dx, &dgamma, &dbeta});
   check_bn_params("batchnorm_activation_backward", x, {&gamma, &save_mean, &save_invstd, &dgamma, &dbeta});
@@ -173,7 +173,7 @@ void batchnorm_activation_backward(const Tensor& x, const Tensor& y, const Tenso
              "batchnorm_activation_backward: x ", x.str(), ", y, dy and dx must match it, got ", t->str());
   GE_CHECK(dgamma.dtype() == gamma.dtype() && dbeta.dtype() == gamma.dtype(),
            "batchnorm_activation_backward: parameter grads must have gamma's dtype");
-  GE_DISPATCH(x, batchnorm_backward(x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta, &act, &y));
+  GE_DISPATCH(x, batchnorm_backward(x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta, &act, &y, sync));
 }
 
 void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
@@ -185,14 +185,15 @@ void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& 
 }
 
 void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,
-                        const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
+                        const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
+                        const BatchNormSync* sync) {
   same_device("batchnorm_backward", {&x, &dy, &gamma, &save_mean, &save_invstd, &dx, &dgamma, &dbeta});
   check_bn_params("batchnorm_backward", x, {&gamma, &save_mean, &save_invstd, &dgamma, &dbeta});
   GE_CHECK(dy.shape() == x.shape() && dx.shape() == x.shape() && dy.dtype() == x.dtype() && dx.dtype() == x.dtype(),
            "batchnorm_backward: x ", x.str(), " dy ", dy.str(), " dx ", dx.str());
   GE_CHECK(dgamma.dtype() == gamma.dtype() && dbeta.dtype() == gamma.dtype(),
            "batchnorm_backward: parameter grads must have gamma's dtype");
-  GE_DISPATCH(x, batchnorm_backward(x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta, nullptr, nullptr));
+  GE_DISPATCH(x, batchnorm_backward(x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta, nullptr, nullptr, sync));
 }
 
 const char* activation_name(Activation a) {

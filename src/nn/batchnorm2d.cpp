@@ -19,6 +19,10 @@ BatchNorm2d::BatchNorm2d(int64_t channels, const PrecisionPolicy& policy, Placem
                                 pd, MemoryFormat::NCHW, where.device);
 }
 
+void BatchNorm2d::sync_statistics(std::function<void(const Tensor&)> all_reduce_sum) {
+  sync_ = ops::BatchNormSync{std::move(all_reduce_sum), Tensor::zeros({1}, DType::F32, where_.device)};
+}
+
 Tensor BatchNorm2d::forward(const Tensor& x, bool training) {
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device(), x.format());
   if (training) {
@@ -31,11 +35,13 @@ Tensor BatchNorm2d::forward(const Tensor& x, bool training) {
     }
     Tensor& rm = update_running_stats_ ? running_mean_ : scratch_mean;
     Tensor& rv = update_running_stats_ ? running_var_ : scratch_var;
+    const ops::BatchNormSync* sync = sync_ ? &*sync_ : nullptr;
     if (fused_)
       ops::batchnorm_activation_forward_train(x, gamma_.value, beta_.value, rm, rv, kMomentum, kEps, *fused_, y,
-                                              save_mean_, save_invstd_);
+                                              save_mean_, save_invstd_, sync);
     else
-      ops::batchnorm_forward_train(x, gamma_.value, beta_.value, rm, rv, kMomentum, kEps, y, save_mean_, save_invstd_);
+      ops::batchnorm_forward_train(x, gamma_.value, beta_.value, rm, rv, kMomentum, kEps, y, save_mean_, save_invstd_,
+                                   sync);
     if (update_running_stats_) ++num_batches_tracked_;
     saved_x_ = x;
     saved_y_ = fused_ ? y : Tensor();
@@ -57,11 +63,12 @@ Tensor BatchNorm2d::backward(const Tensor& dy, bool want_param_grads, bool want_
   // gradients are not wanted they go to scratch space instead of the parameters.
   Tensor dgamma = want_param_grads ? gamma_.model_grad : Tensor::empty({channels_}, gamma_.value.dtype(), where_.device);
   Tensor dbeta = want_param_grads ? beta_.model_grad : Tensor::empty({channels_}, beta_.value.dtype(), where_.device);
+  const ops::BatchNormSync* sync = sync_ ? &*sync_ : nullptr;
   if (fused_)
     ops::batchnorm_activation_backward(saved_x_, saved_y_, dy, gamma_.value, save_mean_, save_invstd_, *fused_, dx,
-                                       dgamma, dbeta);
+                                       dgamma, dbeta, sync);
   else
-    ops::batchnorm_backward(saved_x_, dy, gamma_.value, save_mean_, save_invstd_, dx, dgamma, dbeta);
+    ops::batchnorm_backward(saved_x_, dy, gamma_.value, save_mean_, save_invstd_, dx, dgamma, dbeta, sync);
   saved_x_ = Tensor();  // released after use (Conv2d::backward says why)
   saved_y_ = Tensor();
   return want_input_grad ? dx : Tensor();

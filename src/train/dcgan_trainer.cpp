@@ -21,6 +21,14 @@ DcganTrainer::DcganTrainer(const TrainerConfig& cfg) : cfg_(cfg), where_(nn::Pla
       conv->keep_padded_output(true);
       break;
     }
+  if (cfg_.sync_batchnorm) {
+    if (!cfg_.replicas) fail("--sync-bn synchronises BatchNorm across replicas: it needs --ngpu > 1 or mpirun");
+    ReplicaGroup* group = cfg_.replicas;
+    for (nn::Sequential* net : {G_.get(), D_.get()})
+      for (auto& layer : net->layers())
+        if (auto* bn = dynamic_cast<nn::BatchNorm2d*>(layer.get()))
+          bn->sync_statistics([group](const Tensor& t) { group->all_reduce_sum(t); });
+  }
   nn::weights_init(*G_, cfg_.seed, /*stream=*/1);
   nn::weights_init(*D_, cfg_.seed, /*stream=*/2);
   ops::AdamConfig adam;

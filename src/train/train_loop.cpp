@@ -133,6 +133,7 @@ TrainerConfig trainer_config(const TrainOptions& opt, int nc) {
   cfg.lr = opt.lr;
   cfg.beta1 = opt.beta1;
   cfg.cuda_graph = opt.cuda_graph;
+  cfg.sync_batchnorm = opt.sync_bn;
   return cfg;
 }
 
@@ -205,6 +206,8 @@ int run_training(const TrainOptions& opt) {
   if (multi_process && !opt.device.is_cuda()) fail("training over ", pg.size, " processes needs GPUs (--device cuda)");
   const int world = multi_process ? pg.size : R;  // shares of every batch
   const bool writer = pg.rank == 0;               // prints and writes the files for all
+  if (opt.sync_bn && world == 1)
+    fail("--sync-bn synchronises BatchNorm across GPUs: it needs --ngpu 2 or more, or several processes (mpirun)");
   if (world > 1 && opt.batch_size % world != 0)
     fail("--batchSize ", opt.batch_size, " must split evenly over the ", world, " GPUs (", opt.batch_size / world * world,
          " or ", (opt.batch_size / world + 1) * world, " would)");
@@ -298,15 +301,17 @@ int run_training(const TrainOptions& opt) {
               static_cast<long long>(opt.batch_size), opt_level_name(opt.opt_level), opt.device.str().c_str(),
               static_cast<long long>(std::max<int64_t>(0, stop_at - pos.global_step)), batches.describe().c_str());
   if (R > 1)
-    std::printf("data parallel: %d replicas on cuda:%d..%d (NCCL %s), %lld images each per step; BatchNorm "
-                "statistics per replica, replica 0's running statistics are saved\n",
-                R, devices.front().index, devices.back().index, nccl_version().c_str(),
-                static_cast<long long>(opt.batch_size / R));
+    std::printf("data parallel: %d replicas on cuda:%d..%d (NCCL %s), %lld images each per step; %s\n", R,
+                devices.front().index, devices.back().index, nccl_version().c_str(),
+                static_cast<long long>(opt.batch_size / R),
+                opt.sync_bn ? "BatchNorm statistics over all replicas (--sync-bn)"
+                            : "BatchNorm statistics per replica, replica 0's running statistics are saved");
   if (multi_process)
-    std::printf("data parallel: %d processes (%s), one GPU each (NCCL %s), %lld images each per step; BatchNorm "
-                "statistics per replica, rank 0's running statistics are saved\n",
+    std::printf("data parallel: %d processes (%s), one GPU each (NCCL %s), %lld images each per step; %s\n",
                 pg.size, pg.launcher == "mpi" ? "mpirun" : "GANENGINE_RANK", nccl_version().c_str(),
-                static_cast<long long>(opt.batch_size / world));
+                static_cast<long long>(opt.batch_size / world),
+                opt.sync_bn ? "BatchNorm statistics over all replicas (--sync-bn)"
+                            : "BatchNorm statistics per replica, rank 0's running statistics are saved");
   std::fflush(stdout);
 
   const std::string state_path = join_path(opt.outf, "training_state.safetensors");
