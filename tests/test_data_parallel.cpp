@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -201,6 +202,30 @@ TEST_CASE("data parallel: two CPU replicas with synchronised BatchNorm step like
   cfg.sync_batchnorm = true;
   auto r = cpu_replicas(cfg);
   expect_synced_halves_match_whole(*r, whole, 3, 1e-5);
+}
+
+TEST_CASE("data parallel: a look at samples on one synced replica takes no collective") {
+  TrainerConfig cfg = replica_config(OptLevel::O0, Device::cpu());
+  cfg.sync_batchnorm = true;
+  auto r = cpu_replicas(cfg);
+  Tensor real, noise;
+  inputs(0, 8, real, noise);
+  r->step(real, noise);
+  // What train does for its sample grid, on replica 0 alone. A BatchNorm that still synced would
+  // wait for replica 1 forever: the wait is bounded here, and the group aborted if it happens.
+  nn::Sequential& G = r->trainers[0]->generator();
+  auto look = std::async(std::launch::async, [&] {
+    G.set_update_running_stats(false);
+    Tensor fake = G.forward(noise.slice0(0, 4), true);
+    G.set_update_running_stats(true);
+    return fake;
+  });
+  const bool finished = look.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+  if (!finished)
+    for (auto& g : r->groups) g->abort();
+  CHECK(finished);
+  CHECK_NOTHROW(look.get());
+  if (finished) r->step(real, noise);  // and the replicas still step together afterwards
 }
 
 TEST_CASE("data parallel: synchronised BatchNorm without replicas is an error that says so") {

@@ -106,7 +106,8 @@ class BatchNorm2d : public Layer {
   // The activation layer after this one runs inside it (ops::batchnorm_activation_*): forward
   // returns the activation's output, backward takes that output's gradient.
   void fuse_activation(const ops::FusedActivation& act) { fused_ = act; }
-  // --sync-bn: batch statistics over every replica, through this all-reduce (sums, in place).
+  // --sync-bn: batch statistics over every replica, through this all-reduce (sums, in place),
+  // in training forwards that update the running statistics (not in a look at samples).
   void sync_statistics(std::function<void(const Tensor&)> all_reduce_sum);
   bool synced() const { return sync_.has_value(); }
 
@@ -123,6 +124,7 @@ class BatchNorm2d : public Layer {
   bool update_running_stats_ = true;
   std::optional<ops::FusedActivation> fused_;
   std::optional<ops::BatchNormSync> sync_;
+  bool synced_forward_ = false;  // the latest training forward took the statistics over all replicas
   Tensor saved_x_, saved_y_, save_mean_, save_invstd_;
 };
 

@@ -250,9 +250,11 @@ void search_algorithm(ConvPlan& plan, ConvPass pass, const Tensor& x, const Tens
 ConvPlan& plan_for(ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p,
                    float beta, CudaContext& ctx) {
   const ConvKey key = make_key(pass, x, w, y, p);
-  std::lock_guard<std::mutex> lock(g_plans_mutex);
-  auto it = g_plans.find(key);
-  if (it != g_plans.end()) return *it->second;
+  {
+    std::lock_guard<std::mutex> lock(g_plans_mutex);
+    auto it = g_plans.find(key);
+    if (it != g_plans.end()) return *it->second;
+  }
   // The search times algorithms, allocates and synchronises: impossible inside a graph capture.
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   CUDA_CHECK(cudaStreamIsCapturing(ctx.stream, &capture));
@@ -269,7 +271,12 @@ ConvPlan& plan_for(ConvPass pass, const Tensor& x, const Tensor& w, const Tensor
     out = scratch.data();
   }
   const bool fma_only = x.dtype() == DType::F32 && !p.allow_tf32;
+  // The search runs without the lock: it synchronises this GPU's stream, which may be waiting
+  // in an NCCL collective for a replica whose thread would otherwise wait here for the lock
+  // (a deadlock). Two replicas may then search the same shape; the first plan stored is the
+  // one every replica uses, so they still compute identically.
   search_algorithm(*plan, pass, x, w, y, out, fma_only, key[16] != 0, ctx);
+  std::lock_guard<std::mutex> lock(g_plans_mutex);
   return *g_plans.emplace(key, std::move(plan)).first->second;
 }
 

@@ -35,7 +35,11 @@ Tensor BatchNorm2d::forward(const Tensor& x, bool training) {
     }
     Tensor& rm = update_running_stats_ ? running_mean_ : scratch_mean;
     Tensor& rv = update_running_stats_ ? running_var_ : scratch_var;
-    const ops::BatchNormSync* sync = sync_ ? &*sync_ : nullptr;
+    // A forward that leaves the running statistics alone (a look at samples, on one replica)
+    // uses its own batch's statistics: the other replicas take no part in it, and a collective
+    // they never join would wait forever.
+    const ops::BatchNormSync* sync = sync_ && update_running_stats_ ? &*sync_ : nullptr;
+    synced_forward_ = sync != nullptr;
     if (fused_)
       ops::batchnorm_activation_forward_train(x, gamma_.value, beta_.value, rm, rv, kMomentum, kEps, *fused_, y,
                                               save_mean_, save_invstd_, sync);
@@ -63,7 +67,7 @@ Tensor BatchNorm2d::backward(const Tensor& dy, bool want_param_grads, bool want_
   // gradients are not wanted they go to scratch space instead of the parameters.
   Tensor dgamma = want_param_grads ? gamma_.model_grad : Tensor::empty({channels_}, gamma_.value.dtype(), where_.device);
   Tensor dbeta = want_param_grads ? beta_.model_grad : Tensor::empty({channels_}, beta_.value.dtype(), where_.device);
-  const ops::BatchNormSync* sync = sync_ ? &*sync_ : nullptr;
+  const ops::BatchNormSync* sync = sync_ && synced_forward_ ? &*sync_ : nullptr;
   if (fused_)
     ops::batchnorm_activation_backward(saved_x_, saved_y_, dy, gamma_.value, save_mean_, save_invstd_, *fused_, dx,
                                        dgamma, dbeta, sync);
