@@ -27,25 +27,10 @@ using namespace ge::test;
 
 namespace {
 
-TrainerConfig replica_config(OptLevel level, Device d) {
-  TrainerConfig cfg;
-  cfg.net.ngf = cfg.net.ndf = 8;
-  cfg.net.image_size = 16;
-  cfg.policy = resolve_policy(level);
-  cfg.device = d;
-  return cfg;
-}
+TrainerConfig replica_config(OptLevel level, Device d) { return small_trainer_config(level, d, 8, 16); }
 
 // Step s's inputs: n images in [-1, 1] and their noise, on the CPU.
-void inputs(int64_t s, int64_t n, Tensor& real, Tensor& noise) {
-  real = Tensor::empty({n, 3, 16, 16}, DType::F32);
-  ops::fill_uniform(real, 21, static_cast<uint64_t>(s) << 20);
-  std::vector<double> v = real.to_doubles();
-  for (double& x : v) x = 2 * x - 1;
-  real = Tensor::from_doubles(v, real.shape(), DType::F32);
-  noise = Tensor::empty({n, 100, 1, 1}, DType::F32);
-  ops::fill_normal(noise, 22, static_cast<uint64_t>(s) << 20);
-}
+void inputs(int64_t s, int64_t n, Tensor& real, Tensor& noise) { synthetic_step_inputs(s, n, 16, 21, real, noise); }
 
 // The same n rows twice: a batch of 2n whose halves are identical.
 Tensor twice(const Tensor& t) {

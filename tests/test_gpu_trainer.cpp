@@ -18,25 +18,10 @@ using namespace ge::test;
 namespace {
 
 TrainerConfig small_config(OptLevel level, Device d, DType half = DType::F16) {
-  TrainerConfig cfg;
-  cfg.net.ngf = cfg.net.ndf = 16;
-  cfg.net.image_size = 32;
-  AmpOverrides o;
-  o.half = half;
-  cfg.policy = resolve_policy(level, o);
-  cfg.device = d;
-  return cfg;
+  return small_trainer_config(level, d, 16, 32, half);
 }
 
-void batch(int64_t step, int64_t n, Tensor& real, Tensor& noise) {
-  real = Tensor::empty({n, 3, 32, 32}, DType::F32);
-  ops::fill_uniform(real, 11, static_cast<uint64_t>(step) << 20);
-  std::vector<double> v = real.to_doubles();
-  for (double& x : v) x = 2 * x - 1;
-  real = Tensor::from_doubles(v, real.shape(), DType::F32);
-  noise = Tensor::empty({n, 100, 1, 1}, DType::F32);
-  ops::fill_normal(noise, 12, static_cast<uint64_t>(step) << 20);
-}
+void batch(int64_t step, int64_t n, Tensor& real, Tensor& noise) { synthetic_step_inputs(step, n, 32, 11, real, noise); }
 
 }  // namespace
 

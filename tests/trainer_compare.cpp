@@ -6,6 +6,27 @@
 
 namespace ge::test {
 
+TrainerConfig small_trainer_config(OptLevel level, Device d, int64_t width, int image_size, DType half) {
+  TrainerConfig cfg;
+  cfg.net.ngf = cfg.net.ndf = width;
+  cfg.net.image_size = image_size;
+  AmpOverrides o;
+  o.half = half;
+  cfg.policy = resolve_policy(level, o);
+  cfg.device = d;
+  return cfg;
+}
+
+void synthetic_step_inputs(int64_t step, int64_t n, int image_size, uint64_t seed, Tensor& real, Tensor& noise) {
+  real = Tensor::empty({n, 3, image_size, image_size}, DType::F32);
+  ops::fill_uniform(real, seed, static_cast<uint64_t>(step) << 20);
+  std::vector<double> v = real.to_doubles();
+  for (double& x : v) x = 2 * x - 1;
+  real = Tensor::from_doubles(v, real.shape(), DType::F32);
+  noise = Tensor::empty({n, 100, 1, 1}, DType::F32);
+  ops::fill_normal(noise, seed + 1, static_cast<uint64_t>(step) << 20);
+}
+
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 bool same_tensor(const Tensor& a, const Tensor& b) {

@@ -1,4 +1,5 @@
-// Bitwise comparisons of whole trainers, shared by the CUDA-graph and data-parallel tests.
+// Small trainers, their synthetic inputs, and bitwise comparisons of whole trainers, shared by
+// the CUDA-graph and data-parallel tests.
 #pragma once
 #include <cstddef>
 
@@ -14,6 +15,12 @@ struct DeterministicConvolutions {
   DeterministicConvolutions() { ops::set_deterministic_convolutions(true); }
   ~DeterministicConvolutions() { ops::set_deterministic_convolutions(previous); }
 };
+
+// A DCGAN of width ngf = ndf = `width` on image_size x image_size images.
+TrainerConfig small_trainer_config(OptLevel level, Device d, int64_t width, int image_size, DType half = DType::F16);
+// Step `step`'s inputs on the CPU: n images uniform in [-1, 1) from Philox stream `seed`, and
+// their noise N(0, 1) from stream seed + 1.
+void synthetic_step_inputs(int64_t step, int64_t n, int image_size, uint64_t seed, Tensor& real, Tensor& noise);
 
 bool same_bits(float a, float b);
 // Same shape, dtype, layout and bytes (either may be undefined only if both are).
