@@ -300,18 +300,18 @@ int run_training(const TrainOptions& opt) {
               dataset->name().c_str(), static_cast<long long>(dataset->size()), static_cast<long long>(per_epoch),
               static_cast<long long>(opt.batch_size), opt_level_name(opt.opt_level), opt.device.str().c_str(),
               static_cast<long long>(std::max<int64_t>(0, stop_at - pos.global_step)), batches.describe().c_str());
-  if (R > 1)
-    std::printf("data parallel: %d replicas on cuda:%d..%d (NCCL %s), %lld images each per step; %s\n", R,
-                devices.front().index, devices.back().index, nccl_version().c_str(),
-                static_cast<long long>(opt.batch_size / R),
-                opt.sync_bn ? "BatchNorm statistics over all replicas (--sync-bn)"
-                            : "BatchNorm statistics per replica, replica 0's running statistics are saved");
-  if (multi_process)
-    std::printf("data parallel: %d processes (%s), one GPU each (NCCL %s), %lld images each per step; %s\n",
-                pg.size, pg.launcher == "mpi" ? "mpirun" : "GANENGINE_RANK", nccl_version().c_str(),
+  if (world > 1) {
+    char where[96];
+    if (multi_process)
+      std::snprintf(where, sizeof where, "%d processes (%s), one GPU each", pg.size,
+                    pg.launcher == "mpi" ? "mpirun" : "GANENGINE_RANK");
+    else
+      std::snprintf(where, sizeof where, "%d replicas on cuda:%d..%d", R, devices.front().index, devices.back().index);
+    std::printf("data parallel: %s (NCCL %s), %lld images each per step; %s\n", where, nccl_version().c_str(),
                 static_cast<long long>(opt.batch_size / world),
                 opt.sync_bn ? "BatchNorm statistics over all replicas (--sync-bn)"
-                            : "BatchNorm statistics per replica, rank 0's running statistics are saved");
+                            : "BatchNorm statistics per replica, replica 0's running statistics are saved");
+  }
   std::fflush(stdout);
 
   const std::string state_path = join_path(opt.outf, "training_state.safetensors");
