@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 
 #include "test_util.h"
 
@@ -48,6 +49,16 @@ CommandResult run_ganengine_ranks(const std::vector<std::string>& envs, const st
     for (char c : cmd) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
     return quoted;
   }() + "'");
+}
+
+CommandResult run_ganengine_mpirun(int ranks, const std::string& args, int timeout_s) {
+  // Open MPI starts the ranks with its own environment: only what -x names reaches them (and
+  // naming an unset variable is an error).
+  std::string exports;
+  for (const char* var : {"LD_LIBRARY_PATH", "NCCL_NVLS_ENABLE", "NCCL_DEBUG"})
+    if (std::getenv(var)) exports += std::string(" -x ") + var;
+  return run_shell("timeout " + std::to_string(timeout_s) + " mpirun --allow-run-as-root --oversubscribe -np " +
+                   std::to_string(ranks) + exports + " " + ganengine_binary() + " " + args + " </dev/null 2>&1");
 }
 
 }  // namespace ge::test

@@ -20,4 +20,8 @@ CommandResult run_ganengine_with_interrupt(const std::string& args, int seconds)
 // "[rank k] ".
 CommandResult run_ganengine_ranks(const std::vector<std::string>& envs, const std::string& args);
 
+// `mpirun -np <ranks> ganengine <args>` (Open MPI), passing on the library path and NCCL's
+// settings, killed after `timeout_s` seconds.
+CommandResult run_ganengine_mpirun(int ranks, const std::string& args, int timeout_s);
+
 }  // namespace ge::test

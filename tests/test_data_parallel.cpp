@@ -396,6 +396,23 @@ std::vector<double> logged_losses(const std::filesystem::path& metrics, int step
   return out;
 }
 
+// The loss columns of two runs' first `steps` records within a relative tolerance; the largest
+// relative difference is printed, as the issue's acceptance asks for it.
+void expect_logged_losses_close(const std::filesystem::path& run, const std::filesystem::path& reference, int steps,
+                                double tol, const char* what) {
+  const std::vector<double> a = logged_losses(run / "metrics.jsonl", steps),
+                            b = logged_losses(reference / "metrics.jsonl", steps);
+  REQUIRE(a.size() == static_cast<size_t>(3 * steps));
+  REQUIRE(b.size() == a.size());
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    INFO(what, ": step ", i / 3, " loss ", i % 3, " (errD_real errD_fake loss_G): ", a[i], " vs ", b[i]);
+    CHECK(std::fabs(a[i] - b[i]) <= tol * std::fabs(b[i]) + 1e-7);
+    worst = std::max(worst, std::fabs(a[i] - b[i]) / std::max(std::fabs(b[i]), 1e-7));
+  }
+  MESSAGE(what, ": largest relative loss difference over ", steps, " steps: ", worst);
+}
+
 }  // namespace
 
 TEST_CASE("process group: the environment names the rank and malformed values are errors") {
@@ -493,31 +510,18 @@ TEST_CASE("gpu train cli: two processes with GANENGINE_RANK train as --ngpu 2 do
   INFO(threads.output);
   REQUIRE(threads.exit_code == 0);
   // Same batches, same split, same reductions; cuDNN may pick other algorithms per process.
-  const std::vector<double> a = logged_losses(tmp.dir / "ranks" / "metrics.jsonl", 6),
-                            b = logged_losses(tmp.dir / "threads" / "metrics.jsonl", 6);
-  REQUIRE(a.size() == b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    INFO("loss ", i, ": processes ", a[i], " threads ", b[i]);
-    CHECK(std::fabs(a[i] - b[i]) <= 1e-3 * std::fabs(b[i]) + 1e-5);
-  }
+  expect_logged_losses_close(tmp.dir / "ranks", tmp.dir / "threads", 6, 1e-3, "processes vs threads");
 }
 
 TEST_CASE("mpirun: every rank of ganengine info receives rank 0's id through MPI") {
-  // Open MPI from Debian (tools/install_deps.sh installs openmpi-bin); the GPU suite leaves this
-  // case to CI, GPU hosts have no MPI.
+  // Open MPI from Debian (tools/install_deps.sh installs openmpi-bin).
   REQUIRE_MESSAGE(std::system("command -v mpirun >/dev/null 2>&1") == 0,
                   "mpirun not found: install Open MPI (apt-get install openmpi-bin, as tools/install_deps.sh does)");
-  const std::string cmd = "mpirun --allow-run-as-root --oversubscribe -np 3 " + ganengine_binary() + " info 2>&1";
-  std::FILE* pipe = ::popen(cmd.c_str(), "r");
-  REQUIRE(pipe);
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
-  CHECK(::pclose(pipe) == 0);
-  INFO(out);
+  const CommandResult r = run_ganengine_mpirun(3, "info", 120);
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
   std::set<std::string> fingerprints, ranks;
-  std::istringstream lines(out);
+  std::istringstream lines(r.output);
   std::string line;
   while (std::getline(lines, line)) {
     const size_t at = line.find("process group: rank ");
@@ -529,26 +533,40 @@ TEST_CASE("mpirun: every rank of ganengine info receives rank 0's id through MPI
   CHECK(fingerprints.size() == 1);
 }
 
-TEST_CASE("mpirun gpu: two ranks train with synchronised BatchNorm and identical replicas") {
+TEST_CASE("mpirun gpu: two ranks train with synchronised BatchNorm and match --ngpu 2") {
   GE_REQUIRE_GPUS(2);
   REQUIRE_MESSAGE(std::system("command -v mpirun >/dev/null 2>&1") == 0, "mpirun not found (apt-get install openmpi-bin)");
   TempDir tmp;
-  // Samples are written at step 0 by rank 0 alone: with --sync-bn that look must not wait for
-  // rank 1 (the H200 run before the fix hung right there).
-  const std::string cmd = "mpirun --allow-run-as-root --oversubscribe -np 2 -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE " +
-                          ganengine_binary() +
-                          " train --dataset fake --imageSize 16 --ngf 8 --ndf 8 --batchSize 16 --max-steps 8 "
-                          "--opt-level O2 --sync-bn --check-replicas --no-progress --outf " +
-                          tmp.dir.string() + " 2>&1";
-  std::FILE* pipe = ::popen(("timeout 300 " + cmd).c_str(), "r");
-  REQUIRE(pipe);
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
-  const int status = ::pclose(pipe);
-  INFO(out);
-  CHECK(status == 0);
-  CHECK(out.find("data parallel: 2 processes (mpirun)") != std::string::npos);
-  CHECK(std::filesystem::exists(tmp.dir / "netG_epoch_0.safetensors"));
+  const std::string small = "train --dataset fake --imageSize 16 --ngf 8 --ndf 8 --batchSize 16 --max-steps 8 "
+                            "--sync-bn --check-replicas --no-progress ";
+  // O2 in graph mode: samples are written at step 0 by rank 0 alone; with --sync-bn that look
+  // must not wait for rank 1 (the H200 run before the fix hung right there).
+  const CommandResult o2 = run_ganengine_mpirun(2, small + "--opt-level O2 --outf " + (tmp.dir / "o2").string(), 300);
+  INFO(o2.output);
+  CHECK(o2.exit_code == 0);
+  CHECK(o2.output.find("data parallel: 2 processes (mpirun)") != std::string::npos);
+  CHECK(std::filesystem::exists(tmp.dir / "o2" / "netG_epoch_0.safetensors"));
+  // O0: the two processes against the two replicas of one process, loss by loss.
+  const CommandResult ranks = run_ganengine_mpirun(2, small + "--opt-level O0 --outf " + (tmp.dir / "ranks").string(), 300);
+  INFO(ranks.output);
+  REQUIRE(ranks.exit_code == 0);
+  const CommandResult threads = run_ganengine(small + "--opt-level O0 --ngpu 2 --outf " + (tmp.dir / "threads").string());
+  INFO(threads.output);
+  REQUIRE(threads.exit_code == 0);
+  expect_logged_losses_close(tmp.dir / "ranks", tmp.dir / "threads", 8, 1e-3, "mpirun vs --ngpu 2");
+}
+
+TEST_CASE("gpu train cli: two GPUs with --sync-bn at O0 follow one GPU at the same global batch for 50 steps") {
+  // The issue's acceptance run: the default 64x64 networks, global batch 64, losses within 1e-4
+  // relative at every step.
+  GE_REQUIRE_GPUS(2);
+  TempDir tmp;
+  const std::string args = "train --dataset fake --batchSize 64 --max-steps 50 --opt-level O0 --no-progress ";
+  const CommandResult two = run_ganengine(args + "--ngpu 2 --sync-bn --outf " + (tmp.dir / "two").string());
+  INFO(two.output);
+  REQUIRE(two.exit_code == 0);
+  const CommandResult one = run_ganengine(args + "--outf " + (tmp.dir / "one").string());
+  INFO(one.output);
+  REQUIRE(one.exit_code == 0);
+  expect_logged_losses_close(tmp.dir / "two", tmp.dir / "one", 50, 1e-4, "2 GPUs --sync-bn vs 1 GPU");
 }
