@@ -29,4 +29,9 @@ void save_training_state(const std::string& path, DcganTrainer& trainer, const T
 RunPosition load_training_state(const std::string& path, DcganTrainer& trainer, Tensor& fixed_noise,
                                 const RunIdentity& expected);
 
+// Everything a resume restores (weights, masters, Adam moments and steps, BatchNorm buffers and
+// counters, loss scalers), copied from one live trainer into another built with the same settings,
+// on any devices. Tensors are filled in place, so a captured CUDA graph of `to` stays valid.
+void copy_training_state(DcganTrainer& from, DcganTrainer& to);
+
 }  // namespace ge

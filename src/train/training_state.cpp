@@ -77,6 +77,23 @@ void save_training_state(const std::string& path, DcganTrainer& trainer, const T
   save_safetensors(path, tensors, meta);
 }
 
+void copy_training_state(DcganTrainer& from, DcganTrainer& to) {
+  std::vector<Tensor> sources;
+  for_each_state_tensor(from, [&](const std::string&, Tensor& t) { sources.push_back(t); });
+  size_t next = 0;
+  for_each_state_tensor(to, [&](const std::string& key, Tensor& t) {
+    GE_CHECK(next < sources.size() && sources[next].shape() == t.shape() && sources[next].dtype() == t.dtype(),
+             "copy_training_state: the trainers differ at '", key, "' (built with other settings)");
+    const Tensor& src = sources[next++];
+    t.copy_from(src.rank() == 4 ? src.to_format(t.format()).to(t.device()) : src.to(t.device()));
+  });
+  GE_CHECK(next == sources.size(), "copy_training_state: the trainers hold different numbers of tensors");
+  std::vector<int64_t> counters;
+  for_each_counter(from, [&](const std::string&, int64_t& c) { counters.push_back(c); });
+  next = 0;
+  for_each_counter(to, [&](const std::string&, int64_t& c) { c = counters.at(next++); });
+}
+
 RunPosition load_training_state(const std::string& path, DcganTrainer& trainer, Tensor& fixed_noise,
                                 const RunIdentity& expected) {
   SafeTensorsFile f = load_safetensors(path);
