@@ -64,6 +64,10 @@ TEST_CASE("bench cli: a tiny run on the GPU writes one row per configuration") {
     CHECK(row.find("window_ms_per_step")->as_array().size() == 3);
     CHECK(row.find("peak_alloc_bytes")->as_integer() > 0);
     CHECK(row.find("device_used_bytes")->as_integer() >= row.find("peak_alloc_bytes")->as_integer());
+    // The workspace is counted, as PyTorch's max_memory_allocated counts its own.
+    CHECK(row.find("peak_mem_bytes")->as_integer() ==
+          row.find("peak_alloc_bytes")->as_integer() + row.find("workspace_bytes")->as_integer());
+    CHECK(row.find("workspace_bytes")->as_integer() < (int64_t{256} << 20));
     CHECK(row.find("losses_finite")->as_bool());
   }
 }

@@ -170,7 +170,7 @@ def main(argv):
         print("| batch | opt level | ms/step | images/s | TFLOP/s | of GEMM peak | peak memory (MiB) |")
         print("| ---: | --- | ---: | ---: | ---: | ---: | ---: |")
         for r in sorted(ge_rows, key=lambda r: (int(r["batch"]), opt_level(r))):
-            tf, frac, mem = r.get("tflops"), r.get("fraction_of_gemm_peak"), r.get("peak_alloc_bytes")
+            tf, frac, mem = r.get("tflops"), r.get("fraction_of_gemm_peak"), r.get("peak_mem_bytes", r.get("peak_alloc_bytes"))
             ms = r.get("ms_per_step")
             print(f"| {r['batch']} | {opt_level(r)} | {f'{float(ms):.3f}' if ms is not None else '–'} | "
                   f"{ips(r):.0f} | {f'{float(tf):.1f}' if tf is not None else '–'} | "

@@ -22,6 +22,9 @@ void cuda_allocator_release_cached(int device_index = 0);  // cudaFree every cac
 // Starts a new peak: peak_bytes_in_use becomes bytes_in_use (benchmarks measure each
 // configuration's own peak).
 void cuda_allocator_reset_peak(int device_index = 0);
+// Bytes of the cuDNN workspace the device's context holds (allocated outside the caching
+// allocator, so not in its stats; as large as the largest chosen algorithm asked for).
+size_t cuda_workspace_bytes(int device_index = 0);
 
 // Memory pools for CUDA graphs (cuda_graph.h). A graph bakes in the address of every buffer its
 // captured work touches, so those blocks must stay reserved for as long as the graph lives, and

@@ -37,6 +37,9 @@ struct StepBenchResult {
   int64_t step_flops = 0;                  // dcgan_step_flops (convolutions only)
   double tflops = 0;                       // step_flops / time per step
   size_t peak_alloc_bytes = 0;             // caching allocator's peak while this configuration ran
+  size_t workspace_bytes = 0;              // cuDNN workspace held for the timed steps (outside the allocator)
+  // The number to compare with PyTorch's max_memory_allocated, which counts its cuDNN workspaces.
+  size_t peak_mem_bytes() const { return peak_alloc_bytes + workspace_bytes; }
   size_t device_used_bytes = 0;            // cudaMemGetInfo after the windows, whole device
   StepRecord last;                         // the last step's losses and scales
   bool finite = true;                      // the last step's losses were all finite

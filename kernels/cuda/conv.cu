@@ -44,6 +44,35 @@ const char* pass_name(ConvPass pass) {
 // exotic algorithm cannot take memory the activations need.
 constexpr size_t kWorkspaceCap = size_t{256} << 20;
 
+// The search's own workspace, freed when it ends: timing every algorithm needs the cap, the
+// chosen ones usually far less, and only what they need stays allocated in the context's
+// workspace (which, searched in, stayed at the 256 MiB cap for the whole run). Smaller when the GPU cannot spare the cap; the search then only considers
+// algorithms that fit.
+class SearchWorkspace {
+ public:
+  SearchWorkspace() {
+    for (size_t want = kWorkspaceCap; want >= (size_t{1} << 20); want /= 4) {
+      if (cudaMalloc(&ptr_, want) == cudaSuccess) {
+        bytes_ = want;
+        return;
+      }
+      (void)cudaGetLastError();  // an out-of-memory error is not sticky: try a smaller one
+      ptr_ = nullptr;
+    }
+  }
+  ~SearchWorkspace() {
+    if (ptr_) (void)cudaFree(ptr_);
+  }
+  SearchWorkspace(const SearchWorkspace&) = delete;
+  SearchWorkspace& operator=(const SearchWorkspace&) = delete;
+  void* ptr() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
 cudnnMathType_t requested_math(DType t, bool allow_tf32) {
   if (t != DType::F32) return CUDNN_TENSOR_OP_MATH;
   return allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
@@ -144,16 +173,17 @@ bool tensor_op_only() {
 }
 
 template <class Perf>
-int pick_usable(const Perf* perf, int count, bool fma_only, bool deterministic_only, bool tensor_op = false) {
+int pick_usable(const Perf* perf, int count, size_t workspace_cap, bool fma_only, bool deterministic_only,
+                bool tensor_op = false) {
   for (int i = 0; i < count; ++i) {
     if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
     if (deterministic_only && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
-    if (perf[i].memory > kWorkspaceCap) continue;
+    if (perf[i].memory > workspace_cap) continue;
     if (fma_only && perf[i].mathType != CUDNN_FMA_MATH) continue;
     if (tensor_op && perf[i].mathType != CUDNN_TENSOR_OP_MATH) continue;
     return i;
   }
-  return tensor_op ? pick_usable(perf, count, fma_only, deterministic_only, false) : -1;
+  return tensor_op ? pick_usable(perf, count, workspace_cap, fma_only, deterministic_only, false) : -1;
 }
 
 template <class Perf>
@@ -169,20 +199,22 @@ void adopt(ConvPlan& plan, const Perf& perf) {
 // Falls back to cuDNN's heuristic list when no timed algorithm qualifies.
 void search_algorithm(ConvPlan& plan, ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& y,
                       void* out, bool fma_only, bool deterministic_only, CudaContext& ctx) {
-  void* ws = workspace(ctx, kWorkspaceCap);
+  const SearchWorkspace search_ws;
+  void* ws = search_ws.ptr();
+  const size_t cap = search_ws.bytes();
   int found = 0, index = -1;
   switch (pass) {
     case ConvPass::Forward: {
       cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
       CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
           ctx.cudnn, plan.x_desc.get(), x.data(), plan.w_desc.get(), w.data(), plan.conv_desc.get(),
-          plan.y_desc.get(), out, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf, ws, kWorkspaceCap));
-      index = pick_usable(perf, found, fma_only, deterministic_only, x.dtype() != DType::F32 && tensor_op_only());
+          plan.y_desc.get(), out, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf, ws, cap));
+      index = pick_usable(perf, found, cap, fma_only, deterministic_only, x.dtype() != DType::F32 && tensor_op_only());
       if (index < 0) {
         CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
             ctx.cudnn, plan.x_desc.get(), plan.w_desc.get(), plan.conv_desc.get(), plan.y_desc.get(),
             CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf));
-        index = pick_usable(perf, found, fma_only, deterministic_only);
+        index = pick_usable(perf, found, cap, fma_only, deterministic_only);
       }
       if (index >= 0) adopt(plan, perf[index]);
       break;
@@ -191,13 +223,13 @@ void search_algorithm(ConvPlan& plan, ConvPass pass, const Tensor& x, const Tens
       cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
       CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
           ctx.cudnn, plan.w_desc.get(), w.data(), plan.y_desc.get(), y.data(), plan.conv_desc.get(),
-          plan.x_desc.get(), out, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, perf, ws, kWorkspaceCap));
-      index = pick_usable(perf, found, fma_only, deterministic_only, x.dtype() != DType::F32 && tensor_op_only());
+          plan.x_desc.get(), out, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, perf, ws, cap));
+      index = pick_usable(perf, found, cap, fma_only, deterministic_only, x.dtype() != DType::F32 && tensor_op_only());
       if (index < 0) {
         CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
             ctx.cudnn, plan.w_desc.get(), plan.y_desc.get(), plan.conv_desc.get(), plan.x_desc.get(),
             CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, perf));
-        index = pick_usable(perf, found, fma_only, deterministic_only);
+        index = pick_usable(perf, found, cap, fma_only, deterministic_only);
       }
       if (index >= 0) adopt(plan, perf[index]);
       break;
@@ -206,13 +238,13 @@ void search_algorithm(ConvPlan& plan, ConvPass pass, const Tensor& x, const Tens
       cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
       CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
           ctx.cudnn, plan.x_desc.get(), x.data(), plan.y_desc.get(), y.data(), plan.conv_desc.get(),
-          plan.w_desc.get(), out, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, perf, ws, kWorkspaceCap));
-      index = pick_usable(perf, found, fma_only, deterministic_only, x.dtype() != DType::F32 && tensor_op_only());
+          plan.w_desc.get(), out, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, perf, ws, cap));
+      index = pick_usable(perf, found, cap, fma_only, deterministic_only, x.dtype() != DType::F32 && tensor_op_only());
       if (index < 0) {
         CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
             ctx.cudnn, plan.x_desc.get(), plan.y_desc.get(), plan.conv_desc.get(), plan.w_desc.get(),
             CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, perf));
-        index = pick_usable(perf, found, fma_only, deterministic_only);
+        index = pick_usable(perf, found, cap, fma_only, deterministic_only);
       }
       if (index >= 0) adopt(plan, perf[index]);
       break;
@@ -220,8 +252,7 @@ void search_algorithm(ConvPlan& plan, ConvPass pass, const Tensor& x, const Tens
   }
   GE_CHECK(index >= 0, "cuDNN has no usable ", pass_name(pass), " algorithm for x ", x.str(), ", w ", w.str(),
            ", y ", y.str(), fma_only ? " without TF32" : "", deterministic_only ? " (deterministic only)" : "",
-           " within a ", kWorkspaceCap >> 20,
-           " MiB workspace");
+           " within a ", cap >> 20, " MiB workspace");
 
   // The heuristic fallback only estimates memory: ask for the exact size of the chosen one.
   size_t needed = 0;

@@ -29,6 +29,8 @@ void synchronize(Device d) {
   if (d.is_cuda()) gpu::synchronize(d.index);
 }
 
+size_t cuda_workspace_bytes(int device_index) { return gpu::context(device_index).workspace_bytes; }
+
 namespace gpu {
 
 CudaContext& context(int device_index) {

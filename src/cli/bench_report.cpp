@@ -45,9 +45,10 @@ std::string bench_row_line(const BenchRun& run, const BenchRow& row) {
   char rest[512];
   std::snprintf(rest, sizeof rest,
                 " %8.3f ms/step %9.0f img/s %7.1f TFLOP/s %6.1f%% of %s GEMM peak (%.0f TFLOP/s)"
-                "   peak mem %.2f GiB (device %.2f GiB)   spread %.1f%%%s",
+                "   peak mem %.2f GiB (%.0f MiB of it cuDNN workspace; device %.2f GiB)   spread %.1f%%%s",
                 r.ms_per_step, r.images_per_s, r.tflops, 100.0 * r.tflops / run.gemm_peak_tflops, half_label(run.half),
-                run.gemm_peak_tflops, gib(r.peak_alloc_bytes), gib(r.device_used_bytes), 100.0 * spread(r),
+                run.gemm_peak_tflops, gib(r.peak_mem_bytes()), static_cast<double>(r.workspace_bytes) / (1 << 20),
+                gib(r.device_used_bytes), 100.0 * spread(r),
                 r.finite ? "" : "   [last step's losses not finite]");
   return std::string(buf) + rest;
 }
@@ -109,7 +110,9 @@ std::string bench_json(const BenchRun& run, bool complete) {
     o.append_member("step_flops", Value::integer(r.step_flops));
     o.append_member("tflops", Value::number(r.tflops));
     o.append_member("fraction_of_gemm_peak", Value::number(r.tflops / run.gemm_peak_tflops));
+    o.append_member("peak_mem_bytes", Value::integer(static_cast<int64_t>(r.peak_mem_bytes())));
     o.append_member("peak_alloc_bytes", Value::integer(static_cast<int64_t>(r.peak_alloc_bytes)));
+    o.append_member("workspace_bytes", Value::integer(static_cast<int64_t>(r.workspace_bytes)));
     o.append_member("device_used_bytes", Value::integer(static_cast<int64_t>(r.device_used_bytes)));
     o.append_member("losses_finite", Value::boolean(r.finite));
     if (row.cuda_graph) o.append_member("graph_nodes", Value::integer(static_cast<int64_t>(r.graph.nodes)));

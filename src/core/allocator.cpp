@@ -46,6 +46,7 @@ void device_free(Device d, void* p, size_t bytes) {
 AllocatorStats cuda_allocator_stats(int) { return {}; }
 void cuda_allocator_release_cached(int) {}
 void cuda_allocator_reset_peak(int) {}
+size_t cuda_workspace_bytes(int) { return 0; }
 #endif
 
 }  // namespace ge

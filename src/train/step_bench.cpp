@@ -125,6 +125,7 @@ StepBenchResult run_step_bench(const StepBenchConfig& cfg) {
   r.step_flops = dcgan_step_flops(cfg.net, cfg.batch);
   r.tflops = static_cast<double>(r.step_flops) / (r.ms_per_step * 1e-3) / 1e12;
   r.peak_alloc_bytes = cuda_allocator_stats(cfg.device.index).peak_bytes_in_use;
+  r.workspace_bytes = cuda_workspace_bytes(cfg.device.index);
   r.device_used_bytes = device_memory(cfg.device).used_bytes();
   r.graph = trainers[0]->graph_stats();
   if (cfg.cuda_graph) {
