@@ -18,6 +18,7 @@
 #include "ganengine/nccl_group.h"
 #include "ganengine/process_group.h"
 #include "ganengine/replica_pool.h"
+#include "ganengine/replica_set.h"
 #include "ganengine/training_state.h"
 #include "temp_dir.h"
 #include "test_util.h"
@@ -41,19 +42,11 @@ Tensor twice(const Tensor& t) {
   return out;
 }
 
-struct Replicas {
-  std::vector<std::unique_ptr<ReplicaGroup>> groups;
-  std::vector<std::unique_ptr<DcganTrainer>> trainers;
-  ReplicaPool pool{2};
-  // Replica k steps on rows [k*n/2, (k+1)*n/2) of the batch, each from its own thread.
-  void step(const Tensor& real, const Tensor& noise) {
-    const int64_t half = real.dim(0) / 2;
-    pool.run([&](int k) { trainers[k]->step(real.slice0(k * half, (k + 1) * half), noise.slice0(k * half, (k + 1) * half)); },
-             [&] {
-               for (auto& g : groups) g->abort();
-             });
-  }
-};
+// Replica k steps on rows [k*n/2, (k+1)*n/2) of the batch, each from its own thread.
+void step_halves(ReplicaSet& r, const Tensor& real, const Tensor& noise) {
+  const int64_t half = real.dim(0) / 2;
+  r.run([&](int k) { r.trainer(k).step(real.slice0(k * half, (k + 1) * half), noise.slice0(k * half, (k + 1) * half)); });
+}
 
 // Losses and probabilities of two records within a relative tolerance.
 void expect_close_record(const StepRecord& a, const StepRecord& b, double tol, int64_t step) {
@@ -71,23 +64,23 @@ void expect_close_record(const StepRecord& a, const StepRecord& b, double tol, i
 // first steps are nearly sign(gradient), so a parameter whose gradient is within rounding of zero
 // (some BatchNorm biases) moves by +-lr on either side (measured on the H200 at O2: 28-48% of
 // those biases' norm after 6 steps while every loss agreed within 2e-2).
-void expect_synced_halves_match_whole(Replicas& r, DcganTrainer& whole, int steps, double tol, bool compare_weights) {
+void expect_synced_halves_match_whole(ReplicaSet& r, DcganTrainer& whole, int steps, double tol, bool compare_weights) {
   for (int64_t s = 0; s < steps; ++s) {
     Tensor real, noise;
     inputs(s, 8, real, noise);
     whole.step(real, noise);
-    r.step(real, noise);
-    expect_close_record(r.trainers[0]->record(), whole.record(), tol, s);
+    step_halves(r, real, noise);
+    expect_close_record(r.trainer(0).record(), whole.record(), tol, s);
   }
   for (int net = 0; net < 2 && compare_weights; ++net) {
     auto a = net ? whole.discriminator().named_params() : whole.generator().named_params();
-    auto b = net ? r.trainers[1]->discriminator().named_params() : r.trainers[1]->generator().named_params();
+    auto b = net ? r.trainer(1).discriminator().named_params() : r.trainer(1).generator().named_params();
     for (size_t i = 0; i < a.size(); ++i) {
       INFO((net ? "D " : "G "), a[i].first);
       CHECK(rel_error(b[i].second->value.to_doubles(), a[i].second->value.to_doubles()) < tol);
     }
     auto ba = net ? whole.discriminator().named_buffers() : whole.generator().named_buffers();
-    auto bb = net ? r.trainers[1]->discriminator().named_buffers() : r.trainers[1]->generator().named_buffers();
+    auto bb = net ? r.trainer(1).discriminator().named_buffers() : r.trainer(1).generator().named_buffers();
     for (size_t i = 0; i < ba.size(); ++i)
       if (ba[i].second.tensor) {
         INFO((net ? "D " : "G "), ba[i].first);
@@ -95,30 +88,21 @@ void expect_synced_halves_match_whole(Replicas& r, DcganTrainer& whole, int step
       }
   }
   // Synced replicas share their running statistics too.
-  expect_same_state(*r.trainers[0], *r.trainers[1], /*with_buffers=*/true);
+  expect_same_state(r.trainer(0), r.trainer(1), /*with_buffers=*/true);
 }
 
-std::unique_ptr<Replicas> cpu_replicas(const TrainerConfig& cfg) {
-  auto r = std::make_unique<Replicas>();
+std::unique_ptr<ReplicaSet> cpu_replicas(const TrainerConfig& cfg) {
   auto hub = std::make_shared<HostReplicaHub>(2);
-  for (int k = 0; k < 2; ++k) {
-    r->groups.push_back(std::make_unique<HostReplicaGroup>(hub, k));
-    TrainerConfig ck = cfg;
-    ck.replicas = r->groups.back().get();
-    r->trainers.push_back(std::make_unique<DcganTrainer>(ck));
-  }
+  std::vector<std::unique_ptr<ReplicaGroup>> groups;
+  for (int k = 0; k < 2; ++k) groups.push_back(std::make_unique<HostReplicaGroup>(hub, k));
+  auto r = std::make_unique<ReplicaSet>(std::vector<Device>{Device::cpu(), Device::cpu()}, std::move(groups));
+  r->make_trainers(cfg);
   return r;
 }
 
-std::unique_ptr<Replicas> gpu_replicas(const TrainerConfig& cfg) {
-  auto r = std::make_unique<Replicas>();
-  r->groups = make_nccl_groups({Device::cuda(0), Device::cuda(1)});
-  for (int k = 0; k < 2; ++k) {
-    TrainerConfig ck = cfg;
-    ck.device = Device::cuda(k);
-    ck.replicas = r->groups[k].get();
-    r->trainers.push_back(std::make_unique<DcganTrainer>(ck));
-  }
+std::unique_ptr<ReplicaSet> gpu_replicas(const TrainerConfig& cfg) {
+  auto r = ReplicaSet::on_gpus({Device::cuda(0), Device::cuda(1)});
+  r->make_trainers(cfg);
   return r;
 }
 
@@ -126,7 +110,7 @@ std::unique_ptr<Replicas> gpu_replicas(const TrainerConfig& cfg) {
 // state bitwise (BatchNorm buffers included: each replica saw exactly the single trainer's batch).
 // The single trainer runs all its steps first: two CUDA-graph trainers warming up in lockstep on
 // one GPU would take each other's cached blocks into their graphs' pools.
-void expect_duplicated_halves_match_single(Replicas& r, DcganTrainer& single, int steps) {
+void expect_duplicated_halves_match_single(ReplicaSet& r, DcganTrainer& single, int steps) {
   std::vector<StepRecord> expected;
   for (int64_t s = 0; s < steps; ++s) {
     Tensor real, noise;
@@ -137,12 +121,12 @@ void expect_duplicated_halves_match_single(Replicas& r, DcganTrainer& single, in
   for (int64_t s = 0; s < steps; ++s) {
     Tensor real, noise;
     inputs(s, 4, real, noise);
-    r.step(twice(real), twice(noise));
-    expect_same_record(expected[static_cast<size_t>(s)], r.trainers[0]->record(), static_cast<size_t>(s));
-    expect_same_record(expected[static_cast<size_t>(s)], r.trainers[1]->record(), static_cast<size_t>(s));
+    step_halves(r, twice(real), twice(noise));
+    expect_same_record(expected[static_cast<size_t>(s)], r.trainer(0).record(), static_cast<size_t>(s));
+    expect_same_record(expected[static_cast<size_t>(s)], r.trainer(1).record(), static_cast<size_t>(s));
   }
-  expect_same_state(single, *r.trainers[0]);
-  expect_same_state(single, *r.trainers[1]);
+  expect_same_state(single, r.trainer(0));
+  expect_same_state(single, r.trainer(1));
 }
 
 }  // namespace
@@ -166,10 +150,10 @@ TEST_CASE("data parallel: CPU replicas on different halves stay identical and av
   inputs(0, 8, real, noise);
   alone0.step(real.slice0(0, 4), noise.slice0(0, 4));
   alone1.step(real.slice0(4, 8), noise.slice0(4, 8));
-  r->step(real, noise);
+  step_halves(*r, real, noise);
   // D's losses and probabilities (G's come after D's step, which the group takes with the mean
   // gradient, so they differ from either half alone).
-  const StepRecord a = alone0.record(), b = alone1.record(), g = r->trainers[0]->record();
+  const StepRecord a = alone0.record(), b = alone1.record(), g = r->trainer(0).record();
   const float fa[] = {a.errD_real, a.errD_fake, a.D_x, a.D_G_z1};
   const float fb[] = {b.errD_real, b.errD_fake, b.D_x, b.D_G_z1};
   const float fg[] = {g.errD_real, g.errD_fake, g.D_x, g.D_G_z1};
@@ -180,10 +164,10 @@ TEST_CASE("data parallel: CPU replicas on different halves stay identical and av
   CHECK_FALSE(same_tensor(alone0.generator().params()[0]->value, alone1.generator().params()[0]->value));
   for (int64_t s = 1; s < 4; ++s) {
     inputs(s, 8, real, noise);
-    r->step(real, noise);
+    step_halves(*r, real, noise);
   }
   // Weights, masters, gradients, Adam state and scalers agree; running statistics are per replica.
-  expect_same_state(*r->trainers[0], *r->trainers[1], /*with_buffers=*/false);
+  expect_same_state(r->trainer(0), r->trainer(1), /*with_buffers=*/false);
 }
 
 TEST_CASE("data parallel: two CPU replicas with synchronised BatchNorm step like one trainer on the whole batch") {
@@ -218,10 +202,10 @@ TEST_CASE("data parallel: a look at samples on one synced replica takes no colle
   auto r = cpu_replicas(cfg);
   Tensor real, noise;
   inputs(0, 8, real, noise);
-  r->step(real, noise);
+  step_halves(*r, real, noise);
   // What train does for its sample grid, on replica 0 alone. A BatchNorm that still synced would
   // wait for replica 1 forever: the wait is bounded here, and the group aborted if it happens.
-  nn::Sequential& G = r->trainers[0]->generator();
+  nn::Sequential& G = r->trainer(0).generator();
   auto look = std::async(std::launch::async, [&] {
     G.set_update_running_stats(false);
     Tensor fake = G.forward(noise.slice0(0, 4), true);
@@ -230,10 +214,10 @@ TEST_CASE("data parallel: a look at samples on one synced replica takes no colle
   });
   const bool finished = look.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
   if (!finished)
-    for (auto& g : r->groups) g->abort();
+    for (int k = 0; k < 2; ++k) r->group(k).abort();
   CHECK(finished);
   CHECK_NOTHROW(look.get());
-  if (finished) r->step(real, noise);  // and the replicas still step together afterwards
+  if (finished) step_halves(*r, real, noise);  // and the replicas still step together afterwards
 }
 
 TEST_CASE("data parallel: synchronised BatchNorm without replicas is an error that says so") {
@@ -253,17 +237,17 @@ TEST_CASE("data parallel: an overflow on one CPU replica skips the step on every
   auto r = cpu_replicas(cfg);
   Tensor real, noise;
   for (int64_t s = 0; s < 3; ++s) {
-    if (s == 1) r->trainers[0]->force_overflow_next_step(kLossDFake);
+    if (s == 1) r->trainer(0).force_overflow_next_step(kLossDFake);
     inputs(s, 8, real, noise);
-    r->step(real, noise);
-    const StepRecord a = r->trainers[0]->record(), b = r->trainers[1]->record();
+    step_halves(*r, real, noise);
+    const StepRecord a = r->trainer(0).record(), b = r->trainer(1).record();
     INFO("step ", s);
     CHECK(a.overflow[1] == (s == 1));
     CHECK(b.overflow[1] == (s == 1));
     CHECK(a.scale[1] == b.scale[1]);
   }
-  CHECK(r->trainers[1]->record().scale[1] == 512.f);  // 1024 halved once, on both
-  expect_same_state(*r->trainers[0], *r->trainers[1], /*with_buffers=*/false);
+  CHECK(r->trainer(1).record().scale[1] == 512.f);  // 1024 halved once, on both
+  expect_same_state(r->trainer(0), r->trainer(1), /*with_buffers=*/false);
 }
 
 TEST_CASE("replica pool: runs every replica on its own thread and rethrows a replica's error") {
@@ -287,16 +271,12 @@ TEST_CASE("data parallel: a replica that fails aborts the group instead of leavi
   // Replica 1 gets a batch of the wrong image size: it throws before its first collective while
   // replica 0 waits in one; the abort releases replica 0, and the pool reports replica 1's error.
   const Tensor bad = Tensor::zeros({4, 3, 8, 8}, DType::F32);
-  CHECK_THROWS_WITH_AS(r->pool.run(
-                           [&](int k) {
-                             if (k == 0)
-                               r->trainers[0]->step(real.slice0(0, 4), noise.slice0(0, 4));
-                             else
-                               r->trainers[1]->step(bad, noise.slice0(4, 8));
-                           },
-                           [&] {
-                             for (auto& g : r->groups) g->abort();
-                           }),
+  CHECK_THROWS_WITH_AS(r->run([&](int k) {
+                         if (k == 0)
+                           r->trainer(0).step(real.slice0(0, 4), noise.slice0(0, 4));
+                         else
+                           r->trainer(1).step(bad, noise.slice0(4, 8));
+                       }),
                        doctest::Contains("does not match"), Error);
 }
 
@@ -315,7 +295,7 @@ TEST_CASE("gpu data parallel: NCCL replicas on two GPUs on duplicated halves ste
     auto r = gpu_replicas(cfg);
     DcganTrainer single(cfg);
     expect_duplicated_halves_match_single(*r, single, 8);
-    if (graph) CHECK(r->trainers[1]->graph_stats().replays >= 4);
+    if (graph) CHECK(r->trainer(1).graph_stats().replays >= 4);
   }
 }
 
@@ -327,16 +307,16 @@ TEST_CASE("gpu data parallel: NCCL replicas on different halves follow the CPU r
   for (int64_t s = 0; s < 4; ++s) {
     Tensor real, noise;
     inputs(s, 8, real, noise);
-    cpu->step(real, noise);
-    gpu->step(real, noise);
-    const StepRecord a = cpu->trainers[0]->record(), b = gpu->trainers[0]->record();
+    step_halves(*cpu, real, noise);
+    step_halves(*gpu, real, noise);
+    const StepRecord a = cpu->trainer(0).record(), b = gpu->trainer(0).record();
     INFO("step ", s, ": cpu errD_real ", a.errD_real, " gpu ", b.errD_real, "; errG ", a.errG, " ", b.errG);
     CHECK(std::fabs(a.errD_real - b.errD_real) <= 1e-4f * std::fabs(a.errD_real) + 1e-6f);
     CHECK(std::fabs(a.errG - b.errG) <= 1e-4f * std::fabs(a.errG) + 1e-6f);
   }
-  auto pc = cpu->trainers[0]->generator().params(), pg = gpu->trainers[1]->generator().params();
+  auto pc = cpu->trainer(0).generator().params(), pg = gpu->trainer(1).generator().params();
   for (size_t i = 0; i < pc.size(); ++i) CHECK(rel_error(pc[i]->value.to_doubles(), pg[i]->value.to_doubles()) < 1e-4);
-  expect_same_state(*gpu->trainers[0], *gpu->trainers[1], /*with_buffers=*/false);
+  expect_same_state(gpu->trainer(0), gpu->trainer(1), /*with_buffers=*/false);
 }
 
 TEST_CASE("gpu data parallel: NCCL replicas with synchronised BatchNorm step like one GPU on the whole batch") {
@@ -370,10 +350,10 @@ TEST_CASE("gpu data parallel: two GPUs with synchronised BatchNorm at O0 take on
   for (int64_t s = 0; s < 50; ++s) {
     Tensor real, noise;
     synthetic_step_inputs(s, 64, 64, 33, real, noise);
-    for (auto& t : r->trainers) copy_training_state(whole, *t);
+    for (auto& t : r->trainers()) copy_training_state(whole, *t);
     whole.step(real, noise);
-    r->step(real, noise);
-    const StepRecord a = r->trainers[0]->record(), b = whole.record();
+    step_halves(*r, real, noise);
+    const StepRecord a = r->trainer(0).record(), b = whole.record();
     const float la[] = {a.errD_real, a.errD_fake, a.errG}, lb[] = {b.errD_real, b.errD_fake, b.errG};
     for (int c = 0; c < 3; ++c) {
       INFO("step ", s, " loss ", c, " (errD_real errD_fake errG): 2 GPUs ", la[c], ", 1 GPU ", lb[c]);
@@ -381,11 +361,11 @@ TEST_CASE("gpu data parallel: two GPUs with synchronised BatchNorm at O0 take on
       worst = std::max(worst, std::fabs(static_cast<double>(la[c]) - lb[c]) / std::fabs(lb[c]));
     }
   }
-  CHECK(r->trainers[1]->graph_stats().replays >= 40);
+  CHECK(r->trainer(1).graph_stats().replays >= 40);
   MESSAGE("2 GPUs --sync-bn vs 1 GPU, O0, 50 teacher-forced steps: largest relative loss difference ", worst);
   // After the last step both replicas hold the same weights, and they are the single GPU's.
-  expect_same_state(*r->trainers[0], *r->trainers[1], /*with_buffers=*/true);
-  auto pw = whole.generator().params(), pr = r->trainers[0]->generator().params();
+  expect_same_state(r->trainer(0), r->trainer(1), /*with_buffers=*/true);
+  auto pw = whole.generator().params(), pr = r->trainer(0).generator().params();
   for (size_t i = 0; i < pw.size(); ++i) CHECK(rel_error(pr[i]->value.to_doubles(), pw[i]->value.to_doubles()) < 1e-4);
 }
 

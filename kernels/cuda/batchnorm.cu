@@ -30,10 +30,14 @@ struct MeanVarAcc {
   float n, mean, m2;
   static constexpr int kFields = 3;
   __device__ static MeanVarAcc zero() { return {0.f, 0.f, 0.f}; }
-  __device__ void add(float x) {
-    n += 1.f;
+  __device__ void add(float x) { add(x, n + 1.f, 1.f / (n + 1.f)); }
+  // Welford's update with the new count and its reciprocal given: accumulators that see the
+  // same rows share one division (with one per element the statistics pass ran at about
+  // 1.6 TB/s on the H200 at batch 1024, the backward sums over three tensors at 3.2 TB/s).
+  __device__ void add(float x, float new_n, float inv_new_n) {
+    n = new_n;
     const float delta = x - mean;
-    mean += delta / n;
+    mean += delta * inv_new_n;
     m2 += delta * (x - mean);
   }
   // Chan et al.'s pairwise combination.
@@ -73,8 +77,10 @@ struct StatsVisit {
   __device__ void operator()(MeanVarAcc& acc, uint64_t i, uint32_t) const { acc.add(load_float(x + i)); }
   __device__ void pack(MeanVarAcc (&acc)[kPack], uint64_t i, uint32_t) const {
     const Pack<T, kPack> v = *reinterpret_cast<const Pack<T, kPack>*>(x + i);
+    const float n = acc[0].n + 1.f;  // the pack's channels have all seen the same rows
+    const float inv_n = 1.f / n;
 #pragma unroll
-    for (int j = 0; j < kPack; ++j) acc[j].add(load_float(&v.v[j]));
+    for (int j = 0; j < kPack; ++j) acc[j].add(load_float(&v.v[j]), n, inv_n);
   }
 };
 

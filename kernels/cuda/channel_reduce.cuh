@@ -78,6 +78,29 @@ __device__ __forceinline__ Acc load_partial(const float* partials, uint32_t spli
   return acc;
 }
 
+// Merges rows 1 .. Rows-1 of a block's shared[field][row][column] accumulators into row 0 in a
+// fixed tree (row r takes row r + half, half = Rows/2, Rows/4, ...), so results do not depend
+// on timing. Every thread of the block calls it; `thread` is its index among `threads`.
+template <class Acc, int Rows, int Cols>
+__device__ __forceinline__ void merge_rows(float (&shared)[Acc::kFields][Rows][Cols], uint32_t thread,
+                                           uint32_t threads) {
+  for (uint32_t half = Rows / 2; half > 0; half /= 2) {
+    for (uint32_t slot = thread; slot < half * Cols; slot += threads) {
+      const uint32_t r = slot / Cols, col = slot % Cols;
+      Acc a = Acc::zero(), b = Acc::zero();
+#pragma unroll
+      for (int k = 0; k < Acc::kFields; ++k) {
+        a.set(k, shared[k][r][col]);
+        b.set(k, shared[k][r + half][col]);
+      }
+      a.merge(b);
+#pragma unroll
+      for (int k = 0; k < Acc::kFields; ++k) shared[k][r][col] = a.get(k);
+    }
+    __syncthreads();
+  }
+}
+
 // Merging the partials: a block of kTileChannels x kMergeRows threads takes 32 channels; row r
 // merges splits r, r + kMergeRows, ... in order (reads coalesced across the channels), then the
 // rows are merged in a fixed tree. One thread per channel walking all splits serially was 12%
@@ -96,20 +119,7 @@ __device__ Acc merge_partials_tile(const float* partials, uint32_t splits, uint3
 #pragma unroll
   for (int k = 0; k < Acc::kFields; ++k) shared[k][ty][tx] = acc.get(k);
   __syncthreads();
-  for (uint32_t half = kMergeRows / 2; half > 0; half /= 2) {
-    if (ty < half) {
-      Acc a = Acc::zero(), b = Acc::zero();
-#pragma unroll
-      for (int k = 0; k < Acc::kFields; ++k) {
-        a.set(k, shared[k][ty][tx]);
-        b.set(k, shared[k][ty + half][tx]);
-      }
-      a.merge(b);
-#pragma unroll
-      for (int k = 0; k < Acc::kFields; ++k) shared[k][ty][tx] = a.get(k);
-    }
-    __syncthreads();
-  }
+  merge_rows<Acc>(shared, ty * kTileChannels + tx, kTileChannels * kMergeRows);
   Acc total = Acc::zero();
 #pragma unroll
   for (int k = 0; k < Acc::kFields; ++k) total.set(k, shared[k][0][tx]);
@@ -123,7 +133,7 @@ template <class Acc, class Visit>
 __global__ void __launch_bounds__(kReduceThreadsNchw)
     reduce_channels_nchw_kernel(Visit visit, ChannelGeometry g, uint32_t splits, uint32_t length,
                                 float* partials) {
-  __shared__ float shared[Acc::kFields][kReduceThreadsNchw];
+  __shared__ float shared[Acc::kFields][kReduceThreadsNchw][1];
   const uint32_t c = blockIdx.x, split = blockIdx.y, tid = threadIdx.x;
   const uint32_t begin = split * length, end = min(g.M, begin + length);
 
@@ -145,26 +155,13 @@ __global__ void __launch_bounds__(kReduceThreadsNchw)
   }
 
 #pragma unroll
-  for (int k = 0; k < Acc::kFields; ++k) shared[k][tid] = acc.get(k);
+  for (int k = 0; k < Acc::kFields; ++k) shared[k][tid][0] = acc.get(k);
   __syncthreads();
-  for (uint32_t half = kReduceThreadsNchw / 2; half > 0; half /= 2) {
-    if (tid < half) {
-      Acc a = Acc::zero(), b = Acc::zero();
-#pragma unroll
-      for (int k = 0; k < Acc::kFields; ++k) {
-        a.set(k, shared[k][tid]);
-        b.set(k, shared[k][tid + half]);
-      }
-      a.merge(b);
-#pragma unroll
-      for (int k = 0; k < Acc::kFields; ++k) shared[k][tid] = a.get(k);
-    }
-    __syncthreads();
-  }
+  merge_rows<Acc>(shared, tid, kReduceThreadsNchw);
   if (tid == 0) {
     Acc total = Acc::zero();
 #pragma unroll
-    for (int k = 0; k < Acc::kFields; ++k) total.set(k, shared[k][0]);
+    for (int k = 0; k < Acc::kFields; ++k) total.set(k, shared[k][0][0]);
     store_partial(partials, total, splits, split, g.C, c);
   }
 }
@@ -186,20 +183,7 @@ __global__ void __launch_bounds__(kTileChannels* kTileRows)
 #pragma unroll
   for (int k = 0; k < Acc::kFields; ++k) shared[k][ty][tx] = acc.get(k);
   __syncthreads();
-  for (uint32_t half = kTileRows / 2; half > 0; half /= 2) {
-    if (ty < half) {
-      Acc a = Acc::zero(), b = Acc::zero();
-#pragma unroll
-      for (int k = 0; k < Acc::kFields; ++k) {
-        a.set(k, shared[k][ty][tx]);
-        b.set(k, shared[k][ty + half][tx]);
-      }
-      a.merge(b);
-#pragma unroll
-      for (int k = 0; k < Acc::kFields; ++k) shared[k][ty][tx] = a.get(k);
-    }
-    __syncthreads();
-  }
+  merge_rows<Acc>(shared, ty * kTileChannels + tx, kTileChannels * kTileRows);
   if (ty == 0 && c < g.C) {
     Acc total = Acc::zero();
 #pragma unroll
@@ -236,23 +220,8 @@ __global__ void __launch_bounds__(kVecLanes* kVecRows)
 #pragma unroll
     for (int k = 0; k < Acc::kFields; ++k) shared[k][ty][tx * V + j] = acc[j].get(k);
   __syncthreads();
-  // Rows merged in a fixed tree, each thread now owning one channel of the tile.
   const uint32_t lane = ty * kVecLanes + tx;  // 0 .. 255
-  for (uint32_t half = kVecRows / 2; half > 0; half /= 2) {
-    for (uint32_t slot = lane; slot < half * kVecLanes * V; slot += kVecLanes * kVecRows) {
-      const uint32_t r = slot / (kVecLanes * V), ch = slot % (kVecLanes * V);
-      Acc a = Acc::zero(), b = Acc::zero();
-#pragma unroll
-      for (int k = 0; k < Acc::kFields; ++k) {
-        a.set(k, shared[k][r][ch]);
-        b.set(k, shared[k][r + half][ch]);
-      }
-      a.merge(b);
-#pragma unroll
-      for (int k = 0; k < Acc::kFields; ++k) shared[k][r][ch] = a.get(k);
-    }
-    __syncthreads();
-  }
+  merge_rows<Acc>(shared, lane, kVecLanes * kVecRows);
   for (uint32_t ch = lane; ch < kVecLanes * V; ch += kVecLanes * kVecRows) {
     const uint32_t c = blockIdx.x * kVecLanes * V + ch;
     if (c >= g.C) continue;

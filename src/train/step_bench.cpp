@@ -7,8 +7,7 @@
 #include "ganengine/allocator.h"
 #include "ganengine/backend.h"
 #include "ganengine/gpu_measure.h"
-#include "ganengine/nccl_group.h"
-#include "ganengine/replica_pool.h"
+#include "ganengine/replica_set.h"
 #include "ganengine/profiling.h"
 #include "ganengine/step_flops.h"
 
@@ -63,38 +62,22 @@ StepBenchResult run_step_bench(const StepBenchConfig& cfg) {
   if (cfg.cuda_graph && cfg.warmup < tc.cuda_graph_warmup + 2)
     fail("--warmup ", cfg.warmup, " is too short for CUDA graph mode (at least ", tc.cuda_graph_warmup + 2,
          ": eager warm-up steps, the capture, one replay)");
-  std::vector<std::unique_ptr<ReplicaGroup>> groups;
-  std::unique_ptr<ReplicaPool> pool;
-  if (R > 1) {
-    groups = make_nccl_groups(devices);
-    pool = std::make_unique<ReplicaPool>(R);
-  }
-  std::vector<std::unique_ptr<DcganTrainer>> trainers;
+  const std::unique_ptr<ReplicaSet> replicas = ReplicaSet::on_gpus(devices);
+  replicas->make_trainers(tc);
   std::vector<Tensor> reals, noises;
   StepBenchConfig per = cfg;
   per.batch = cfg.batch / R;
-  for (int k = 0; k < R; ++k) {
-    TrainerConfig ck = tc;
-    ck.device = per.device = devices[static_cast<size_t>(k)];
-    if (R > 1) ck.replicas = groups[static_cast<size_t>(k)].get();
-    trainers.push_back(std::make_unique<DcganTrainer>(ck));
+  for (const Device& d : devices) {
+    per.device = d;
     reals.push_back(synthetic_real_batch(per, tc.policy));
-    noises.push_back(Tensor::empty({per.batch, cfg.net.nz, 1, 1}, DType::F32, per.device));
+    noises.push_back(Tensor::empty({per.batch, cfg.net.nz, 1, 1}, DType::F32, d));
     ops::fill_normal(noises.back(), cfg.seed, /*offset=*/ops::philox_counters_for(reals.back().numel()));
   }
   auto steps = [&](int n) {
-    if (R == 1) {
-      for (int i = 0; i < n; ++i) trainers[0]->step(reals[0], noises[0]);
-      return;
-    }
-    pool->run(
-        [&](int k) {
-          const size_t i = static_cast<size_t>(k);
-          for (int s = 0; s < n; ++s) trainers[i]->step(reals[i], noises[i]);
-        },
-        [&] {
-          for (auto& g : groups) g->abort();
-        });
+    replicas->run([&](int k) {
+      const size_t i = static_cast<size_t>(k);
+      for (int s = 0; s < n; ++s) replicas->trainer(k).step(reals[i], noises[i]);
+    });
   };
   auto sync_all = [&] {
     for (const Device& d : devices) synchronize(d);
@@ -127,7 +110,7 @@ StepBenchResult run_step_bench(const StepBenchConfig& cfg) {
   r.peak_alloc_bytes = cuda_allocator_stats(cfg.device.index).peak_bytes_in_use;
   r.workspace_bytes = cuda_workspace_bytes(cfg.device.index);
   r.device_used_bytes = device_memory(cfg.device).used_bytes();
-  r.graph = trainers[0]->graph_stats();
+  r.graph = replicas->trainer(0).graph_stats();
   if (cfg.cuda_graph) {
     const int64_t timed = static_cast<int64_t>(cfg.steps) * cfg.windows;
     // Anything else would mean eager steps were timed under the graph label.
@@ -135,7 +118,7 @@ StepBenchResult run_step_bench(const StepBenchConfig& cfg) {
              "CUDA graph mode: ", r.graph.captures, " captures, ", r.graph.replays, " replays, ", r.graph.eager_steps,
              " eager steps for ", cfg.warmup, " warm-up and ", timed, " timed steps");
   }
-  r.last = trainers[0]->record();
+  r.last = replicas->trainer(0).record();
   for (float v : {r.last.errD_real, r.last.errD_fake, r.last.errG}) r.finite = r.finite && std::isfinite(v);
   return r;
 }

@@ -15,7 +15,7 @@
 #include "ganengine/image_grid.h"
 #include "ganengine/nccl_group.h"
 #include "ganengine/process_group.h"
-#include "ganengine/replica_pool.h"
+#include "ganengine/replica_set.h"
 #include "ganengine/process_clock.h"
 #include "ganengine/profiling.h"
 #include "ganengine/safetensors.h"
@@ -226,13 +226,13 @@ int run_training(const TrainOptions& opt) {
   for (int k = 0; k < R; ++k)
     devices.push_back(multi_process ? Device::cuda(pg.local_rank)
                                     : (R == 1 ? opt.device : Device::cuda(opt.device.index + k)));
-  std::vector<std::unique_ptr<ReplicaGroup>> groups;
-  std::unique_ptr<ReplicaPool> pool;
+  std::unique_ptr<ReplicaSet> replicas;
   if (multi_process) {
-    groups.push_back(make_nccl_group(share_unique_id(pg, nccl_unique_id), pg.rank, pg.size, devices[0]));
-  } else if (R > 1) {
-    groups = make_nccl_groups(devices);
-    pool = std::make_unique<ReplicaPool>(R);
+    std::vector<std::unique_ptr<ReplicaGroup>> group;
+    group.push_back(make_nccl_group(share_unique_id(pg, nccl_unique_id), pg.rank, pg.size, devices[0]));
+    replicas = std::make_unique<ReplicaSet>(devices, std::move(group));
+  } else {
+    replicas = ReplicaSet::on_gpus(devices);
   }
   DataPipelineOptions data;
   data.dataset = opt.dataset;
@@ -263,14 +263,9 @@ int run_training(const TrainOptions& opt) {
   const Dataset* dataset = pipeline.dataset.get();
   BatchSource& batches = *pipeline.source;
   const TrainerConfig cfg = trainer_config(opt, dataset->channels());
-  std::vector<std::unique_ptr<DcganTrainer>> trainers;
-  for (int k = 0; k < R; ++k) {
-    TrainerConfig ck = cfg;
-    ck.device = devices[static_cast<size_t>(k)];
-    if (world > 1) ck.replicas = groups[static_cast<size_t>(k)].get();
-    trainers.push_back(std::make_unique<DcganTrainer>(ck));
-  }
-  DcganTrainer& trainer = *trainers[0];  // replica 0 logs, samples and saves for all
+  replicas->make_trainers(cfg);
+  const std::vector<std::unique_ptr<DcganTrainer>>& trainers = replicas->trainers();
+  DcganTrainer& trainer = replicas->trainer(0);  // replica 0 logs, samples and saves for all
   for (auto& t : trainers) {
     if (!opt.netG.empty()) nn::load_state_dict(t->generator(), load_safetensors(opt.netG).tensors, opt.netG);
     if (!opt.netD.empty()) nn::load_state_dict(t->discriminator(), load_safetensors(opt.netD).tensors, opt.netD);
@@ -285,7 +280,7 @@ int run_training(const TrainOptions& opt) {
     pos = load_training_state(opt.resume, trainer, fixed_noise, identity);
     for (int k = 1; k < R; ++k) {
       Tensor scratch = fixed_noise.clone();
-      load_training_state(opt.resume, *trainers[static_cast<size_t>(k)], scratch, identity);
+      load_training_state(opt.resume, replicas->trainer(k), scratch, identity);
     }
     std::printf("resumed from %s at epoch %lld, iteration %lld (step %lld)\n", opt.resume.c_str(),
                 static_cast<long long>(pos.epoch), static_cast<long long>(pos.iteration),
@@ -340,7 +335,7 @@ int run_training(const TrainOptions& opt) {
   auto agree_on_interrupt = [&] {
     if (!interrupt_flag.defined()) interrupt_flag = Tensor::zeros({1}, DType::F32, devices[0]);
     interrupt_flag.copy_from(Tensor::from_doubles({g_interrupted ? 1.0 : 0.0}, {1}, DType::F32));
-    groups[0]->all_reduce_max(interrupt_flag);
+    replicas->group(0).all_reduce_max(interrupt_flag);
     agreed_interrupt = interrupt_flag.to_doubles()[0] != 0;
   };
   auto interrupted = [&] { return multi_process ? agreed_interrupt : g_interrupted != 0; };
@@ -381,8 +376,8 @@ int run_training(const TrainOptions& opt) {
         // replica's gradients and losses by its share, so the step averages over images.
         const int64_t n = global.dim(0), chunk = (n + world - 1) / world, share = pg.rank + k;
         const int64_t begin = std::min<int64_t>(n, share * chunk), end = std::min<int64_t>(n, begin + chunk);
-        trainers[static_cast<size_t>(k)]->set_replica_weight(static_cast<double>(end - begin) * world / n);
-        trainers[static_cast<size_t>(k)]->step(global.slice0(begin, end), noise.slice0(begin, end));
+        replicas->trainer(k).set_replica_weight(static_cast<double>(end - begin) * world / n);
+        replicas->trainer(k).step(global.slice0(begin, end), noise.slice0(begin, end));
       };
       if (world > 1 && (real.dim(0) + world - 1) / world * (world - 1) >= real.dim(0)) {
         if (writer)
@@ -390,14 +385,9 @@ int run_training(const TrainOptions& opt) {
                        "GPUs one\n", static_cast<long long>(real.dim(0)), world);
         continue;
       }
-      if (R == 1)
-        replica_step(0);
-      else
-        pool->run(replica_step, [&] {
-          for (auto& g : groups) g->abort();
-        });
+      replicas->run(replica_step);
       if (opt.check_replicas && R > 1) check_replicas_identical(trainers, step);
-      if (opt.check_replicas && multi_process) check_ranks_identical(trainer, *groups[0], step);
+      if (opt.check_replicas && multi_process) check_ranks_identical(trainer, replicas->group(0), step);
       if (step == opt.profile_steps.second) {
         synchronize(opt.device);  // the window holds the steps' device work, not only its launches
         profiler_stop();
