@@ -65,6 +65,11 @@ class DcganTrainer {
   void set_replica_weight(double w) { replica_weight_ = w; }
   // The latest step's losses, probabilities, overflows and scales (waits for the device).
   StepRecord record() const;
+  // The same without waiting: the device tensor the step writes its record into (f32, 12
+  // values), to copy out asynchronously, and the decoding of those 12 values.
+  const Tensor& record_tensor() const { return record_; }
+  static constexpr int kRecordValues = 12;
+  static StepRecord decode_record(const float* values);
   // Test hook: the next step() puts an inf into loss `id`'s gradients, as a real overflow would.
   // Throws with TrainerConfig::cuda_graph (a replayed graph cannot take host-side decisions).
   void force_overflow_next_step(LossId id);

@@ -285,17 +285,24 @@ void DcganTrainer::graph_step(const Tensor& real_in, const Tensor& noise_in) {
 }
 
 StepRecord DcganTrainer::record() const {
-  std::vector<double> v = record_.to_doubles();
+  const std::vector<double> v = record_.to_doubles();
+  float values[kSlots];
+  for (int i = 0; i < kSlots; ++i) values[i] = static_cast<float>(v[static_cast<size_t>(i)]);
+  return decode_record(values);
+}
+
+StepRecord DcganTrainer::decode_record(const float* v) {
+  static_assert(kSlots == kRecordValues, "the record's layout changed");
   StepRecord r;
-  r.errD_real = static_cast<float>(v[kErr]);
-  r.errD_fake = static_cast<float>(v[kErr + 1]);
-  r.errG = static_cast<float>(v[kErr + 2]);
-  r.D_x = static_cast<float>(v[kProb]);
-  r.D_G_z1 = static_cast<float>(v[kProb + 1]);
-  r.D_G_z2 = static_cast<float>(v[kProb + 2]);
+  r.errD_real = v[kErr];
+  r.errD_fake = v[kErr + 1];
+  r.errG = v[kErr + 2];
+  r.D_x = v[kProb];
+  r.D_G_z1 = v[kProb + 1];
+  r.D_G_z2 = v[kProb + 2];
   for (int i = 0; i < 3; ++i) {
     r.overflow[i] = v[kFound + i] != 0;
-    r.scale[i] = static_cast<float>(v[kScale + i]);
+    r.scale[i] = v[kScale + i];
   }
   return r;
 }

@@ -16,6 +16,7 @@
 #include "ganengine/nccl_group.h"
 #include "ganengine/process_group.h"
 #include "ganengine/replica_set.h"
+#include "ganengine/pending_logs.h"
 #include "ganengine/process_clock.h"
 #include "ganengine/profiling.h"
 #include "ganengine/safetensors.h"
@@ -323,7 +324,40 @@ int run_training(const TrainOptions& opt) {
   int64_t step = pos.global_step;
   int exit_code = 0;
 
+  // A logged step's record, once it has reached the host: the console line, metrics.jsonl, the
+  // overflow summary, the loss-scale floor check and the progress line.
+  auto log_record = [&](const PendingLog& at, const StepRecord& r) {
+    overflows.add(r, at.step);
+    const double elapsed = seconds_since(t_start);
+    const double ips = at.images / std::max(elapsed, 1e-9);
+    std::printf("[%lld/%d][%lld/%lld] Loss_D: %.4f Loss_G: %.4f D(x): %.4f D(G(z)): %.4f / %.4f  scale: %g %g %g\n",
+                static_cast<long long>(at.epoch), opt.niter, static_cast<long long>(at.iteration),
+                static_cast<long long>(per_epoch), r.errD_real + r.errD_fake, r.errG, r.D_x, r.D_G_z1, r.D_G_z2,
+                r.scale[0], r.scale[1], r.scale[2]);
+    metrics.add(json_record(at.step, at.epoch, at.iteration, r, ips));
+    if (writer) overflows.maybe_print(elapsed, r, false);
+    if (exit_code == 0 && cfg.policy.dynamic_loss_scale &&
+        (r.scale[0] <= cfg.policy.min_loss_scale || r.scale[1] <= cfg.policy.min_loss_scale ||
+         r.scale[2] <= cfg.policy.min_loss_scale)) {
+      std::fprintf(stderr,
+                   "ganengine train: a loss scale reached its floor %g at step %lld: the gradients overflow even "
+                   "at the smallest scale, so training has diverged (losses or weights are no longer finite). "
+                   "Try a lower --lr, --opt-level O1/O2 instead of O3, or --half bf16; the last good weights are "
+                   "the latest netG/netD_epoch files.\n",
+                   cfg.policy.min_loss_scale, static_cast<long long>(at.step));
+      exit_code = 3;
+    }
+    if (tty) {
+      const double rate = (at.step + 1 - pos.global_step) / std::max(elapsed, 1e-9);
+      std::fprintf(stderr, "\r\033[K%lld/%lld steps  %.0f img/s  ETA %s", static_cast<long long>(at.step + 1),
+                   static_cast<long long>(stop_at), ips, format_duration((stop_at - at.step - 1) / rate).c_str());
+      std::fflush(stderr);
+    }
+    std::fflush(stdout);
+  };
+  PendingLogs logs(trainer, log_record);
   auto save_epoch_outputs = [&](int64_t epoch, const RunPosition& next) {
+    logs.drain();
     if (!writer) return;
     save_safetensors(epoch_file(opt.outf, "netG_epoch_%d.safetensors", epoch), nn::state_dict(trainer.generator()));
     save_safetensors(epoch_file(opt.outf, "netD_epoch_%d.safetensors", epoch), nn::state_dict(trainer.discriminator()));
@@ -404,43 +438,16 @@ int run_training(const TrainOptions& opt) {
       last_real = real;
       const bool log_now = (i % opt.log_interval == 0) || i + 1 == per_epoch || step == stop_at;
       if (log_now) {
-        const StepRecord r = trainer.record();
-        overflows.add(r, step - 1);
-        const double elapsed = seconds_since(t_start);
-        const double ips = images_this_run / std::max(elapsed, 1e-9);
-        std::printf("[%lld/%d][%lld/%lld] Loss_D: %.4f Loss_G: %.4f D(x): %.4f D(G(z)): %.4f / %.4f  scale: %g %g %g\n",
-                    static_cast<long long>(epoch), opt.niter, static_cast<long long>(i),
-                    static_cast<long long>(per_epoch), r.errD_real + r.errD_fake, r.errG, r.D_x, r.D_G_z1, r.D_G_z2,
-                    r.scale[0], r.scale[1], r.scale[2]);
-        metrics.add(json_record(step - 1, epoch, i, r, ips));
-        if (writer) overflows.maybe_print(elapsed, r, false);
-        // Processes stop together: an interrupt any of them saw is agreed on here, where the
-        // record's read has synchronised anyway.
+        logs.push(step - 1, epoch, i, images_this_run);
+        // Processes stop together: an interrupt any of them saw is agreed on at every log point
+        // (a collective and a host synchronisation, so only with several processes).
         if (multi_process) agree_on_interrupt();
-        if (r.scale[0] <= cfg.policy.min_loss_scale || r.scale[1] <= cfg.policy.min_loss_scale ||
-            r.scale[2] <= cfg.policy.min_loss_scale) {
-          if (cfg.policy.dynamic_loss_scale) {
-            std::fprintf(stderr,
-                         "ganengine train: a loss scale reached its floor %g at step %lld: the gradients overflow even "
-                         "at the smallest scale, so training has diverged (losses or weights are no longer finite). "
-                         "Try a lower --lr, --opt-level O1/O2 instead of O3, or --half bf16; the last good weights are "
-                         "the latest netG/netD_epoch files.\n",
-                         cfg.policy.min_loss_scale, static_cast<long long>(step - 1));
-            exit_code = 3;
-            break;
-          }
-        }
-        if (tty) {
-          const double rate = steps_this_run / std::max(elapsed, 1e-9);
-          std::fprintf(stderr, "\r\033[K%lld/%lld steps  %.0f img/s  ETA %s", static_cast<long long>(step),
-                       static_cast<long long>(stop_at), ips, format_duration((stop_at - step) / rate).c_str());
-          std::fflush(stderr);
-        }
-        std::fflush(stdout);
       }
+      if (exit_code) break;
       last_sampled = i % opt.sample_interval == 0;
       if (last_sampled) {
         save_samples(real, epoch);
+        logs.drain();
         if (writer) metrics.flush();
       }
     }
@@ -452,6 +459,7 @@ int run_training(const TrainOptions& opt) {
   }
   std::signal(SIGINT, prev_handler);
   if (tty) std::fprintf(stderr, "\n");
+  logs.drain();
   if (steps_this_run > 0) {
     if (writer) overflows.maybe_print(1e18, trainer.record(), true);
     const double elapsed = seconds_since(t_start);

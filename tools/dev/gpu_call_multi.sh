@@ -10,7 +10,7 @@ export GE_TEST_DATA_DIR="$PWD/tests/data" GE_BINARY="$PWD/.carry/ganengine" GE_T
 GE=.carry/ganengine
 OUT="$OUT/suite" timeout ${SUITE_LIMIT:-420} tools/gpu_suite.sh | tail -4
 grep -E "largest relative|skipped:|test cases" "$OUT/suite/tests.log" | sort | uniq -c | head -20
-timeout 60 $GE bench --opt-level O2 --batch-sizes 1024 --warmup 8 --steps 20 --windows 3 > "$OUT/bench_ngpu1.log" 2>&1; grep -E "batch" "$OUT/bench_ngpu1.log"
+timeout 90 $GE bench --opt-level O2,O3 --batch-sizes 64,1024 --warmup 8 --steps 20 --windows 3 --json "$OUT/bench_ngpu1.json" > "$OUT/bench_ngpu1.log" 2>&1; grep -E "batch" "$OUT/bench_ngpu1.log"
 timeout 90 $GE bench --opt-level O2 --batch-sizes 1024,2048 --ngpu 2 --warmup 8 --steps 20 --windows 3 \
   --json "$OUT/bench_ngpu2.json" > "$OUT/bench_ngpu2.log" 2>&1; grep -E "batch|img" "$OUT/bench_ngpu2.log" | head
 common="train --dataset fake --batchSize 128 --max-steps 60 --opt-level O0 --sync-bn --log-interval 1 --no-progress"
