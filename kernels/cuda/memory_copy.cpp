@@ -10,8 +10,13 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size
   const Device gpu_side = dst_dev.is_cuda() ? dst_dev : src_dev;
   CudaContext& ctx = context(gpu_side.index);
   if (dst_dev.is_cuda() && src_dev.is_cuda() && dst_dev.index != src_dev.index) {
+    // Between GPUs: the source is complete first, and the copy before returning. The source's
+    // memory is reused in its own device's stream order as soon as its tensor is freed, which the
+    // destination's stream knows nothing of (the H200 test that hands one GPU's training state to
+    // replicas on two read a freed and reused block here before the copy waited).
     CUDA_CHECK(cudaStreamSynchronize(context(src_dev.index).stream));
     CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_dev.index, src, src_dev.index, bytes, ctx.stream));
+    CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
   } else {
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, ctx.stream));
   }

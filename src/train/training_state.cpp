@@ -85,7 +85,7 @@ void copy_training_state(DcganTrainer& from, DcganTrainer& to) {
     GE_CHECK(next < sources.size() && sources[next].shape() == t.shape() && sources[next].dtype() == t.dtype(),
              "copy_training_state: the trainers differ at '", key, "' (built with other settings)");
     const Tensor& src = sources[next++];
-    t.copy_from(src.rank() == 4 ? src.to_format(t.format()).to(t.device()) : src.to(t.device()));
+    t.copy_from(src.format() == t.format() ? src : src.to_format(t.format()));  // across devices too
   });
   GE_CHECK(next == sources.size(), "copy_training_state: the trainers hold different numbers of tensors");
   std::vector<int64_t> counters;
