@@ -25,6 +25,9 @@ void cuda_allocator_reset_peak(int device_index = 0);
 // Bytes of the cuDNN workspace the device's context holds (allocated outside the caching
 // allocator, so not in its stats; as large as the largest chosen algorithm asked for).
 size_t cuda_workspace_bytes(int device_index = 0);
+// Frees that workspace (it grows again to what the next convolutions ask for), unless a live
+// CUDA graph still refers to it. Benchmarks call it so each configuration counts only its own.
+void cuda_release_workspace(int device_index = 0);
 
 // Memory pools for CUDA graphs (cuda_graph.h). A graph bakes in the address of every buffer its
 // captured work touches, so those blocks must stay reserved for as long as the graph lives, and

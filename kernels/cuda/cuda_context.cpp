@@ -31,6 +31,15 @@ void synchronize(Device d) {
 
 size_t cuda_workspace_bytes(int device_index) { return gpu::context(device_index).workspace_bytes; }
 
+void cuda_release_workspace(int device_index) {
+  gpu::CudaContext& ctx = gpu::context(device_index);
+  if (!ctx.workspace || ctx.workspace_pins > 0) return;
+  CUDA_CHECK(cudaStreamSynchronize(ctx.stream));  // queued work may still use it
+  CUDA_CHECK(cudaFree(ctx.workspace));
+  ctx.workspace = nullptr;
+  ctx.workspace_bytes = 0;
+}
+
 namespace gpu {
 
 CudaContext& context(int device_index) {

@@ -47,6 +47,7 @@ AllocatorStats cuda_allocator_stats(int) { return {}; }
 void cuda_allocator_release_cached(int) {}
 void cuda_allocator_reset_peak(int) {}
 size_t cuda_workspace_bytes(int) { return 0; }
+void cuda_release_workspace(int) {}
 #endif
 
 }  // namespace ge
