@@ -20,6 +20,7 @@
 #include "ganengine/replica_pool.h"
 #include "ganengine/replica_set.h"
 #include "ganengine/training_state.h"
+#include "scoped_env.h"
 #include "temp_dir.h"
 #include "test_util.h"
 #include "trainer_compare.h"
@@ -401,27 +402,6 @@ TEST_CASE("gpu train cli: --ngpu 2 trains with replicas checked identical in gra
 
 namespace {
 
-// Sets environment variables for the scope, restoring what was there.
-struct ScopedEnv {
-  std::vector<std::pair<std::string, std::optional<std::string>>> saved;
-  ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> vars) {
-    for (auto& [k, v] : vars) {
-      const char* old = std::getenv(k);
-      saved.emplace_back(k, old ? std::optional<std::string>(old) : std::nullopt);
-      if (v)
-        ::setenv(k, v, 1);
-      else
-        ::unsetenv(k);
-    }
-  }
-  ~ScopedEnv() {
-    for (auto& [k, v] : saved)
-      if (v)
-        ::setenv(k.c_str(), v->c_str(), 1);
-      else
-        ::unsetenv(k.c_str());
-  }
-};
 
 // The loss columns of metrics.jsonl's first `steps` records.
 std::vector<double> logged_losses(const std::filesystem::path& metrics, int steps) {

@@ -13,16 +13,19 @@
 // cached in the same plan. Find allocates and synchronises, so warm every shape up once before
 // capturing a CUDA graph: a search that would run during a capture throws instead.
 // With ops::set_deterministic_convolutions(true), only algorithms cuDNN reports as deterministic
-// qualify (a separate cache entry per setting).
+// qualify (a separate cache entry per setting). Choices persist across runs in a small file
+// (conv_algo_cache.h): a shape found there is not searched again.
 #include <algorithm>
 #include <cstdlib>
 #include <array>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "ganengine/backend.h"
+#include "ganengine/conv_algo_cache.h"
 #include "cuda_util.cuh"
 #include "cudnn_descriptors.h"
 
@@ -109,21 +112,27 @@ using ConvKey = std::array<int64_t, 17>;
 // GPUs of one model share their plans: the lowest index of a device with the same name and
 // multiprocessor count. Every replica of a multi-GPU run then uses the same algorithms, so
 // replicas fed the same data compute bitwise the same gradients, and the search runs once.
+// "NVIDIA_H200/132sm/cc9.0": what makes two GPUs run the same algorithms alike (no blanks).
+std::string device_model(int index) {
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+  std::string name = prop.name;
+  for (char& ch : name)
+    if (ch == ' ' || ch == '\t') ch = '_';
+  return name + "/" + std::to_string(prop.multiProcessorCount) + "sm/cc" + std::to_string(prop.major) + "." +
+         std::to_string(prop.minor);
+}
+
 int64_t device_class(int index) {
   static std::mutex mu;
   static std::map<int, int64_t> classes;
   std::lock_guard<std::mutex> lock(mu);
   auto it = classes.find(index);
   if (it != classes.end()) return it->second;
-  auto describe = [](int d) {
-    cudaDeviceProp prop{};
-    CUDA_CHECK(cudaGetDeviceProperties(&prop, d));
-    return std::string(prop.name) + "/" + std::to_string(prop.multiProcessorCount);
-  };
-  const std::string mine = describe(index);
+  const std::string mine = device_model(index);
   int64_t cls = index;
   for (int d = 0; d < index; ++d)
-    if (describe(d) == mine) {
+    if (device_model(d) == mine) {
       cls = d;
       break;
     }
@@ -149,6 +158,7 @@ struct ConvPlan {
   TensorDescriptor y_desc;
   ConvolutionDescriptor conv_desc;  // carries the chosen algorithm's math type after the search
   int algo = 0;                     // a cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
   size_t workspace_bytes = 0;
 };
 
@@ -192,7 +202,49 @@ void adopt(ConvPlan& plan, const Perf& perf) {
   plan.workspace_bytes = perf.memory;  // raised below to what cuDNN asks for at run time
   // cuDNN decides Tensor Core use from algorithm + math type together: run with the math type
   // the timing was taken with.
+  plan.math = perf.mathType;
   plan.conv_desc.set_math(perf.mathType);
+}
+
+// The workspace the plan's algorithm needs with its descriptors (not CUDNN_STATUS_SUCCESS: the
+// algorithm does not support this convolution).
+cudnnStatus_t workspace_needed(const ConvPlan& plan, ConvPass pass, CudaContext& ctx, size_t* needed) {
+  switch (pass) {
+    case ConvPass::Forward:
+      return cudnnGetConvolutionForwardWorkspaceSize(ctx.cudnn, plan.x_desc.get(), plan.w_desc.get(),
+                                                     plan.conv_desc.get(), plan.y_desc.get(),
+                                                     static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo), needed);
+    case ConvPass::BackwardData:
+      return cudnnGetConvolutionBackwardDataWorkspaceSize(ctx.cudnn, plan.w_desc.get(), plan.y_desc.get(),
+                                                          plan.conv_desc.get(), plan.x_desc.get(),
+                                                          static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo),
+                                                          needed);
+    default:
+      return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+          ctx.cudnn, plan.x_desc.get(), plan.y_desc.get(), plan.conv_desc.get(), plan.w_desc.get(),
+          static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo), needed);
+  }
+}
+
+// Takes a choice from the persisted cache, if cuDNN still accepts it for these descriptors.
+bool adopt_cached(ConvPlan& plan, ConvPass pass, const ConvAlgoChoice& c, bool fma_only, CudaContext& ctx) {
+  if (fma_only && c.math != CUDNN_FMA_MATH) return false;
+  plan.algo = c.algo;
+  plan.math = static_cast<cudnnMathType_t>(c.math);
+  plan.conv_desc.set_math(plan.math);
+  size_t needed = 0;
+  if (workspace_needed(plan, pass, ctx, &needed) != CUDNN_STATUS_SUCCESS) return false;
+  plan.workspace_bytes = std::max<size_t>(needed, c.workspace_bytes);
+  return true;
+}
+
+// The persisted cache's key: the GPU model, cuDNN's version, the algorithm preference and the
+// convolution (the in-memory key without its device class).
+std::string persisted_key(const ConvKey& key, int device_index) {
+  std::string s = device_model(device_index) + "|cudnn" + std::to_string(cudnnGetVersion()) +
+                  (tensor_op_only() ? "|tensor-core|" : "|fastest|");
+  for (size_t i = 1; i < key.size(); ++i) s += (i > 1 ? "," : "") + std::to_string(key[i]);
+  return s;
 }
 
 // Times the algorithms on the real inputs; `out` is a buffer the pass may overwrite.
@@ -256,23 +308,7 @@ void search_algorithm(ConvPlan& plan, ConvPass pass, const Tensor& x, const Tens
 
   // The heuristic fallback only estimates memory: ask for the exact size of the chosen one.
   size_t needed = 0;
-  switch (pass) {
-    case ConvPass::Forward:
-      CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
-          ctx.cudnn, plan.x_desc.get(), plan.w_desc.get(), plan.conv_desc.get(), plan.y_desc.get(),
-          static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo), &needed));
-      break;
-    case ConvPass::BackwardData:
-      CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
-          ctx.cudnn, plan.w_desc.get(), plan.y_desc.get(), plan.conv_desc.get(), plan.x_desc.get(),
-          static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo), &needed));
-      break;
-    case ConvPass::BackwardFilter:
-      CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
-          ctx.cudnn, plan.x_desc.get(), plan.y_desc.get(), plan.conv_desc.get(), plan.w_desc.get(),
-          static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo), &needed));
-      break;
-  }
+  CUDNN_CHECK(workspace_needed(plan, pass, ctx, &needed));
   plan.workspace_bytes = std::max(plan.workspace_bytes, needed);
 }
 
@@ -294,19 +330,27 @@ ConvPlan& plan_for(ConvPass pass, const Tensor& x, const Tensor& w, const Tensor
          " would run during CUDA graph capture: run warm-up steps with the same shapes before capturing");
 
   auto plan = std::make_unique<ConvPlan>(x, w, y, p);
-  const Tensor& output = pass == ConvPass::Forward ? y : (pass == ConvPass::BackwardData ? x : w);
-  Tensor scratch;
-  void* out = output.data();
-  if (beta != 0.f) {
-    scratch = Tensor::empty(output.shape(), output.dtype(), output.device(), output.format());
-    out = scratch.data();
-  }
   const bool fma_only = x.dtype() == DType::F32 && !p.allow_tf32;
-  // The search runs without the lock: it synchronises this GPU's stream, which may be waiting
-  // in an NCCL collective for a replica whose thread would otherwise wait here for the lock
-  // (a deadlock). Two replicas may then search the same shape; the first plan stored is the
-  // one every replica uses, so they still compute identically.
-  search_algorithm(*plan, pass, x, w, y, out, fma_only, key[16] != 0, ctx);
+  ConvAlgoCache& persisted = process_conv_algo_cache();
+  const std::string persisted_as = persisted_key(key, x.device().index);
+  const std::optional<ConvAlgoChoice> cached = persisted.find(persisted_as);
+  if (!cached || !adopt_cached(*plan, pass, *cached, fma_only, ctx)) {
+    // The search writes its trial results into the output, or into a scratch copy when the
+    // output holds values to accumulate into.
+    const Tensor& output = pass == ConvPass::Forward ? y : (pass == ConvPass::BackwardData ? x : w);
+    Tensor scratch;
+    void* out = output.data();
+    if (beta != 0.f) {
+      scratch = Tensor::empty(output.shape(), output.dtype(), output.device(), output.format());
+      out = scratch.data();
+    }
+    // The search runs without the lock: it synchronises this GPU's stream, which may be waiting
+    // in an NCCL collective for a replica whose thread would otherwise wait here for the lock
+    // (a deadlock). Two replicas may then search the same shape; the first plan stored is the
+    // one every replica uses, so they still compute identically.
+    search_algorithm(*plan, pass, x, w, y, out, fma_only, key[16] != 0, ctx);
+    persisted.store(persisted_as, ConvAlgoChoice{plan->algo, static_cast<int>(plan->math), plan->workspace_bytes});
+  }
   std::lock_guard<std::mutex> lock(g_plans_mutex);
   return *g_plans.emplace(key, std::move(plan)).first->second;
 }

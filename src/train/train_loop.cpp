@@ -15,6 +15,7 @@
 #include "ganengine/image_grid.h"
 #include "ganengine/nccl_group.h"
 #include "ganengine/process_group.h"
+#include "ganengine/conv_algo_cache.h"
 #include "ganengine/replica_set.h"
 #include "ganengine/pending_logs.h"
 #include "ganengine/process_clock.h"
@@ -431,8 +432,13 @@ int run_training(const TrainOptions& opt) {
         // Start-up cost as a user sees it (the "process start to first step"): one wait
         // for the device, once per run.
         synchronize(opt.device);
-        std::printf("first step done %.2f s after process start (%.2f s of it opening the dataset)\n",
+        std::printf("first step done %.2f s after process start (%.2f s of it opening the dataset)",
                     seconds_since_process_start(), data_prep_s);
+        const ConvAlgoCache& algos = process_conv_algo_cache();
+        if (opt.device.is_cuda())
+          std::printf("; cuDNN algorithms: %d searched, %d from %s", algos.searches(), algos.hits(),
+                      algos.path().empty() ? "(no cache file)" : algos.path().c_str());
+        std::printf("\n");
       }
       images_this_run += real.dim(0);
       last_real = real;
