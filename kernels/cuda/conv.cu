@@ -2,22 +2,17 @@
 // backward-filter of a bias-free 2-D cross-correlation (dilation 1, groups 1). Transposed
 // convolutions need nothing more: ops.h maps each of their passes onto one of these.
 //
-// Precision: compute type is fp32 for every dtype. fp32 tensors run with CUDNN_FMA_MATH (no
-// TF32: results match an fp32 CPU reference) unless allow_tf32, which gives cuDNN
-// CUDNN_DEFAULT_MATH (TF32 Tensor Cores allowed on sm_80+). f16/bf16 run with
-// CUDNN_TENSOR_OP_MATH.
+// Precision: compute type is fp32 for every dtype; the math types are requested_math's
+// (conv_plan.h): no TF32 for fp32 unless allow_tf32, Tensor Cores for f16/bf16.
 //
-// Algorithms: the first call for a shape runs cudnnFind*AlgorithmEx (which times every
-// algorithm on the real buffers) and caches the fastest one that succeeded, fits the workspace
-// cap and respects the math rule above; later calls only look the plan up. The descriptors are
-// cached in the same plan. Find allocates and synchronises, so warm every shape up once before
-// capturing a CUDA graph: a search that would run during a capture throws instead.
-// With ops::set_deterministic_convolutions(true), only algorithms cuDNN reports as deterministic
-// qualify (a separate cache entry per setting). Choices persist across runs in a small file
-// (conv_algo_cache.h): a shape found there is not searched again.
-#include <algorithm>
-#include <cstdlib>
+// Plans: the first call for a shape builds its descriptors and chooses an algorithm
+// (conv_search.cu), or takes the choice an earlier run stored in the algorithm cache file
+// (conv_algo_cache.h); later calls only look the plan up. Choosing allocates and synchronises,
+// so warm every shape up once before capturing a CUDA graph: a search that would run during a
+// capture throws instead. With ops::set_deterministic_convolutions(true), only algorithms cuDNN
+// reports as deterministic qualify (a separate plan per setting).
 #include <array>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -26,63 +21,13 @@
 
 #include "ganengine/backend.h"
 #include "ganengine/conv_algo_cache.h"
+#include "conv_plan.h"
 #include "cuda_util.cuh"
-#include "cudnn_descriptors.h"
 
 namespace ge {
 namespace gpu {
 namespace {
 
-enum class ConvPass : int { Forward = 0, BackwardData = 1, BackwardFilter = 2 };
-
-const char* pass_name(ConvPass pass) {
-  switch (pass) {
-    case ConvPass::Forward: return "forward";
-    case ConvPass::BackwardData: return "backward-data";
-    default: return "backward-filter";
-  }
-}
-
-// Largest workspace an algorithm may ask for. Plenty on an H200, and bounded so that one
-// exotic algorithm cannot take memory the activations need.
-constexpr size_t kWorkspaceCap = size_t{256} << 20;
-
-// The search's own workspace, freed when it ends: timing every algorithm needs the cap, the
-// chosen ones usually far less, and only what they need stays allocated in the context's
-// workspace (which, searched in, stayed at the 256 MiB cap for the whole run). Smaller when the GPU cannot spare the cap; the search then only considers
-// algorithms that fit.
-class SearchWorkspace {
- public:
-  SearchWorkspace() {
-    for (size_t want = kWorkspaceCap; want >= (size_t{1} << 20); want /= 4) {
-      if (cudaMalloc(&ptr_, want) == cudaSuccess) {
-        bytes_ = want;
-        return;
-      }
-      (void)cudaGetLastError();  // an out-of-memory error is not sticky: try a smaller one
-      ptr_ = nullptr;
-    }
-  }
-  ~SearchWorkspace() {
-    if (ptr_) (void)cudaFree(ptr_);
-  }
-  SearchWorkspace(const SearchWorkspace&) = delete;
-  SearchWorkspace& operator=(const SearchWorkspace&) = delete;
-  void* ptr() const { return ptr_; }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void* ptr_ = nullptr;
-  size_t bytes_ = 0;
-};
-
-cudnnMathType_t requested_math(DType t, bool allow_tf32) {
-  if (t != DType::F32) return CUDNN_TENSOR_OP_MATH;
-  return allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
-}
-
-// Every pass is described with the tensors' forward-pass roles: x (N,C,H,W) the input,
-// w (K,C,R,S) the weight, y (N,K,P,Q) the output. Each pass computes one from the other two.
 void check_conv(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p, ConvPass pass) {
   for (const Tensor* t : {&x, &w, &y}) {
     check_gpu_float(*t, "convolution tensor");
@@ -109,9 +54,6 @@ void check_conv(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dP
 
 using ConvKey = std::array<int64_t, 17>;
 
-// GPUs of one model share their plans: the lowest index of a device with the same name and
-// multiprocessor count. Every replica of a multi-GPU run then uses the same algorithms, so
-// replicas fed the same data compute bitwise the same gradients, and the search runs once.
 // "NVIDIA_H200/132sm/cc9.0": what makes two GPUs run the same algorithms alike (no blanks).
 std::string device_model(int index) {
   cudaDeviceProp prop{};
@@ -123,6 +65,9 @@ std::string device_model(int index) {
          std::to_string(prop.minor);
 }
 
+// GPUs of one model share their plans: the lowest index of a device of the same model. Every
+// replica of a multi-GPU run then uses the same algorithms, so replicas fed the same data
+// compute bitwise the same gradients, and the search runs once.
 int64_t device_class(int index) {
   static std::mutex mu;
   static std::map<int, int64_t> classes;
@@ -150,166 +95,22 @@ ConvKey make_key(ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& 
           tf32,              deterministic};
 }
 
-struct ConvPlan {
-  ConvPlan(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p)
-      : x_desc(x), w_desc(w), y_desc(y), conv_desc(p.pad, p.stride, requested_math(x.dtype(), p.allow_tf32)) {}
-  TensorDescriptor x_desc;
-  FilterDescriptor w_desc;
-  TensorDescriptor y_desc;
-  ConvolutionDescriptor conv_desc;  // carries the chosen algorithm's math type after the search
-  int algo = 0;                     // a cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t
-  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
-  size_t workspace_bytes = 0;
-};
-
 std::mutex g_plans_mutex;
 std::map<ConvKey, std::unique_ptr<ConvPlan>> g_plans;  // nodes never move or go away
-
-// Index of the fastest usable result (cuDNN sorts them by time), or -1.
-// fp32 without TF32 accepts only FMA kernels, as PyTorch asserts for allow_tf32=False.
-// Half-precision passes take the fastest Tensor Core algorithm cuDNN's timing found, and fall
-// back to other math only when there is none. Taking the overall fastest measured by
-// cudnnFind*AlgorithmEx picked FMA kernels at batch 64 on the H200 that time well alone and
-// then ran the captured step at 2.5-3.6 ms instead of 1.8 ms (the choice also varied from run to
-// run). GANENGINE_CONV_ALGOS=fastest restores the plain choice.
-bool tensor_op_only() {
-  static const bool on = [] {
-    const char* v = std::getenv("GANENGINE_CONV_ALGOS");
-    if (!v || !*v || std::string(v) == "tensor-core") return true;
-    if (std::string(v) == "fastest") return false;
-    fail("GANENGINE_CONV_ALGOS='", v, "' (expected tensor-core, the default, or fastest)");
-  }();
-  return on;
-}
-
-template <class Perf>
-int pick_usable(const Perf* perf, int count, size_t workspace_cap, bool fma_only, bool deterministic_only,
-                bool tensor_op = false) {
-  for (int i = 0; i < count; ++i) {
-    if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
-    if (deterministic_only && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
-    if (perf[i].memory > workspace_cap) continue;
-    if (fma_only && perf[i].mathType != CUDNN_FMA_MATH) continue;
-    if (tensor_op && perf[i].mathType != CUDNN_TENSOR_OP_MATH) continue;
-    return i;
-  }
-  return tensor_op ? pick_usable(perf, count, workspace_cap, fma_only, deterministic_only, false) : -1;
-}
-
-template <class Perf>
-void adopt(ConvPlan& plan, const Perf& perf) {
-  plan.algo = static_cast<int>(perf.algo);
-  plan.workspace_bytes = perf.memory;  // raised below to what cuDNN asks for at run time
-  // cuDNN decides Tensor Core use from algorithm + math type together: run with the math type
-  // the timing was taken with.
-  plan.math = perf.mathType;
-  plan.conv_desc.set_math(perf.mathType);
-}
-
-// The workspace the plan's algorithm needs with its descriptors (not CUDNN_STATUS_SUCCESS: the
-// algorithm does not support this convolution).
-cudnnStatus_t workspace_needed(const ConvPlan& plan, ConvPass pass, CudaContext& ctx, size_t* needed) {
-  switch (pass) {
-    case ConvPass::Forward:
-      return cudnnGetConvolutionForwardWorkspaceSize(ctx.cudnn, plan.x_desc.get(), plan.w_desc.get(),
-                                                     plan.conv_desc.get(), plan.y_desc.get(),
-                                                     static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo), needed);
-    case ConvPass::BackwardData:
-      return cudnnGetConvolutionBackwardDataWorkspaceSize(ctx.cudnn, plan.w_desc.get(), plan.y_desc.get(),
-                                                          plan.conv_desc.get(), plan.x_desc.get(),
-                                                          static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo),
-                                                          needed);
-    default:
-      return cudnnGetConvolutionBackwardFilterWorkspaceSize(
-          ctx.cudnn, plan.x_desc.get(), plan.y_desc.get(), plan.conv_desc.get(), plan.w_desc.get(),
-          static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo), needed);
-  }
-}
 
 // Takes a choice from the persisted cache, if cuDNN still accepts it for these descriptors.
 bool adopt_cached(ConvPlan& plan, ConvPass pass, const ConvAlgoChoice& c, bool fma_only, CudaContext& ctx) {
   if (fma_only && c.math != CUDNN_FMA_MATH) return false;
-  plan.algo = c.algo;
-  plan.math = static_cast<cudnnMathType_t>(c.math);
-  plan.conv_desc.set_math(plan.math);
-  size_t needed = 0;
-  if (workspace_needed(plan, pass, ctx, &needed) != CUDNN_STATUS_SUCCESS) return false;
-  plan.workspace_bytes = std::max<size_t>(needed, c.workspace_bytes);
-  return true;
+  return adopt_choice(plan, pass, c.algo, static_cast<cudnnMathType_t>(c.math), c.workspace_bytes, SIZE_MAX, ctx);
 }
 
 // The persisted cache's key: the GPU model, cuDNN's version, the algorithm preference and the
 // convolution (the in-memory key without its device class).
 std::string persisted_key(const ConvKey& key, int device_index) {
-  std::string s = device_model(device_index) + "|cudnn" + std::to_string(cudnnGetVersion()) +
-                  (tensor_op_only() ? "|tensor-core|" : "|fastest|");
+  std::string s = device_model(device_index) + "|cudnn" + std::to_string(cudnnGetVersion()) + "|" +
+                  search_policy() + "|";
   for (size_t i = 1; i < key.size(); ++i) s += (i > 1 ? "," : "") + std::to_string(key[i]);
   return s;
-}
-
-// Times the algorithms on the real inputs; `out` is a buffer the pass may overwrite.
-// Falls back to cuDNN's heuristic list when no timed algorithm qualifies.
-void search_algorithm(ConvPlan& plan, ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& y,
-                      void* out, bool fma_only, bool deterministic_only, CudaContext& ctx) {
-  const SearchWorkspace search_ws;
-  void* ws = search_ws.ptr();
-  const size_t cap = search_ws.bytes();
-  int found = 0, index = -1;
-  switch (pass) {
-    case ConvPass::Forward: {
-      cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-      CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
-          ctx.cudnn, plan.x_desc.get(), x.data(), plan.w_desc.get(), w.data(), plan.conv_desc.get(),
-          plan.y_desc.get(), out, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf, ws, cap));
-      index = pick_usable(perf, found, cap, fma_only, deterministic_only, x.dtype() != DType::F32 && tensor_op_only());
-      if (index < 0) {
-        CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
-            ctx.cudnn, plan.x_desc.get(), plan.w_desc.get(), plan.conv_desc.get(), plan.y_desc.get(),
-            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &found, perf));
-        index = pick_usable(perf, found, cap, fma_only, deterministic_only);
-      }
-      if (index >= 0) adopt(plan, perf[index]);
-      break;
-    }
-    case ConvPass::BackwardData: {
-      cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-      CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
-          ctx.cudnn, plan.w_desc.get(), w.data(), plan.y_desc.get(), y.data(), plan.conv_desc.get(),
-          plan.x_desc.get(), out, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, perf, ws, cap));
-      index = pick_usable(perf, found, cap, fma_only, deterministic_only, x.dtype() != DType::F32 && tensor_op_only());
-      if (index < 0) {
-        CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-            ctx.cudnn, plan.w_desc.get(), plan.y_desc.get(), plan.conv_desc.get(), plan.x_desc.get(),
-            CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &found, perf));
-        index = pick_usable(perf, found, cap, fma_only, deterministic_only);
-      }
-      if (index >= 0) adopt(plan, perf[index]);
-      break;
-    }
-    case ConvPass::BackwardFilter: {
-      cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-      CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
-          ctx.cudnn, plan.x_desc.get(), x.data(), plan.y_desc.get(), y.data(), plan.conv_desc.get(),
-          plan.w_desc.get(), out, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, perf, ws, cap));
-      index = pick_usable(perf, found, cap, fma_only, deterministic_only, x.dtype() != DType::F32 && tensor_op_only());
-      if (index < 0) {
-        CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-            ctx.cudnn, plan.x_desc.get(), plan.y_desc.get(), plan.conv_desc.get(), plan.w_desc.get(),
-            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &found, perf));
-        index = pick_usable(perf, found, cap, fma_only, deterministic_only);
-      }
-      if (index >= 0) adopt(plan, perf[index]);
-      break;
-    }
-  }
-  GE_CHECK(index >= 0, "cuDNN has no usable ", pass_name(pass), " algorithm for x ", x.str(), ", w ", w.str(),
-           ", y ", y.str(), fma_only ? " without TF32" : "", deterministic_only ? " (deterministic only)" : "",
-           " within a ", cap >> 20, " MiB workspace");
-
-  // The heuristic fallback only estimates memory: ask for the exact size of the chosen one.
-  size_t needed = 0;
-  CUDNN_CHECK(workspace_needed(plan, pass, ctx, &needed));
-  plan.workspace_bytes = std::max(plan.workspace_bytes, needed);
 }
 
 // The cached plan for this convolution, searched on first use. beta != 0 means the output
@@ -362,27 +163,8 @@ void run_conv(ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& y, 
   CudaContext& ctx = context(x.device().index);
   ConvPlan& plan = plan_for(pass, x, w, y, p, beta, ctx);
   void* ws = plan.workspace_bytes > 0 ? workspace(ctx, plan.workspace_bytes) : nullptr;
-  const float alpha = 1.f;
-  switch (pass) {
-    case ConvPass::Forward:
-      CUDNN_CHECK(cudnnConvolutionForward(ctx.cudnn, &alpha, plan.x_desc.get(), x.data(), plan.w_desc.get(),
-                                          w.data(), plan.conv_desc.get(),
-                                          static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo), ws,
-                                          plan.workspace_bytes, &beta, plan.y_desc.get(), y.data()));
-      break;
-    case ConvPass::BackwardData:
-      CUDNN_CHECK(cudnnConvolutionBackwardData(ctx.cudnn, &alpha, plan.w_desc.get(), w.data(),
-                                               plan.y_desc.get(), y.data(), plan.conv_desc.get(),
-                                               static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo), ws,
-                                               plan.workspace_bytes, &beta, plan.x_desc.get(), x.data()));
-      break;
-    case ConvPass::BackwardFilter:
-      CUDNN_CHECK(cudnnConvolutionBackwardFilter(ctx.cudnn, &alpha, plan.x_desc.get(), x.data(),
-                                                 plan.y_desc.get(), y.data(), plan.conv_desc.get(),
-                                                 static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo), ws,
-                                                 plan.workspace_bytes, &beta, plan.w_desc.get(), w.data()));
-      break;
-  }
+  void* out = pass == ConvPass::Forward ? y.data() : (pass == ConvPass::BackwardData ? x.data() : w.data());
+  CUDNN_CHECK(run_pass(plan, pass, x.data(), w.data(), y.data(), out, ws, plan.workspace_bytes, beta, ctx));
 }
 
 }  // namespace

@@ -14,15 +14,22 @@ grep -E "largest relative" "$OUT/suite/tests.log"
 OUT="$OUT/bench" BENCH_PT_ARGS="--configs graph_half,autocast,half,graph_fp32,fp32 --time-budget ${PT_BUDGET:-150}" \
   timeout 300 tools/bench_suite.sh > "$OUT/bench/suite.log" 2>&1
 sed -n '/### Ratios/,/### ganengine/p' "$OUT/bench/bench_compare.md" | grep -E "^\| (64|1024) \| (mixed|half)"
+# The same engine choosing algorithms with cudnnFind (the earlier default) instead of timing the
+# heuristics' shortlist, side by side with the bench_suite rows above.
+GANENGINE_CONV_SEARCH=find GANENGINE_CUDNN_CACHE=off timeout 90 $GE bench --opt-level O2,O3 --batch-sizes 64,256,1024 \
+  --json "$OUT/bench_find.json" > "$OUT/bench_find.log" 2>&1; grep batch "$OUT/bench_find.log"
 timeout 60 $GE bench --opt-level O2 --batch-sizes 1024 --cuda-graph off,on --json "$OUT/bench_memory.json" \
   > "$OUT/bench_memory.log" 2>&1; grep batch "$OUT/bench_memory.log"
 timeout 60 $GE bench --opt-level O2 --batch-sizes 1024 --warmup 8 --steps 20 --windows 3 --json "$OUT/bench_ngpu1.json" \
   > "$OUT/bench_ngpu1.log" 2>&1; grep batch "$OUT/bench_ngpu1.log"
 timeout 60 $GE bench --opt-level O2 --batch-sizes 1024,2048 --ngpu 2 --warmup 8 --steps 20 --windows 3 \
   --json "$OUT/bench_ngpu2.json" > "$OUT/bench_ngpu2.log" 2>&1; grep batch "$OUT/bench_ngpu2.log"
-# Start to first step: batch 64, then 1024 twice sharing a fresh algorithm cache file.
+# Start to first step: with cudnnFind; then batch 64, then 1024 twice sharing a fresh algorithm
+# cache file.
 export GANENGINE_CUDNN_CACHE=/tmp/algos.txt
 rm -f /tmp/algos.txt
+GANENGINE_CONV_SEARCH=find GANENGINE_CUDNN_CACHE=off timeout 60 $GE train --dataset fake --batchSize 1024 \
+  --opt-level O2 --max-steps 2 --no-progress --outf /tmp/firstfind 2>&1 | grep "first step" | sed "s/^/find, batch 1024: /"
 for b in 64 1024 1024; do
   timeout 60 $GE train --dataset fake --batchSize $b --opt-level O2 --max-steps 2 --no-progress --outf /tmp/first$b \
     2>&1 | grep "first step" | sed "s/^/batch $b: /"
