@@ -1,7 +1,8 @@
-// cuDNN's algorithm choices kept across runs. The first use of a convolution shape times every
-// algorithm on the real buffers (cudnnFind*AlgorithmEx); at batch 1024 those searches made the
-// first training step take 2.5 s on the H200. A run that finds its choices in this file skips
-// them, and every process of an mpirun job on one machine then uses the same algorithms.
+// cuDNN's algorithm choices kept across runs. The first use of a convolution shape times
+// candidate algorithms on the real buffers (conv_search.cu; at batch 1024 on the H200 the first
+// training step came 0.9 s after process start, 2.5 s when every algorithm was timed). A run
+// that finds its choices in this file skips the timing (0.7 s), and every process of an mpirun
+// job on one machine then uses the same algorithms.
 //
 // The file holds one line per choice, "<key> <algo> <math type> <workspace bytes>", after a
 // header line. The key names the GPU model, the cuDNN version, the algorithm preference and the
