@@ -46,7 +46,9 @@ Tensor twice(const Tensor& t) {
 // Replica k steps on rows [k*n/2, (k+1)*n/2) of the batch, each from its own thread.
 void step_halves(ReplicaSet& r, const Tensor& real, const Tensor& noise) {
   const int64_t half = real.dim(0) / 2;
-  r.run([&](int k) { r.trainer(k).step(real.slice0(k * half, (k + 1) * half), noise.slice0(k * half, (k + 1) * half)); });
+  r.run([&](int k) {
+    r.trainer(k).step(real.slice0(k * half, (k + 1) * half), noise.slice0(k * half, (k + 1) * half));
+  });
 }
 
 // Losses and probabilities of two records within a relative tolerance.
@@ -555,7 +557,8 @@ TEST_CASE("mpirun: every rank of ganengine info receives rank 0's id through MPI
 
 TEST_CASE("mpirun gpu: two ranks train with synchronised BatchNorm and match --ngpu 2") {
   GE_REQUIRE_GPUS(2);
-  REQUIRE_MESSAGE(std::system("command -v mpirun >/dev/null 2>&1") == 0, "mpirun not found (apt-get install openmpi-bin)");
+  REQUIRE_MESSAGE(std::system("command -v mpirun >/dev/null 2>&1") == 0,
+                  "mpirun not found (apt-get install openmpi-bin)");
   TempDir tmp;
   const std::string small = "train --dataset fake --imageSize 16 --ngf 8 --ndf 8 --batchSize 16 --max-steps 8 "
                             "--sync-bn --check-replicas --no-progress ";
@@ -567,10 +570,12 @@ TEST_CASE("mpirun gpu: two ranks train with synchronised BatchNorm and match --n
   CHECK(o2.output.find("data parallel: 2 processes (mpirun)") != std::string::npos);
   CHECK(std::filesystem::exists(tmp.dir / "o2" / "netG_epoch_0.safetensors"));
   // O0: the two processes against the two replicas of one process, loss by loss.
-  const CommandResult ranks = run_ganengine_mpirun(2, small + "--opt-level O0 --outf " + (tmp.dir / "ranks").string(), 300);
+  const CommandResult ranks =
+      run_ganengine_mpirun(2, small + "--opt-level O0 --outf " + (tmp.dir / "ranks").string(), 300);
   INFO(ranks.output);
   REQUIRE(ranks.exit_code == 0);
-  const CommandResult threads = run_ganengine(small + "--opt-level O0 --ngpu 2 --outf " + (tmp.dir / "threads").string());
+  const CommandResult threads =
+      run_ganengine(small + "--opt-level O0 --ngpu 2 --outf " + (tmp.dir / "threads").string());
   INFO(threads.output);
   REQUIRE(threads.exit_code == 0);
   expect_logged_losses_close(tmp.dir / "ranks", tmp.dir / "threads", 8, 1e-3, "mpirun vs --ngpu 2");

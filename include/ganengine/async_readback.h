@@ -16,8 +16,9 @@ class AsyncReadback {
   AsyncReadback(const AsyncReadback&) = delete;
   AsyncReadback& operator=(const AsyncReadback&) = delete;
 
-  // Queues the copy of t (a dense tensor or a slice0 of one, at most max_bytes) on its device's stream, after the work
-  // already queued there. A CPU tensor is copied at once. A previous copy must have been taken.
+  // Queues the copy of t (a dense tensor or a slice0 of one, at most max_bytes) on its device's
+  // stream, after the work already queued there. A CPU tensor is copied at once. A previous
+  // copy must have been taken.
   void start(const Tensor& t);
   bool pending() const { return pending_; }
   // The copy has landed (never blocks).

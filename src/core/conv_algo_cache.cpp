@@ -75,7 +75,8 @@ void ConvAlgoCache::load_locked() {
   int bad = 0;
   merge_file_locked(choices_, &bad);
   if (bad > 0)
-    warn_once_locked("ignoring " + std::to_string(bad) + " line(s) it cannot read (they are dropped when it is next written)");
+    warn_once_locked("ignoring " + std::to_string(bad) +
+                     " line(s) it cannot read (they are dropped when it is next written)");
 }
 
 std::optional<ConvAlgoChoice> ConvAlgoCache::find(const std::string& key) {
@@ -126,7 +127,8 @@ std::string default_conv_algo_cache_path() {
     return std::string(v) == "off" ? std::string() : std::string(v);
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
     return std::string(xdg) + "/ganengine/cudnn_algos.txt";
-  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/ganengine/cudnn_algos.txt";
+  if (const char* home = std::getenv("HOME"); home && *home)
+    return std::string(home) + "/.cache/ganengine/cudnn_algos.txt";
   return std::string();
 }
 
