@@ -27,7 +27,7 @@ int count_lines(const std::string& text) {
 }
 }  // namespace
 
-TEST_CASE("conv algorithm cache: a stored choice is found by the next process, and counted") {
+TEST_CASE("conv algorithm cache: a stored choice is found by the next process and counted") {
   TempDir tmp;
   const std::string path = (tmp.dir / "sub" / "algos.txt").string();  // the directory is made
   const ConvAlgoChoice fwd{1, 2, 4096}, wgrad{7, 0, 0};
@@ -92,7 +92,7 @@ TEST_CASE("conv algorithm cache: a place that cannot be written keeps choices in
   CHECK(memory_only.find("k") == ConvAlgoChoice{6, 0, 0});
 }
 
-TEST_CASE("conv algorithm cache: the file comes from GANENGINE_CUDNN_CACHE, then XDG_CACHE_HOME, then HOME") {
+TEST_CASE("conv algorithm cache: the file comes from GANENGINE_CUDNN_CACHE or else XDG_CACHE_HOME or else HOME") {
   {
     ScopedEnv env{{"GANENGINE_CUDNN_CACHE", "/tmp/x/algos.txt"}, {"XDG_CACHE_HOME", "/xdg"}};
     CHECK(default_conv_algo_cache_path() == "/tmp/x/algos.txt");
