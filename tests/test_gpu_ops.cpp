@@ -72,9 +72,14 @@ struct ConvCase {
 
 // Conv cases: DCGAN's first D layer (3->8 at 64x64, 4x4 stride 2 pad 1), an inner stride-2
 // layer, D's last layer (4x4 valid to 1x1), and odd shapes with a 3x3 and a non-square kernel.
+// Then the shapes of the hand-written 8-channel forward (conv_8ch.cu, half NHWC only): D's first
+// layer as the engine runs it (image channels padded to 8, 64x64 -> 32x32x64; tiles of two
+// output rows), tiles of eight rows with two groups of 64 output channels, 64-wide segments of
+// 128-pixel rows, and whole rows of 64 from an odd input height.
 const ConvCase kConvCases[] = {
-    {3, 3, 64, 64, 8, 4, 4, 2, 1}, {2, 16, 8, 8, 32, 4, 4, 2, 1}, {3, 32, 4, 4, 1, 4, 4, 1, 0},
-    {2, 5, 9, 7, 6, 3, 3, 1, 1},   {1, 4, 6, 11, 3, 2, 3, 3, 1},
+    {3, 3, 64, 64, 8, 4, 4, 2, 1},  {2, 16, 8, 8, 32, 4, 4, 2, 1},  {3, 32, 4, 4, 1, 4, 4, 1, 0},
+    {2, 5, 9, 7, 6, 3, 3, 1, 1},    {1, 4, 6, 11, 3, 2, 3, 3, 1},   {3, 8, 64, 64, 64, 4, 4, 2, 1},
+    {2, 8, 16, 16, 128, 4, 4, 2, 1}, {1, 8, 8, 256, 64, 4, 4, 2, 1}, {1, 8, 9, 128, 64, 4, 4, 2, 1},
 };
 
 // Runs the three conv2d passes (and backward-filter accumulation) on both backends.

@@ -21,6 +21,7 @@
 
 #include "ganengine/backend.h"
 #include "ganengine/conv_algo_cache.h"
+#include "conv_8ch.h"
 #include "conv_plan.h"
 #include "cuda_util.cuh"
 
@@ -170,6 +171,8 @@ void run_conv(ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& y, 
 }  // namespace
 
 void conv2d_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p) {
+  check_conv(x, w, y, p, ConvPass::Forward);
+  if (conv2d_forward_8ch(x, w, y, p)) return;
   run_conv(ConvPass::Forward, x, w, y, p, 0.f);
 }
 
