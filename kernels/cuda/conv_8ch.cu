@@ -4,11 +4,10 @@
 // input rows its pixels read (with zeros for the padding) and the 64 x 128 weights into shared
 // memory once, and each warp multiplies 16 pixels by all 64 channels from there. The result is
 // rounded to half once, staged in shared memory and written as whole 128-byte pixel rows.
-#include <cstdlib>
 #include <initializer_list>
-#include <string>
 
 #include "conv_8ch.h"
+#include "ganengine/env_choice.h"
 #include "cuda_util.cuh"
 #include "vector_pack.cuh"
 
@@ -133,12 +132,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 }
 
 bool enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("GANENGINE_CONV_8CH");
-    if (!v || !*v || std::string(v) == "on") return true;
-    if (std::string(v) == "off") return false;
-    fail("GANENGINE_CONV_8CH='", v, "' (expected on, the default, or off)");
-  }();
+  static const bool on = env_choice("GANENGINE_CONV_8CH", {"on", "off"}) == "on";
   return on;
 }
 

@@ -14,12 +14,12 @@
 // at 2.5-3.6 ms instead of 1.8 ms (the choice also varied from run to run).
 // GANENGINE_CONV_ALGOS=fastest restores the plain choice.
 #include <algorithm>
-#include <cstdlib>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "conv_plan.h"
+#include "ganengine/env_choice.h"
 
 namespace ge {
 namespace gpu {
@@ -76,22 +76,12 @@ struct TimingEvents {
 };
 
 bool tensor_op_only() {
-  static const bool on = [] {
-    const char* v = std::getenv("GANENGINE_CONV_ALGOS");
-    if (!v || !*v || std::string(v) == "tensor-core") return true;
-    if (std::string(v) == "fastest") return false;
-    fail("GANENGINE_CONV_ALGOS='", v, "' (expected tensor-core, the default, or fastest)");
-  }();
+  static const bool on = env_choice("GANENGINE_CONV_ALGOS", {"tensor-core", "fastest"}) == "tensor-core";
   return on;
 }
 
 bool search_with_find() {
-  static const bool on = [] {
-    const char* v = std::getenv("GANENGINE_CONV_SEARCH");
-    if (!v || !*v || std::string(v) == "timed") return false;
-    if (std::string(v) == "find") return true;
-    fail("GANENGINE_CONV_SEARCH='", v, "' (expected timed, the default, or find)");
-  }();
+  static const bool on = env_choice("GANENGINE_CONV_SEARCH", {"timed", "find"}) == "find";
   return on;
 }
 
