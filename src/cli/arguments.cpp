@@ -53,4 +53,22 @@ Arguments normalise_arguments(int argc, char** argv, const std::map<std::string,
   return a;
 }
 
+std::optional<cxxopts::ParseResult> parse_command_line(cxxopts::Options& options, Arguments& args,
+                                                       const char* command,
+                                                       const std::vector<std::string>& help_groups) {
+  const std::string see = std::string(" (see 'ganengine ") + command + " --help')";
+  std::optional<cxxopts::ParseResult> r;
+  try {
+    r = options.parse(args.argc(), args.argv());
+  } catch (const cxxopts::exceptions::exception& e) {
+    fail(e.what(), see);
+  }
+  if (r->count("help")) {
+    std::printf("%s\n", options.help(help_groups).c_str());
+    return std::nullopt;
+  }
+  if (!r->unmatched().empty()) fail("unexpected argument '", r->unmatched()[0], "'", see);
+  return r;
+}
+
 }  // namespace ge::cli

@@ -1,7 +1,9 @@
 // Command-line normalisation shared by the subcommands: alternative spellings of a flag are
 // rewritten to the one the parser knows.
 #pragma once
+#include <cxxopts.hpp>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -29,5 +31,12 @@ Device resolve_device(const std::string& spec, const char* command, bool warn_on
 // with an implicit value that may be followed by a separate True/False word.
 Arguments normalise_arguments(int argc, char** argv, const std::map<std::string, std::string>& aliases,
                               const std::set<std::string>& boolean_flags = {});
+
+// Parses a subcommand's normalised arguments. A parse error or a stray argument fails, pointing
+// at 'ganengine <command> --help'. With --help it prints the help (these groups in this order;
+// all when none are named) and returns nothing: the command then exits 0.
+std::optional<cxxopts::ParseResult> parse_command_line(cxxopts::Options& options, Arguments& args,
+                                                       const char* command,
+                                                       const std::vector<std::string>& help_groups = {});
 
 }  // namespace ge::cli

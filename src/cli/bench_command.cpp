@@ -121,17 +121,9 @@ int run_bench(int argc, char** argv) {
                                         {"batch-size", "batch-sizes"}, {"batchSize", "batch-sizes"},
                                         {"image-size", "imageSize"}},
                                        {"cuda-graph"});
-  cxxopts::ParseResult r;
-  try {
-    r = o.parse(args.argc(), args.argv());
-  } catch (const cxxopts::exceptions::exception& e) {
-    fail(e.what(), " (see 'ganengine bench --help')");
-  }
-  if (r.count("help")) {
-    std::printf("%s\n", o.help().c_str());
-    return 0;
-  }
-  if (!r.unmatched().empty()) fail("unexpected argument '", r.unmatched()[0], "' (see 'ganengine bench --help')");
+  const std::optional<cxxopts::ParseResult> parsed = parse_command_line(o, args, "bench");
+  if (!parsed) return 0;
+  const cxxopts::ParseResult& r = *parsed;
 
   // Every flag is checked before the GPU is touched, so a typo fails at once.
   BenchRun run;

@@ -31,17 +31,9 @@ int run_bench_data(int argc, char** argv) {
     ("h,help", "show this help");
   // clang-format on
   Arguments args = normalise_arguments(argc, argv, {{"batch-size", "batchSize"}, {"image-size", "imageSize"}});
-  cxxopts::ParseResult r;
-  try {
-    r = o.parse(args.argc(), args.argv());
-  } catch (const cxxopts::exceptions::exception& e) {
-    fail(e.what(), " (see 'ganengine bench-data --help')");
-  }
-  if (r.count("help")) {
-    std::printf("%s\n", o.help().c_str());
-    return 0;
-  }
-  if (!r.unmatched().empty()) fail("unexpected argument '", r.unmatched()[0], "'");
+  const std::optional<cxxopts::ParseResult> parsed = parse_command_line(o, args, "bench-data");
+  if (!parsed) return 0;
+  const cxxopts::ParseResult& r = *parsed;
   DataPipelineOptions d;
   d.dataset = r["dataset"].as<std::string>();
   d.dataroot = r["dataroot"].as<std::string>();

@@ -56,17 +56,9 @@ int run_generate(int argc, char** argv) {
     ("h,help", "show this help");
   // clang-format on
   Arguments args = normalise_arguments(argc, argv, {{"net-g", "netG"}});
-  cxxopts::ParseResult r;
-  try {
-    r = o.parse(args.argc(), args.argv());
-  } catch (const cxxopts::exceptions::exception& e) {
-    fail(e.what(), " (see 'ganengine generate --help')");
-  }
-  if (r.count("help")) {
-    std::printf("%s\n", o.help().c_str());
-    return 0;
-  }
-  if (!r.unmatched().empty()) fail("unexpected argument '", r.unmatched()[0], "' (see 'ganengine generate --help')");
+  const std::optional<cxxopts::ParseResult> parsed = parse_command_line(o, args, "generate");
+  if (!parsed) return 0;
+  const cxxopts::ParseResult& r = *parsed;
   if (!r.count("netG")) fail("--netG FILE is required (a netG_epoch_*.safetensors written by ganengine train)");
   if (!r.count("output")) fail("-o FILE.png or -o DIR is required");
   const std::string path = r["netG"].as<std::string>();

@@ -116,17 +116,9 @@ int run_train(int argc, char** argv) {
                                         {"manual-seed", "manualSeed"}, {"opt-level", "opt_level"},
                                         {"net-g", "netG"}, {"net-d", "netD"}, {"data-root", "dataroot"}},
                                        {"keep-batchnorm-fp32", "master-weights"});
-  cxxopts::ParseResult r;
-  try {
-    r = o.parse(args.argc(), args.argv());
-  } catch (const cxxopts::exceptions::exception& e) {
-    fail(e.what(), " (see 'ganengine train --help')");
-  }
-  if (r.count("help")) {
-    std::printf("%s\n", o.help({"main_amp.py", "ganengine"}).c_str());
-    return 0;
-  }
-  if (!r.unmatched().empty()) fail("unexpected argument '", r.unmatched()[0], "' (see 'ganengine train --help')");
+  const std::optional<cxxopts::ParseResult> parsed = parse_command_line(o, args, "train", {"main_amp.py", "ganengine"});
+  if (!parsed) return 0;
+  const cxxopts::ParseResult& r = *parsed;
 
   TrainOptions opt;
   opt.dataset = r["dataset"].as<std::string>();
