@@ -49,15 +49,31 @@ __global__ void adam_kernel(AdamTable table, const float* step, const float* ski
   void* half_copy = table.ptr[kHalfCopy][tensor];
   const ElemType half_type = table.type[kHalfCopy][tensor];
 
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-    float p = load_float_dyn(param, state_type, i);
-    float m = load_float_dyn(exp_avg, state_type, i);
-    float v = load_float_dyn(exp_avg_sq, state_type, i);
-    adam_element(s, grad[i], p, m, v);
-    store_float_dyn(exp_avg, state_type, i, m);
-    store_float_dyn(exp_avg_sq, state_type, i, v);
-    store_float_dyn(param, state_type, i, p);
-    if (half_copy) store_float_dyn(half_copy, half_type, i, p);
+  const int64_t stride = blockDim.x;
+  for (int64_t first = begin + threadIdx.x; first < end; first += kElemsInFlight * stride) {
+    uint32_t p[kElemsInFlight], m[kElemsInFlight], v[kElemsInFlight];
+    float g[kElemsInFlight];
+#pragma unroll
+    for (int j = 0; j < kElemsInFlight; ++j) {
+      const int64_t i = first + j * stride;
+      if (i >= end) break;
+      p[j] = load_bits_dyn(param, state_type, i);
+      m[j] = load_bits_dyn(exp_avg, state_type, i);
+      v[j] = load_bits_dyn(exp_avg_sq, state_type, i);
+      g[j] = grad[i];
+    }
+#pragma unroll
+    for (int j = 0; j < kElemsInFlight; ++j) {
+      const int64_t i = first + j * stride;
+      if (i >= end) break;
+      float pf = bits_to_float(state_type, p[j]), mf = bits_to_float(state_type, m[j]),
+            vf = bits_to_float(state_type, v[j]);
+      adam_element(s, g[j], pf, mf, vf);
+      store_float_dyn(exp_avg, state_type, i, mf);
+      store_float_dyn(exp_avg_sq, state_type, i, vf);
+      store_float_dyn(param, state_type, i, pf);
+      if (half_copy) store_float_dyn(half_copy, half_type, i, pf);
+    }
   }
 }
 

@@ -28,12 +28,27 @@ __global__ void unscale_kernel(UnscaleTable table, const float* scale, float* fo
   const ElemType src_type = table.type[0][tensor];
   const float inv_scale = 1.f / scale[0];
   bool saw_non_finite = false;
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-    const float g = load_float_dyn(src, src_type, i);
-    if (!isfinite(g)) saw_non_finite = true;
-    float out = g * inv_scale;
-    if (accumulate) out += dst[i];
-    dst[i] = out;
+  const int64_t stride = blockDim.x;
+  for (int64_t first = begin + threadIdx.x; first < end; first += kElemsInFlight * stride) {
+    uint32_t bits[kElemsInFlight];
+    float prev[kElemsInFlight];
+#pragma unroll
+    for (int j = 0; j < kElemsInFlight; ++j) {
+      const int64_t i = first + j * stride;
+      if (i >= end) break;
+      bits[j] = load_bits_dyn(src, src_type, i);
+      if (accumulate) prev[j] = dst[i];
+    }
+#pragma unroll
+    for (int j = 0; j < kElemsInFlight; ++j) {
+      const int64_t i = first + j * stride;
+      if (i >= end) break;
+      const float g = bits_to_float(src_type, bits[j]);
+      if (!isfinite(g)) saw_non_finite = true;
+      float out = g * inv_scale;
+      if (accumulate) out += prev[j];
+      dst[i] = out;
+    }
   }
   // Every writer stores the same 1.0, so the race between blocks is benign.
   if (__syncthreads_or(saw_non_finite) && threadIdx.x == 0) found_inf[0] = 1.f;

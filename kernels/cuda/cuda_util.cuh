@@ -36,6 +36,22 @@ __device__ __forceinline__ float load_float_dyn(const void* base, ElemType t, in
     default: return static_cast<const float*>(base)[i];
   }
 }
+// The same in two halves, for kernels that load several elements before using any: the raw
+// bits only (nothing waits for the load yet), then the conversion. load_float_dyn converts inside
+// each branch, where the conversion waits for its own load, so a run of them waits for one
+// memory latency after another (Adam ran at a tenth of memory bandwidth on the H200).
+__device__ __forceinline__ uint32_t load_bits_dyn(const void* base, ElemType t, int64_t i) {
+  if (t == ElemType::F32) return static_cast<const uint32_t*>(base)[i];
+  return static_cast<const uint16_t*>(base)[i];
+}
+__device__ __forceinline__ float bits_to_float(ElemType t, uint32_t bits) {
+  switch (t) {
+    case ElemType::F16: return __half2float(__ushort_as_half(static_cast<unsigned short>(bits)));
+    case ElemType::BF16: return __bfloat162float(__ushort_as_bfloat16(static_cast<unsigned short>(bits)));
+    default: return __uint_as_float(bits);
+  }
+}
+
 __device__ __forceinline__ void store_float_dyn(void* base, ElemType t, int64_t i, float v) {
   switch (t) {
     case ElemType::F16: static_cast<__half*>(base)[i] = __float2half_rn(v); break;
