@@ -9,6 +9,13 @@
   void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p); \
   void conv2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw, const Conv2dParams& p, \
                               float beta);                                                         \
+  /* The convolution followed by an in-place activation, and the filter gradient through  */   \
+  /* both given the activation's output y and its gradient dy (ops.h).                      */   \
+  void conv2d_activation_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p,  \
+                                 const ops::FusedActivation& act);                                    \
+  void conv2d_activation_backward_filter(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dw, \
+                                         const Conv2dParams& p, const ops::FusedActivation& act,          \
+                                         float beta);                                                     \
   /* act: an activation applied after the normalisation (nullptr: none); y_act: its output,  */ \
   /* read by the backward to form the activation's gradient first.                         */ \
   void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,           \

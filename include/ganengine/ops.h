@@ -100,6 +100,16 @@ void batchnorm_activation_forward_eval(const Tensor& x, const Tensor& gamma, con
 void batchnorm_activation_backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& gamma,
                                    const Tensor& save_mean, const Tensor& save_invstd, const FusedActivation& act,
                                    Tensor& dx, Tensor& dgamma, Tensor& dbeta, const BatchNormSync* sync = nullptr);
+// ---- a convolution followed by an in-place activation (D's first layer and its LeakyReLU), as
+// one op: bitwise the two ops in sequence (the convolution rounded to y's dtype before the
+// activation). The backward-filter takes the activation's output y and that output's gradient
+// dy, forms the activation's gradient (rounded as activation_backward stores it) and
+// accumulates dw = beta * dw + the filter gradient, without writing that intermediate on the GPU
+// where a fused kernel exists.
+void conv2d_activation_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p,
+                               const FusedActivation& act);
+void conv2d_activation_backward_filter(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dw,
+                                       const Conv2dParams& p, const FusedActivation& act, float beta = 0.f);
 const char* activation_name(Activation a);
 void activation_forward(Activation a, const Tensor& x, Tensor& y, float negative_slope = 0.2f);
 void activation_backward(Activation a, const Tensor& y, const Tensor& dy, Tensor& dx,

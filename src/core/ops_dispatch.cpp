@@ -80,6 +80,21 @@ void conv2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw, const
   GE_DISPATCH(x, conv2d_backward_filter(x, dy, dw, p, beta));
 }
 
+void conv2d_activation_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p,
+                               const FusedActivation& act) {
+  check_conv("conv2d_activation_forward", x, w, y, p);
+  GE_DISPATCH(x, conv2d_activation_forward(x, w, y, p, act));
+}
+
+void conv2d_activation_backward_filter(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dw,
+                                       const Conv2dParams& p, const FusedActivation& act, float beta) {
+  check_conv("conv2d_activation_backward_filter", x, dw, dy, p);
+  same_device("conv2d_activation_backward_filter", {&x, &y, &dy, &dw});
+  GE_CHECK(y.shape() == dy.shape() && y.dtype() == dy.dtype(), "conv2d_activation_backward_filter: y ", y.str(),
+           " and dy ", dy.str(), " must match");
+  GE_DISPATCH(x, conv2d_activation_backward_filter(x, y, dy, dw, p, act, beta));
+}
+
 namespace {
 std::atomic<bool> g_deterministic_convolutions{false};
 }  // namespace

@@ -1,0 +1,22 @@
+// The reference for ops::conv2d_activation_*: the two ops in sequence, which is what the fused
+// GPU kernels must reproduce.
+#include "ganengine/backend.h"
+
+namespace ge {
+namespace cpu {
+
+void conv2d_activation_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p,
+                               const ops::FusedActivation& act) {
+  cpu::conv2d_forward(x, w, y, p);
+  cpu::activation_forward(act.kind, y, y, act.negative_slope);
+}
+
+void conv2d_activation_backward_filter(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dw,
+                                       const Conv2dParams& p, const ops::FusedActivation& act, float beta) {
+  Tensor dpre = Tensor::empty(dy.shape(), dy.dtype(), dy.device(), dy.format());
+  cpu::activation_backward(act.kind, y, dy, dpre, act.negative_slope);
+  cpu::conv2d_backward_filter(x, dpre, dw, p, beta);
+}
+
+}  // namespace cpu
+}  // namespace ge
