@@ -72,7 +72,8 @@ struct ConvCase {
 
 // Conv cases: DCGAN's first D layer (3->8 at 64x64, 4x4 stride 2 pad 1), an inner stride-2
 // layer, D's last layer (4x4 valid to 1x1), and odd shapes with a 3x3 and a non-square kernel.
-// Then the shapes of the hand-written 8-channel forward (conv_8ch.cu, half NHWC only): D's first
+// Then the shapes of the hand-written 8-channel kernels (conv_8ch.cu forward and
+// conv_8ch_wgrad.cu backward-filter, half NHWC only): D's first
 // layer as the engine runs it (image channels padded to 8, 64x64 -> 32x32x64; tiles of two
 // output rows), tiles of eight rows with two groups of 64 output channels, 64-wide segments of
 // 128-pixel rows, and whole rows of 64 from an odd input height.
@@ -136,6 +137,78 @@ TEST_CASE("gpu ops: conv2d forward backward-data backward-filter (beta 0 and 1) 
         CAPTURE(cc.stride);
         check_conv2d(cc, dt, f);
       }
+}
+
+// conv2d followed by an activation as one op (D's first layer and its LeakyReLU): against the
+// CPU's two ops in sequence, and bitwise against the GPU's two ops in sequence where the
+// hand-written 8-channel kernels run both (they are deterministic; cuDNN's choices need not be).
+// The batch of 64 images of 64x64 has more tiles (1024) than the kernels launch blocks, so
+// blocks walk several tiles; the 3x3 case goes to cuDNN and the separate activation kernels.
+TEST_CASE("gpu ops: conv2d with a fused activation matches the CPU and the two ops in sequence") {
+  GE_REQUIRE_GPU();
+  struct Case {
+    ConvCase shape;
+    DType dt;
+    MemoryFormat f;
+    bool hand_written;  // the 8-channel kernels apply
+  };
+  const Case cases[] = {
+      {{64, 8, 64, 64, 64, 4, 4, 2, 1}, DType::F16, MemoryFormat::NHWC, true},
+      {{2, 8, 16, 16, 128, 4, 4, 2, 1}, DType::BF16, MemoryFormat::NHWC, true},
+      {{1, 8, 8, 256, 64, 4, 4, 2, 1}, DType::F16, MemoryFormat::NHWC, true},
+      {{2, 5, 9, 7, 6, 3, 3, 1, 1}, DType::F16, MemoryFormat::NHWC, false},
+      {{2, 8, 16, 16, 64, 4, 4, 2, 1}, DType::F32, MemoryFormat::NCHW, false},
+  };
+  for (const Case& c : cases)
+    for (const Activation kind : {Activation::LeakyReLU, Activation::ReLU}) {
+      const ConvCase& cc = c.shape;
+      CAPTURE(tag(c.dt, c.f));
+      CAPTURE(cc.n);
+      CAPTURE(cc.c);
+      CAPTURE(cc.h);
+      CAPTURE(cc.w);
+      CAPTURE(cc.k);
+      CAPTURE(std::string(ge::ops::activation_name(kind)));
+      const ge::ops::FusedActivation act{kind, 0.2f};
+      const ge::Conv2dParams p{cc.stride, cc.pad};
+      const int64_t P = ge::conv_out_size(cc.h, cc.r, cc.stride, cc.pad);
+      const int64_t Q = ge::conv_out_size(cc.w, cc.s, cc.stride, cc.pad);
+      const Tensor x = random_cpu({cc.n, cc.c, cc.h, cc.w}, c.dt, c.f);
+      const Tensor w = random_cpu({cc.k, cc.c, cc.r, cc.s}, c.dt, c.f);
+      const Tensor dy = random_cpu({cc.n, cc.k, P, Q}, c.dt, c.f);
+
+      Tensor y = zeros_cpu(dy.shape(), c.dt, c.f);
+      ge::ops::conv2d_activation_forward(x, w, y, p, act);
+      Tensor yg = poisoned_gpu(y);
+      ge::ops::conv2d_activation_forward(gpu(x), gpu(w), yg, p, act);
+      expect_close("conv2d_activation_forward", yg, y);
+      if (c.hand_written) {
+        Tensor two_ops = poisoned_gpu(y);
+        ge::ops::conv2d_forward(gpu(x), gpu(w), two_ops, p);
+        ge::ops::activation_forward(kind, two_ops, two_ops, 0.2f);
+        expect_identical("conv2d_activation_forward vs conv2d_forward + activation_forward", yg, two_ops);
+      }
+
+      // The gradient flows from the GPU's own forward output (its signs decide the slopes).
+      const Tensor y_ref = yg.to(kCpu);
+      for (const float beta : {0.f, 1.f}) {
+        CAPTURE(beta);
+        const Tensor dw0 = random_cpu(w.shape(), c.dt, c.f);
+        Tensor dw = dw0.clone();
+        ge::ops::conv2d_activation_backward_filter(x, y_ref, dy, dw, p, act, beta);
+        Tensor dwg = gpu(dw0);
+        ge::ops::conv2d_activation_backward_filter(gpu(x), yg, gpu(dy), dwg, p, act, beta);
+        expect_close("conv2d_activation_backward_filter", dwg, dw);
+        if (c.hand_written) {
+          Tensor dpre = poisoned_gpu(dy);
+          ge::ops::activation_backward(kind, yg, gpu(dy), dpre, 0.2f);
+          Tensor two_ops = gpu(dw0);
+          ge::ops::conv2d_backward_filter(gpu(x), dpre, two_ops, p, beta);
+          expect_identical("conv2d_activation_backward_filter vs activation_backward + conv2d_backward_filter",
+                           dwg, two_ops);
+        }
+      }
+    }
 }
 
 TEST_CASE("gpu ops: conv2d in f32 with allow_tf32 stays within TF32 accuracy") {

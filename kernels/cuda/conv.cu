@@ -157,10 +157,9 @@ ConvPlan& plan_for(ConvPass pass, const Tensor& x, const Tensor& w, const Tensor
   return *g_plans.emplace(key, std::move(plan)).first->second;
 }
 
-// output = alpha * pass(inputs) + beta * output, with alpha = 1.
+// output = alpha * pass(inputs) + beta * output, with alpha = 1, through cuDNN (arguments checked).
 void run_conv(ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p,
               float beta) {
-  check_conv(x, w, y, p, pass);
   CudaContext& ctx = context(x.device().index);
   ConvPlan& plan = plan_for(pass, x, w, y, p, beta, ctx);
   void* ws = plan.workspace_bytes > 0 ? workspace(ctx, plan.workspace_bytes) : nullptr;
@@ -172,16 +171,34 @@ void run_conv(ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& y, 
 
 void conv2d_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p) {
   check_conv(x, w, y, p, ConvPass::Forward);
-  if (conv2d_forward_8ch(x, w, y, p)) return;
-  run_conv(ConvPass::Forward, x, w, y, p, 0.f);
+  if (!conv2d_forward_8ch(x, w, y, p)) run_conv(ConvPass::Forward, x, w, y, p, 0.f);
 }
 
 void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p) {
+  check_conv(dx, w, dy, p, ConvPass::BackwardData);
   run_conv(ConvPass::BackwardData, dx, w, dy, p, 0.f);
 }
 
 void conv2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw, const Conv2dParams& p, float beta) {
-  run_conv(ConvPass::BackwardFilter, x, dw, dy, p, beta);
+  check_conv(x, dw, dy, p, ConvPass::BackwardFilter);
+  if (!conv2d_backward_filter_8ch(x, dy, dw, p, beta)) run_conv(ConvPass::BackwardFilter, x, dw, dy, p, beta);
+}
+
+void conv2d_activation_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p,
+                               const ops::FusedActivation& act) {
+  check_conv(x, w, y, p, ConvPass::Forward);
+  if (conv2d_forward_8ch(x, w, y, p, &act)) return;
+  run_conv(ConvPass::Forward, x, w, y, p, 0.f);
+  gpu::activation_forward(act.kind, y, y, act.negative_slope);
+}
+
+void conv2d_activation_backward_filter(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dw,
+                                       const Conv2dParams& p, const ops::FusedActivation& act, float beta) {
+  check_conv(x, dw, dy, p, ConvPass::BackwardFilter);
+  if (conv2d_backward_filter_8ch(x, dy, dw, p, beta, &act, &y)) return;
+  Tensor dpre = Tensor::empty(dy.shape(), dy.dtype(), dy.device(), dy.format());
+  gpu::activation_backward(act.kind, y, dy, dpre, act.negative_slope);
+  run_conv(ConvPass::BackwardFilter, x, dw, dpre, p, beta);
 }
 
 }  // namespace gpu

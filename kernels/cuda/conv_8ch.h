@@ -1,19 +1,33 @@
-// A hand-written forward convolution for the 8-channel layers of the DCGAN: D's first layer and
-// the backward-data pass of G's last (both a 4x4, stride-2, pad-1 convolution of an NHWC half
-// tensor whose 3 image channels are padded to 8, into 64 channels). cuDNN's choices for that
-// shape ran at 17% Tensor Core activity on the H200 (159 us per call at batch 1024, ncu; moving
-// its 192 MB once at about 4 TB/s would take some 50 us).
+// Hand-written convolutions for the 8-channel layers of the DCGAN: D's first layer and G's last
+// (a 4x4, stride-2, pad-1 convolution of an NHWC half tensor whose 3 image channels are padded
+// to 8, into 64 channels; G's transposed convolution is that convolution's adjoint, so its
+// backward-data is this forward and its backward-filter this backward-filter). cuDNN's
+// choices for these shapes ran at 17-24% Tensor Core activity on the H200 (ncu, batch 1024:
+// 159 us per forward, 138 us per backward-filter; moving the 192 MB either reads once at about
+// 4 TB/s would take some 50 us, an estimate).
 #pragma once
 #include "ganengine/backend.h"
 
 namespace ge {
 namespace gpu {
 
-// Runs y = conv2d(x, w) when the shapes are the ones it handles (f16/bf16 NHWC, 8 input
-// channels, 4x4 kernel, stride 2, pad 1, output channels a multiple of 64, output pixels per
-// image a multiple of 64 in whole rows or 64-wide row segments) and returns true; false leaves
-// everything to cuDNN. GANENGINE_CONV_8CH=off always returns false.
-bool conv2d_forward_8ch(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p);
+// GANENGINE_CONV_8CH=off leaves every convolution to cuDNN.
+bool conv_8ch_enabled();
+// Whether the kernels handle this convolution (x the 8-channel side, y the 64k-channel side):
+// f16/bf16 NHWC, 8 input channels, 4x4 kernel, stride 2, pad 1, output channels a multiple of
+// 64, output pixels per image a multiple of 64 in whole rows or 64-wide row segments.
+bool conv_8ch_applies(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p);
+
+// y = act(conv2d(x, w)) (act nullptr: no activation), the convolution rounded to the dtype
+// before the activation, as the two ops in sequence; true when it ran, false to leave it to cuDNN.
+bool conv2d_forward_8ch(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p,
+                        const ops::FusedActivation* act = nullptr);
+
+// dw = beta * dw + backward_filter(x, dy'), where dy' = dy, or with act the activation's
+// gradient given its output y_act, rounded to the dtype (what activation_backward would store).
+// True when it ran; false leaves it to the caller.
+bool conv2d_backward_filter_8ch(const Tensor& x, const Tensor& dy, Tensor& dw, const Conv2dParams& p, float beta,
+                                const ops::FusedActivation* act = nullptr, const Tensor* y_act = nullptr);
 
 }  // namespace gpu
 }  // namespace ge

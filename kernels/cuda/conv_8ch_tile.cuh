@@ -1,0 +1,193 @@
+// What the two 8-channel convolution kernels (conv_8ch.cu: forward, conv_8ch_wgrad.cu:
+// backward-filter) share: the tiling of a 4x4, stride-2, pad-1 convolution of an NHWC tensor
+// with 8 channels (one 16-byte pixel per tap), the Tensor Core instructions, and the host-side
+// choice of tiles and grid.
+//
+// A tile is 64 output pixels of one image: tile_rows whole output rows (when Q divides 64) or a
+// 64-wide segment of one row (when 64 divides Q). Its input footprint, the input pixels its 16
+// taps read, is copied into shared memory once, with zeros where the padding is.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda_util.cuh"
+
+namespace ge {
+namespace gpu {
+namespace conv8 {
+
+constexpr int kTilePixels = 64;      // output pixels per tile
+constexpr int kGroupChannels = 64;   // output channels a block works on
+constexpr int kK = 128;              // 4 x 4 taps x 8 channels: the GEMM's reduction length
+constexpr int kBlockThreads = 128;   // 4 warps
+constexpr int kMaxFootprint = 520;   // input pixels a tile reads, at most (Tiling::fits)
+
+// The input pixels a tile of `rows` output rows by `cols` output columns reads.
+__host__ __device__ constexpr int footprint_rows(int rows) { return 2 * rows + 2; }
+__host__ __device__ constexpr int footprint_cols(int cols) { return 2 * cols + 2; }
+
+struct Tiling {
+  int rows = 0, cols = 0;       // of one tile, in output pixels
+  int cols_log2 = 0;            // cols is a power of two (it divides 64, or is 64)
+  int per_image = 0, total = 0;  // tiles
+  int H = 0, W = 0, P = 0, Q = 0;  // input and output sizes
+  // Where tile `t` starts: image n, output row p0 and column q0.
+  __device__ __forceinline__ void locate(int t, int& n, int& p0, int& q0) const {
+    n = t / per_image;
+    const int i = t % per_image, segments = Q / cols;
+    p0 = (i / segments) * rows;
+    q0 = (i % segments) * cols;
+  }
+  // Where footprint column c is stored within its row: even columns first, then odd ones. A tap
+  // reads every other column, so eight neighbouring output pixels then read eight neighbouring
+  // 16-byte pixels (one ldmatrix without bank conflicts) instead of every other one.
+  __host__ __device__ __forceinline__ int footprint_slot(int c) const {
+    return (c & 1) * (footprint_cols(cols) / 2) + (c >> 1);
+  }
+  // The stored footprint pixel that output pixel m of the tile (row-major) reads at tap (r, s),
+  // as the sum of a part for the pixel and one for the tap: kernels compute each once, outside
+  // their loops (integer division is slow on a GPU, and these sit under every ldmatrix).
+  __device__ __forceinline__ int pixel_base(int m) const {
+    return 2 * (m >> cols_log2) * footprint_cols(cols) + (m & (cols - 1));
+  }
+  __device__ __forceinline__ int tap_offset(int r, int s) const {
+    return r * footprint_cols(cols) + (s & 1) * (footprint_cols(cols) / 2) + (s >> 1);
+  }
+  // Output pixel m's row and column within the tile.
+  __device__ __forceinline__ int row_of(int m) const { return m >> cols_log2; }
+  __device__ __forceinline__ int col_of(int m) const { return m & (cols - 1); }
+};
+
+// The tiling for an (N, 8, H, W) input and (N, K, P, Q) output, or false when the shape is not
+// one the kernels handle (then cuDNN runs it).
+inline bool choose_tiling(int64_t N, int64_t H, int64_t W, int64_t P, int64_t Q, Tiling& t) {
+  if (P != H / 2 || Q != W / 2 || P < 1 || Q < 1) return false;
+  if (Q <= kTilePixels && kTilePixels % Q == 0) {
+    t.rows = static_cast<int>(kTilePixels / Q);
+    t.cols = static_cast<int>(Q);
+    if (P % t.rows != 0) return false;
+  } else if (Q % kTilePixels == 0) {
+    t.rows = 1;
+    t.cols = kTilePixels;
+  } else {
+    return false;
+  }
+  if (footprint_rows(t.rows) * footprint_cols(t.cols) > kMaxFootprint) return false;
+  while ((1 << t.cols_log2) < t.cols) ++t.cols_log2;
+  const int64_t per_image = P * Q / kTilePixels, total = per_image * N;
+  if (total > (int64_t{1} << 30) || H * W > (int64_t{1} << 30)) return false;
+  t.per_image = static_cast<int>(per_image);
+  t.total = static_cast<int>(total);
+  t.H = static_cast<int>(H);
+  t.W = static_cast<int>(W);
+  t.P = static_cast<int>(P);
+  t.Q = static_cast<int>(Q);
+  return true;
+}
+
+// Blocks a tile-walking kernel should launch: as many as fit on the GPU at once (each block then
+// walks several tiles, loading what every tile shares once), never more than the tiles.
+template <class Kernel>
+int grid_blocks(Kernel kernel, size_t dynamic_smem, int device, int tiles) {
+  int sms = 0, per_sm = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kBlockThreads, dynamic_smem));
+  return static_cast<int>(std::min<int64_t>(tiles, int64_t{sms} * std::max(per_sm, 1)));
+}
+
+// Asynchronous 16-byte copies from global to shared memory (cp.async): a block issues the next
+// tile's copies before it works on the current one, so loads and Tensor Core work overlap.
+// With valid false the 16 bytes are zero-filled and nothing is read.
+__device__ __forceinline__ void copy_async_16(void* smem, const void* global, bool valid) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(global), "r"(valid ? 16 : 0));
+}
+// Closes the group of copies issued since the last commit.
+__device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// Waits until at most `pending` of this thread's committed groups are still in flight.
+template <int pending>
+__device__ __forceinline__ void copy_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(pending));
+}
+
+// Where a thread's share of a footprint starts: its first chunk's footprint row and column
+// (chunk threadIdx.x), and how far each step of blockDim.x chunks moves. The same for every
+// tile, so a kernel computes it once.
+struct FootprintWalk {
+  int r0, c0, step_r, step_c;
+  __device__ explicit FootprintWalk(const Tiling& tl) {
+    const int fc = footprint_cols(tl.cols);
+    r0 = threadIdx.x / fc;
+    c0 = threadIdx.x % fc;
+    step_r = blockDim.x / fc;
+    step_c = blockDim.x % fc;
+  }
+};
+
+// Starts copying tile (n, p0, q0)'s input footprint from x (N, H, W, 8) into in_s, zeros outside.
+template <class T>
+__device__ __forceinline__ void load_footprint_async(const T* __restrict__ x, T* in_s, const Tiling& tl,
+                                                     const FootprintWalk& walk, int n, int p0, int q0) {
+  const int fr = footprint_rows(tl.rows), fc = footprint_cols(tl.cols);
+  const T* xn = x + static_cast<size_t>(n) * tl.H * tl.W * 8;
+  for (int fr_i = walk.r0, fc_i = walk.c0; fr_i < fr;) {
+    const int r = 2 * p0 - 1 + fr_i, c = 2 * q0 - 1 + fc_i;
+    const bool inside = r >= 0 && r < tl.H && c >= 0 && c < tl.W;
+    copy_async_16(in_s + (fr_i * fc + tl.footprint_slot(fc_i)) * 8,
+                  inside ? xn + (static_cast<size_t>(r) * tl.W + c) * 8 : xn, inside);
+    fr_i += walk.step_r;
+    fc_i += walk.step_c;
+    if (fc_i >= fc) {
+      fc_i -= fc;
+      ++fr_i;
+    }
+  }
+}
+
+// d += a * b on Tensor Cores: one m16n8k16 product, fp32 accumulation.
+template <class T>
+__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]);
+
+template <>
+__device__ __forceinline__ void mma_16816<__half>(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+template <>
+__device__ __forceinline__ void mma_16816<__nv_bfloat16>(float (&d)[4], const uint32_t (&a)[4],
+                                                         const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// Four 8x8 matrices of 16-bit values from shared memory: lanes 8i..8i+7 give the addresses of
+// matrix i's rows (16 bytes each), and lane l receives, of every matrix, the elements (row l/4,
+// columns 2(l%4) and 2(l%4)+1): an mma A fragment when the rows are A's.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
+  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// Four 8x8 matrices of 16-bit values from shared memory, each transposed on the way: lanes
+// 8i..8i+7 give the addresses of matrix i's rows (16 bytes each), and lane l receives, of
+// every matrix, the elements (row 2(l%4), column l/4) and (row 2(l%4)+1, column l/4).
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* row) {
+  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+}  // namespace conv8
+}  // namespace gpu
+}  // namespace ge

@@ -1,0 +1,221 @@
+// See conv_8ch.h. Backward-filter of the 8-channel convolution as a GEMM on Tensor Cores:
+// dw (64 channels x 128 = 16 taps x 8 input channels) = dy^T (64 x pixels) * patches
+// (pixels x 128), the reduction running over every output pixel of the batch (a million at
+// batch 1024). Each block walks tiles of 64 pixels (conv_8ch_tile.cuh): the tile's dy (and the
+// fused activation's output, if any) and its input footprint arrive in shared memory by
+// cp.async, issued while the previous tile is computed; dy passes through the activation's
+// gradient there, and the block accumulates its share of dw in registers: warp w holds all 64 output
+// channels by taps 4w..4w+3. ldmatrix.trans turns both pixel-major tiles into the fragments
+// mma wants. The blocks' partial sums then go to a workspace and one more kernel adds them in a
+// fixed order, so the result does not depend on scheduling.
+#include <initializer_list>
+
+#include "activation_math.cuh"
+#include "conv_8ch.h"
+#include "conv_8ch_tile.cuh"
+#include "vector_pack.cuh"
+
+namespace ge {
+namespace gpu {
+
+namespace {
+
+using namespace conv8;
+
+constexpr int kDyStride = kGroupChannels + 8;  // halves per staged dy row: conflict-free ldmatrix rows
+constexpr int kPartial = kGroupChannels * kK;  // floats of one block's partial dw
+constexpr int kTapsPerWarp = 4;
+
+// Shared memory, two of each (this tile's and the next's, filled by cp.async): the input
+// footprint, the dy tile and, with an activation, its output's tile.
+constexpr int kFootprintBytes = kMaxFootprint * 8 * 2;
+constexpr int kDyTileBytes = kTilePixels * kDyStride * 2;
+constexpr size_t smem_bytes(bool activation) {
+  return 2 * (kFootprintBytes + kDyTileBytes * (activation ? 2 : 1));
+}
+
+// Starts copying the 64 x 64 tile of t (N, P, Q, K) at image n, output row p0, column q0 and
+// channel k0 into rows of kDyStride halves.
+template <class T>
+__device__ __forceinline__ void load_dy_tile_async(const T* __restrict__ t, T* tile_s, const Tiling& tl, int K, int n,
+                                                   int p0, int q0, int k0) {
+  for (int i = threadIdx.x; i < kTilePixels * (kGroupChannels / 8); i += blockDim.x) {
+    const int m = i / (kGroupChannels / 8), chunk = i % (kGroupChannels / 8);
+    const size_t at =
+        ((static_cast<size_t>(n) * tl.P + p0 + tl.row_of(m)) * tl.Q + q0 + tl.col_of(m)) * K + k0 + chunk * 8;
+    copy_async_16(tile_s + m * kDyStride + chunk * 8, t + at, true);
+  }
+}
+
+// x (N, H, W, 8), dy and y_act (N, P, Q, K), NHWC. Grid (blocks walking the tiles, channel
+// groups of 64). partial: (groups, gridDim.x, 64, 128) floats.
+template <class T, bool kActivation>
+__global__ void __launch_bounds__(kBlockThreads)
+    conv_8ch_wgrad_kernel(const T* __restrict__ x, const T* __restrict__ dy, const T* __restrict__ y_act,
+                          float* __restrict__ partial, Tiling tl, int K, ops::Activation act, float slope) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  // Buffer b of each kind (computed, not an array: a runtime index would put it in local memory).
+  auto in_s = [&](int b) { return reinterpret_cast<T*>(smem + b * kFootprintBytes); };
+  auto dy_s = [&](int b) { return reinterpret_cast<T*>(smem + 2 * kFootprintBytes + b * kDyTileBytes); };
+  auto y_s = [&](int b) { return reinterpret_cast<T*>(smem + 2 * kFootprintBytes + (2 + b) * kDyTileBytes); };
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int k0 = blockIdx.y * kGroupChannels;
+  float acc[kGroupChannels / 16][kTapsPerWarp][4] = {};
+  const FootprintWalk walk(tl);
+  auto load_tile = [&](int tile, int buf) {
+    int n, p0, q0;
+    tl.locate(tile, n, p0, q0);
+    load_footprint_async(x, in_s(buf), tl, walk, n, p0, q0);
+    load_dy_tile_async(dy, dy_s(buf), tl, K, n, p0, q0, k0);
+    if (kActivation) load_dy_tile_async(y_act, y_s(buf), tl, K, n, p0, q0, k0);
+  };
+
+  // Lane l addresses row l % 8 of matrix l / 8 in each ldmatrix_x4_trans; for B its footprint
+  // pixel is pixel_base[ks] + tap_base[pair].
+  const int row = lane & 7, mat = lane >> 3;
+  int pixel_base[kTilePixels / 16], tap_base[kTapsPerWarp / 2];
+#pragma unroll
+  for (int ks = 0; ks < kTilePixels / 16; ++ks) pixel_base[ks] = tl.pixel_base(ks * 16 + (mat & 1) * 8 + row);
+#pragma unroll
+  for (int pair = 0; pair < kTapsPerWarp / 2; ++pair) {
+    const int tap = warp * kTapsPerWarp + 2 * pair + (mat >> 1);
+    tap_base[pair] = tl.tap_offset(tap >> 2, tap & 3);
+  }
+
+  if (blockIdx.x < tl.total) load_tile(blockIdx.x, 0);
+  copy_async_commit();
+  int buf = 0;
+  for (int tile = blockIdx.x; tile < tl.total; tile += gridDim.x, buf ^= 1) {
+    if (tile + gridDim.x < tl.total) load_tile(tile + gridDim.x, buf ^ 1);  // that buffer is free (barrier below)
+    copy_async_commit();
+    copy_async_wait<1>();
+    __syncthreads();
+    T* dyt = dy_s(buf);
+    if (kActivation) {
+      // What the separate activation backward would store, so the product is the same.
+      const T* yt = y_s(buf);
+      for (int i = tid; i < kTilePixels * (kGroupChannels / 8); i += kBlockThreads) {
+        const int at = (i / (kGroupChannels / 8)) * kDyStride + (i % (kGroupChannels / 8)) * 8;
+        Pack<T, 8> g = *reinterpret_cast<const Pack<T, 8>*>(dyt + at);
+        const Pack<T, 8> ya = *reinterpret_cast<const Pack<T, 8>*>(yt + at);
+#pragma unroll
+        for (int e = 0; e < 8; ++e)
+          store_float(&g.v[e], activate_grad(act, load_float(&ya.v[e]), load_float(&g.v[e]), slope));
+        *reinterpret_cast<Pack<T, 8>*>(dyt + at) = g;
+      }
+      __syncthreads();
+    }
+    const T* in = in_s(buf);
+
+#pragma unroll
+    for (int ks = 0; ks < kTilePixels / 16; ++ks) {
+      // B (pixels x tap channels): matrices (tap a, pixels 0-7), (a, 8-15), (a+1, 0-7), (a+1, 8-15)
+      // of this k-step's 16 pixels give b0, b1 of two n-tiles.
+      uint32_t b[kTapsPerWarp][2];
+#pragma unroll
+      for (int pair = 0; pair < kTapsPerWarp / 2; ++pair) {
+        uint32_t r[4];
+        ldmatrix_x4_trans(r, in + (pixel_base[ks] + tap_base[pair]) * 8);
+        b[2 * pair][0] = r[0];
+        b[2 * pair][1] = r[1];
+        b[2 * pair + 1][0] = r[2];
+        b[2 * pair + 1][1] = r[3];
+      }
+      // A (channels x pixels) from the pixel-major dy tile: matrices (channels c0..c0+7,
+      // pixels 0-7), (c0+8.., 0-7), (c0.., 8-15), (c0+8.., 8-15) are a0..a3.
+#pragma unroll
+      for (int mt = 0; mt < kGroupChannels / 16; ++mt) {
+        uint32_t a[4];
+        ldmatrix_x4_trans(a, dyt + (ks * 16 + (mat >> 1) * 8 + row) * kDyStride + mt * 16 + (mat & 1) * 8);
+#pragma unroll
+        for (int nt = 0; nt < kTapsPerWarp; ++nt) mma_16816<T>(acc[mt][nt], a, b[nt]);
+      }
+    }
+    __syncthreads();  // every warp is done with this buffer before the next loads refill it
+  }
+
+  // d0, d1: channel c0 + g, columns 2t, 2t+1 of the n-tile; d2, d3: channel c0 + g + 8.
+  const int g = lane >> 2, t = lane & 3;
+  float* out = partial + (static_cast<size_t>(blockIdx.y) * gridDim.x + blockIdx.x) * kPartial;
+#pragma unroll
+  for (int mt = 0; mt < kGroupChannels / 16; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < kTapsPerWarp; ++nt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int c = mt * 16 + g + 8 * h, col = (warp * kTapsPerWarp + nt) * 8 + 2 * t;
+        *reinterpret_cast<float2*>(out + c * kK + col) = make_float2(acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1]);
+      }
+}
+
+// dw (K, 4, 4, 8) = beta * dw + the sum of the blocks' partials, in block order. A block of
+// 32 x 8 threads: 32 consecutive outputs, each summed in 8 strided slices, then the slices.
+constexpr int kSumOutputs = 32, kSumSlices = 8;
+
+template <class T>
+__global__ void __launch_bounds__(kSumOutputs* kSumSlices)
+    sum_partials_kernel(const float* __restrict__ partial, int blocks, T* __restrict__ dw, float beta) {
+  __shared__ float part[kSumSlices][kSumOutputs];
+  const int o = threadIdx.x, slice = threadIdx.y;
+  const int index = blockIdx.x * kSumOutputs + o;  // into dw, (group, channel, column)
+  const int group = index / kPartial, j = index % kPartial;
+  const float* src = partial + static_cast<size_t>(group) * blocks * kPartial + j;
+  float s = 0.f;
+  for (int b = slice; b < blocks; b += kSumSlices) s += src[static_cast<size_t>(b) * kPartial];
+  part[slice][o] = s;
+  __syncthreads();
+  if (slice != 0) return;
+  float total = 0.f;
+#pragma unroll
+  for (int i = 0; i < kSumSlices; ++i) total += part[i][o];
+  if (beta != 0.f) total += beta * load_float(&dw[index]);
+  store_float(&dw[index], total);
+}
+
+}  // namespace
+
+bool conv2d_backward_filter_8ch(const Tensor& x, const Tensor& dy, Tensor& dw, const Conv2dParams& p, float beta,
+                                const ops::FusedActivation* act, const Tensor* y_act) {
+  if (!conv_8ch_applies(x, dw, dy, p)) return false;
+  if (act && (!y_act || y_act->shape() != dy.shape() || y_act->dtype() != dy.dtype() ||
+              y_act->format() != dy.format() || !aligned16(y_act->data())))
+    return false;
+  Tiling tl;
+  choose_tiling(x.dim(0), x.dim(2), x.dim(3), dy.dim(2), dy.dim(3), tl);
+  const int K = static_cast<int>(dw.dim(0)), groups = K / kGroupChannels;
+  CudaContext& ctx = context(x.device().index);
+  const ops::Activation kind = act ? act->kind : ops::Activation::ReLU;
+  const float slope = act ? act->negative_slope : 0.f;
+  auto launch = [&](auto type_tag) {
+    using T = decltype(type_tag);
+    auto fused = conv_8ch_wgrad_kernel<T, true>;
+    auto kernel = act ? fused : conv_8ch_wgrad_kernel<T, false>;
+    const size_t smem = smem_bytes(act != nullptr);
+    // Over the 48 KB a kernel gets without asking: allow it (per device; cheap to repeat).
+    for (auto k : {fused, kernel})
+      CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(smem_bytes(k == fused))));
+    // As many blocks as the fused kernel fits at once (three per SM on an H200), with or
+    // without the activation: the same blocks sum the same tiles in the same order, so the
+    // fused op is bitwise the two ops in sequence. Each block leaves 32 KB of partial sums
+    // (13 MB on an H200), in the cuDNN workspace the other convolutions need anyway.
+    const int blocks = grid_blocks(fused, smem_bytes(true), x.device().index, tl.total);
+    float* partial =
+        static_cast<float*>(workspace(ctx, static_cast<size_t>(groups) * blocks * kPartial * sizeof(float)));
+    kernel<<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(groups)), kBlockThreads, smem, ctx.stream>>>(
+        x.data_as<T>(), dy.data_as<T>(), act ? y_act->data_as<T>() : nullptr, partial, tl, K, kind, slope);
+    CUDA_CHECK_LAUNCH();
+    sum_partials_kernel<T><<<static_cast<unsigned>(groups * kPartial / kSumOutputs), dim3(kSumOutputs, kSumSlices),
+                             0, ctx.stream>>>(partial, blocks, dw.data_as<T>(), beta);
+    CUDA_CHECK_LAUNCH();
+  };
+  if (x.dtype() == DType::F16)
+    launch(__half{});
+  else
+    launch(__nv_bfloat16{});
+  return true;
+}
+
+}  // namespace gpu
+}  // namespace ge
