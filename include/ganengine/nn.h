@@ -69,6 +69,11 @@ class Conv2d : public Layer {
   // gradient with as many channels as the input had.
   void keep_padded_output(bool on) { keep_padded_output_ = on; }
   int64_t padded_out_channels() const { return out_padded_; }
+  // The activation layer after this one runs inside it (ops::conv2d_activation_*): forward
+  // returns the activation's output, backward takes that output's gradient. Only for layers
+  // whose output needs no channel padding, not transposed (D's first layer and its LeakyReLU).
+  bool can_fuse_activation() const { return out_padded_ == out_ && !keep_padded_output_ && !transposed_; }
+  void fuse_activation(const ops::FusedActivation& act);
 
  private:
   Tensor compute_weight();  // the weight in the compute dtype (a fresh cast at O1)
@@ -85,7 +90,8 @@ class Conv2d : public Layer {
   const PrecisionPolicy& policy_;
   Placement where_;
   Param weight_;
-  Tensor saved_x_, saved_w_;
+  std::optional<ops::FusedActivation> fused_;
+  Tensor saved_x_, saved_w_, saved_y_;  // saved_y_: the fused activation's output
 };
 
 class BatchNorm2d : public Layer {
@@ -136,12 +142,12 @@ class ActivationLayer : public Layer {
   Tensor backward(const Tensor& dy, bool want_param_grads, bool want_input_grad) override;
   std::string describe() const override;
   std::string precision() const override {
-    return fused_ ? "in the dtype that arrives (computes in f32), fused into the BatchNorm before it"
+    return fused_ ? "in the dtype that arrives (computes in f32), fused into the layer before it"
                   : "in the dtype that arrives (computes in f32)";
   }
   ops::Activation kind() const { return kind_; }
   float slope() const { return slope_; }
-  // The BatchNorm2d before it computes this activation (BatchNorm2d::fuse_activation): this
+  // The BatchNorm2d or Conv2d before it computes this activation (their fuse_activation): this
   // layer passes values and gradients through unchanged.
   void set_fused_into_previous(bool on) { fused_ = on; }
 
@@ -161,9 +167,10 @@ class Sequential {
   Tensor backward(const Tensor& dy, bool want_param_grads, bool want_input_grad);
   std::vector<std::unique_ptr<Layer>>& layers() { return layers_; }
   void set_update_running_stats(bool on);  // every BatchNorm2d
-  // Every BatchNorm2d followed by a ReLU or LeakyReLU computes both (fewer passes over memory on
-  // the GPU, bitwise the same results). The layer list, and so the state_dict, is unchanged.
-  void fuse_batchnorm_activations();
+  // Every BatchNorm2d, and every Conv2d whose output needs no channel padding, followed by a
+  // ReLU or LeakyReLU computes both (fewer passes over memory on the GPU, bitwise the same
+  // results). The layer list, and so the state_dict, is unchanged.
+  void fuse_activations();
   std::vector<Param*> params();
   // PyTorch state_dict: "main.<i>.<name>" -> tensor (CPU, f32 weights as stored, i64 counters).
   std::vector<std::pair<std::string, Param*>> named_params();

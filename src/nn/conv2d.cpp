@@ -64,13 +64,23 @@ Tensor Conv2d::forward(const Tensor& x_in, bool) {
   const int64_t Wo = transposed_ ? conv_transpose_out_size(W, kernel_, p_.stride, p_.pad)
                                  : conv_out_size(W, kernel_, p_.stride, p_.pad);
   Tensor y = Tensor::empty({N, out_padded_, Ho, Wo}, policy_.compute_dtype, where_.device, where_.format);
-  if (transposed_)
+  if (fused_) {
+    ops::conv2d_activation_forward(x, w, y, p_, *fused_);  // fuse_activation: never transposed
+    saved_y_ = y;
+  } else if (transposed_) {
     ops::conv_transpose2d_forward(x, w, y, p_);
-  else
+  } else {
     ops::conv2d_forward(x, w, y, p_);
+  }
   saved_x_ = x;
   saved_w_ = w;
   return keep_padded_output_ ? y : padded(y, N, out_);
+}
+
+void Conv2d::fuse_activation(const ops::FusedActivation& act) {
+  GE_CHECK(can_fuse_activation(), describe(),
+           ": an activation fuses only into a (not transposed) convolution whose output needs no channel padding");
+  fused_ = act;
 }
 
 Tensor Conv2d::backward(const Tensor& dy_in, bool want_param_grads, bool want_input_grad) {
@@ -79,11 +89,19 @@ Tensor Conv2d::backward(const Tensor& dy_in, bool want_param_grads, bool want_in
   if (dy.dtype() != policy_.compute_dtype || dy.format() != where_.format)
     dy = ops::converted(dy_in, policy_.compute_dtype, where_.format, where_.device);
   dy = padded(dy, dy.dim(0), out_padded_);
+  // With a fused activation dy is its output's gradient. Only the filter gradient wanted (D's
+  // passes on data and on fake.detach()): one op forms the activation's gradient on the way in.
+  // The input gradient wanted too: the activation's gradient first (in place, as the separate
+  // layer would), then both passes as usual.
+  const bool fused_filter_only = fused_ && !want_input_grad;
+  if (fused_ && want_input_grad) ops::activation_backward(fused_->kind, saved_y_, dy, dy, fused_->negative_slope);
   if (want_param_grads) {
     const bool padded_weight = saved_w_.shape() != weight_.model_grad.shape();
     Tensor dw = padded_weight ? Tensor::empty(saved_w_.shape(), weight_.model_grad.dtype(), where_.device, where_.format)
                               : weight_.model_grad;
-    if (transposed_)
+    if (fused_filter_only)
+      ops::conv2d_activation_backward_filter(saved_x_, saved_y_, dy, dw, p_, *fused_, 0.f);
+    else if (transposed_)
       ops::conv_transpose2d_backward_filter(saved_x_, dy, dw, p_, 0.f);
     else
       ops::conv2d_backward_filter(saved_x_, dy, dw, p_, 0.f);
@@ -96,6 +114,7 @@ Tensor Conv2d::backward(const Tensor& dy_in, bool want_param_grads, bool want_in
   const DType x_dtype = saved_x_.dtype();
   saved_x_ = Tensor();
   saved_w_ = Tensor();
+  saved_y_ = Tensor();
   if (!want_input_grad) return Tensor();
   Tensor dx = Tensor::empty(x_shape, x_dtype, where_.device, where_.format);
   if (transposed_)

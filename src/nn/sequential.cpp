@@ -14,12 +14,18 @@ Tensor Sequential::backward(const Tensor& dy, bool want_param_grads, bool want_i
   return g;
 }
 
-void Sequential::fuse_batchnorm_activations() {
+void Sequential::fuse_activations() {
   for (size_t i = 0; i + 1 < layers_.size(); ++i) {
-    auto* bn = dynamic_cast<BatchNorm2d*>(layers_[i].get());
     auto* act = dynamic_cast<ActivationLayer*>(layers_[i + 1].get());
-    if (!bn || !act || act->kind() == ops::Activation::Tanh) continue;
-    bn->fuse_activation({act->kind(), act->slope()});
+    if (!act || act->kind() == ops::Activation::Tanh) continue;
+    const ops::FusedActivation fused{act->kind(), act->slope()};
+    if (auto* bn = dynamic_cast<BatchNorm2d*>(layers_[i].get())) {
+      bn->fuse_activation(fused);
+    } else if (auto* conv = dynamic_cast<Conv2d*>(layers_[i].get()); conv && conv->can_fuse_activation()) {
+      conv->fuse_activation(fused);
+    } else {
+      continue;
+    }
     act->set_fused_into_previous(true);
   }
 }
