@@ -76,11 +76,14 @@ struct ConvCase {
 // conv_8ch_wgrad.cu backward-filter, half NHWC only): D's first
 // layer as the engine runs it (image channels padded to 8, 64x64 -> 32x32x64; tiles of two
 // output rows), tiles of eight rows with two groups of 64 output channels, 64-wide segments of
-// 128-pixel rows, and whole rows of 64 from an odd input height.
+// 128-pixel rows, and whole rows of 64 from an odd input height. Last, D's last layer at its
+// real width with more images than the hand-written dot-product kernels' 32 slices
+// (conv_scalar.cu, half precision; the 32-channel case above takes them too).
 const ConvCase kConvCases[] = {
     {3, 3, 64, 64, 8, 4, 4, 2, 1},  {2, 16, 8, 8, 32, 4, 4, 2, 1},  {3, 32, 4, 4, 1, 4, 4, 1, 0},
     {2, 5, 9, 7, 6, 3, 3, 1, 1},    {1, 4, 6, 11, 3, 2, 3, 3, 1},   {3, 8, 64, 64, 64, 4, 4, 2, 1},
     {2, 8, 16, 16, 128, 4, 4, 2, 1}, {1, 8, 8, 256, 64, 4, 4, 2, 1}, {1, 8, 9, 128, 64, 4, 4, 2, 1},
+    {70, 512, 4, 4, 1, 4, 4, 1, 0},
 };
 
 // Runs the three conv2d passes (and backward-filter accumulation) on both backends.

@@ -142,7 +142,8 @@ void scale_inplace(const Tensor& t, float factor);
 // dst[n,c,h,w] = src[n,c,h,w] where src has that element, else 0: pads (or trims) the first two
 // dimensions of a 4-D tensor. src and dst share dtype, memory format and the last two sizes.
 // Half-precision NHWC convolutions run on Tensor Cores only with channel counts that are
-// multiples of 8; Conv2d pads DCGAN's 3-channel images, 100-channel noise and 1-channel logits.
+// multiples of 8; Conv2d pads DCGAN's 3-channel images and 100-channel noise (its 1-channel logits
+// come from a hand-written dot product per image instead, kernels/cuda/conv_scalar.h).
 void copy_padded(const Tensor& src, Tensor& dst);
 
 // Dynamic loss scaler state: f32 scale (1), i32-as-f32 clean-step counter (1).

@@ -22,6 +22,7 @@
 #include "ganengine/backend.h"
 #include "ganengine/conv_algo_cache.h"
 #include "conv_8ch.h"
+#include "conv_scalar.h"
 #include "conv_plan.h"
 #include "cuda_util.cuh"
 
@@ -171,17 +172,19 @@ void run_conv(ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& y, 
 
 void conv2d_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p) {
   check_conv(x, w, y, p, ConvPass::Forward);
-  if (!conv2d_forward_8ch(x, w, y, p)) run_conv(ConvPass::Forward, x, w, y, p, 0.f);
+  if (!conv2d_forward_8ch(x, w, y, p) && !conv2d_forward_scalar(x, w, y, p))
+    run_conv(ConvPass::Forward, x, w, y, p, 0.f);
 }
 
 void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p) {
   check_conv(dx, w, dy, p, ConvPass::BackwardData);
-  run_conv(ConvPass::BackwardData, dx, w, dy, p, 0.f);
+  if (!conv2d_backward_data_scalar(dy, w, dx, p)) run_conv(ConvPass::BackwardData, dx, w, dy, p, 0.f);
 }
 
 void conv2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw, const Conv2dParams& p, float beta) {
   check_conv(x, dw, dy, p, ConvPass::BackwardFilter);
-  if (!conv2d_backward_filter_8ch(x, dy, dw, p, beta)) run_conv(ConvPass::BackwardFilter, x, dw, dy, p, beta);
+  if (!conv2d_backward_filter_8ch(x, dy, dw, p, beta) && !conv2d_backward_filter_scalar(x, dy, dw, p, beta))
+    run_conv(ConvPass::BackwardFilter, x, dw, dy, p, beta);
 }
 
 void conv2d_activation_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p,

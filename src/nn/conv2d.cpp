@@ -20,9 +20,12 @@ Conv2d::Conv2d(int64_t in, int64_t out, int kernel, int stride, int pad, bool tr
   // multiples of 8; cuDNN otherwise pads internally or falls back to slow kernels (on the H200
   // the 3-channel layers' passes ran at 0-33% Tensor Core activity). So the layer pads with
   // zeros itself: inputs and weights up, outputs and gradients back down. Zeros add nothing.
+  // One output channel stays unpadded: D's last layer is a dot product per image, which the
+  // GPU backend computes by hand (kernels/cuda/conv_scalar.h) without the padding and trimming
+  // copies (and cuDNN still takes the shape when the kernel is smaller than the input).
   if (where.device.is_cuda() && where.format == MemoryFormat::NHWC) {
     in_padded_ = (in + 7) / 8 * 8;
-    out_padded_ = (out + 7) / 8 * 8;
+    out_padded_ = out == 1 && !transposed ? 1 : (out + 7) / 8 * 8;
   } else {
     in_padded_ = in;
     out_padded_ = out;
