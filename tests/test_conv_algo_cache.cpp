@@ -128,7 +128,10 @@ TEST_CASE("gpu train cli: a second run takes its cuDNN algorithms from the cache
   const size_t at = first.output.find("cuDNN algorithms: ");
   REQUIRE(at != std::string::npos);
   const int searched = std::stoi(first.output.substr(at + 18));
-  CHECK(searched >= 10);  // forward, backward-data and backward-filter of G's and D's layers
+  // The cuDNN passes of G's and D's inner layers (8 at this size on the H200; the 8-channel and
+  // one-output layers run hand-written kernels and search nothing). Without any, the second
+  // run's "0 searched, 0 from" below would prove nothing.
+  CHECK(searched > 0);
   CHECK(first.output.find(" searched, 0 from " + file) != std::string::npos);
   CHECK(count_lines(read_all(file)) >= searched + 1);  // the header, and later shapes if any
   const CommandResult second = run_ganengine(args + (tmp.dir / "b").string());
