@@ -4,9 +4,9 @@
 // batch 1024). Each block walks tiles of 64 pixels (conv_8ch_tile.cuh): the tile's dy (and the
 // fused activation's output, if any) and its input footprint arrive in shared memory by
 // cp.async, issued while the previous tile is computed; dy passes through the activation's
-// gradient there, and the block accumulates its share of dw in registers: warp w holds all 64 output
-// channels by taps 4w..4w+3. ldmatrix.trans turns both pixel-major tiles into the fragments
-// mma wants. The blocks' partial sums then go to a workspace and one more kernel adds them in a
+// gradient there, and the block accumulates its share of dw in registers: warp w holds all 64
+// output channels by taps 4w..4w+3. ldmatrix.trans turns both pixel-major tiles into the
+// fragments mma wants. The blocks' partial sums then go to a workspace and one more kernel adds them in a
 // fixed order, so the result does not depend on scheduling.
 #include <initializer_list>
 
