@@ -21,7 +21,7 @@ constexpr int kTilePixels = 64;      // output pixels per tile
 constexpr int kGroupChannels = 64;   // output channels a block works on
 constexpr int kK = 128;              // 4 x 4 taps x 8 channels: the GEMM's reduction length
 constexpr int kBlockThreads = 128;   // 4 warps
-constexpr int kMaxFootprint = 520;   // input pixels a tile reads, at most (Tiling::fits)
+constexpr int kMaxFootprint = 520;   // input pixels a tile reads, at most (choose_tiling)
 
 // The input pixels a tile of `rows` output rows by `cols` output columns reads.
 __host__ __device__ constexpr int footprint_rows(int rows) { return 2 * rows + 2; }
@@ -45,18 +45,20 @@ struct Tiling {
   __host__ __device__ __forceinline__ int footprint_slot(int c) const {
     return (c & 1) * (footprint_cols(cols) / 2) + (c >> 1);
   }
-  // The stored footprint pixel that output pixel m of the tile (row-major) reads at tap (r, s),
-  // as the sum of a part for the pixel and one for the tap: kernels compute each once, outside
-  // their loops (integer division is slow on a GPU, and these sit under every ldmatrix).
-  __device__ __forceinline__ int pixel_base(int m) const {
-    return 2 * (m >> cols_log2) * footprint_cols(cols) + (m & (cols - 1));
-  }
-  __device__ __forceinline__ int tap_offset(int r, int s) const {
-    return r * footprint_cols(cols) + (s & 1) * (footprint_cols(cols) / 2) + (s >> 1);
-  }
   // Output pixel m's row and column within the tile.
   __device__ __forceinline__ int row_of(int m) const { return m >> cols_log2; }
   __device__ __forceinline__ int col_of(int m) const { return m & (cols - 1); }
+  // The stored footprint pixel that output pixel m of the tile (row-major) reads at tap (r, s)
+  // is pixel_base(m) + tap_offset(r, s): footprint row 2 * row_of(m) + r, column
+  // 2 * col_of(m) + s, whose slot is col_of(m) + footprint_slot(s). Kernels compute both parts
+  // once, outside their loops (integer division is slow on a GPU, and these sit under every
+  // ldmatrix).
+  __device__ __forceinline__ int pixel_base(int m) const {
+    return 2 * row_of(m) * footprint_cols(cols) + col_of(m);
+  }
+  __device__ __forceinline__ int tap_offset(int r, int s) const {
+    return r * footprint_cols(cols) + footprint_slot(s);
+  }
 };
 
 // The tiling for an (N, 8, H, W) input and (N, K, P, Q) output, or false when the shape is not

@@ -29,17 +29,10 @@ __device__ __forceinline__ void store_float(__nv_bfloat16* p, float v) { *p = __
 // launch (multi-tensor ops). The branch is uniform per tensor, so warps do not diverge.
 enum class ElemType : uint8_t { F32 = 0, F16 = 1, BF16 = 2 };
 
-__device__ __forceinline__ float load_float_dyn(const void* base, ElemType t, int64_t i) {
-  switch (t) {
-    case ElemType::F16: return __half2float(static_cast<const __half*>(base)[i]);
-    case ElemType::BF16: return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]);
-    default: return static_cast<const float*>(base)[i];
-  }
-}
-// The same in two halves, for kernels that load several elements before using any: the raw
-// bits only (nothing waits for the load yet), then the conversion. load_float_dyn converts inside
-// each branch, where the conversion waits for its own load, so a run of them waits for one
-// memory latency after another (Adam ran at a tenth of memory bandwidth on the H200).
+// Loading is split in two, the raw bits (nothing waits for the load yet) and the conversion,
+// so that a kernel can load several elements before it uses any. A load that converts inside
+// each dtype's branch waits there for its own data, and a run of them waits for one memory
+// latency after another (Adam did so at a tenth of memory bandwidth on the H200).
 __device__ __forceinline__ uint32_t load_bits_dyn(const void* base, ElemType t, int64_t i) {
   if (t == ElemType::F32) return static_cast<const uint32_t*>(base)[i];
   return static_cast<const uint16_t*>(base)[i];

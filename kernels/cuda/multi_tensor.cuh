@@ -16,8 +16,7 @@ namespace ge {
 namespace gpu {
 
 // Elements per block: 16 per thread at 256 threads. Small enough that a DCGAN's 3.6 million
-// parameters make some 900 blocks, several per SM (16384 made about 220, under two per SM, and
-// Adam ran at a third of memory bandwidth on the H200).
+// parameters make some 900 blocks, several per SM (16384 made about 220, under two per SM).
 constexpr int64_t kChunkElems = 4096;
 // Elements a thread loads before it uses any (kernels unroll their element loops this deep),
 // so several loads per thread are in flight at once.
