@@ -161,6 +161,7 @@ TEST_CASE("gpu ops: conv2d with a fused activation matches the CPU and the two o
       {{1, 8, 8, 256, 64, 4, 4, 2, 1}, DType::F16, MemoryFormat::NHWC, true},
       {{2, 5, 9, 7, 6, 3, 3, 1, 1}, DType::F16, MemoryFormat::NHWC, false},
       {{2, 8, 16, 16, 64, 4, 4, 2, 1}, DType::F32, MemoryFormat::NCHW, false},
+      {{70, 512, 4, 4, 1, 4, 4, 1, 0}, DType::F16, MemoryFormat::NHWC, false},  // D's last layer's kernels
   };
   for (const Case& c : cases)
     for (const Activation kind : {Activation::LeakyReLU, Activation::ReLU}) {
@@ -279,8 +280,11 @@ TEST_CASE("gpu ops: conv_transpose2d passes (DCGAN generator shapes) match the C
 // ------------------------------------------------------------------------------ batchnorm
 
 // (5,16,8,8) is the brief's case; (3,7,5,3) has odd sizes; (16,8,32,32) is big enough to be
-// cut into several partial sums per channel; (64,40,4,4) has more channels than one NHWC tile.
-const Shape kBatchNormShapes[] = {{5, 16, 8, 8}, {3, 7, 5, 3}, {16, 8, 32, 32}, {64, 40, 4, 4}};
+// cut into several partial sums per channel (64: two groups of 32 merged in the reduction's
+// last blocks); (64,40,4,4) has more channels than one NHWC tile; (37,128,16,16) two 64-channel
+// tiles of 37 partial sums (a last group of 5); (8,64,64,64) 128 partial sums (four groups).
+const Shape kBatchNormShapes[] = {{5, 16, 8, 8},    {3, 7, 5, 3},       {16, 8, 32, 32},
+                                  {64, 40, 4, 4},   {37, 128, 16, 16},  {8, 64, 64, 64}};
 
 TEST_CASE("gpu ops: batchnorm training/eval forward and backward match the CPU") {
   GE_REQUIRE_GPU();
@@ -314,6 +318,18 @@ TEST_CASE("gpu ops: batchnorm training/eval forward and backward match the CPU")
           expect_close("bn save_invstd", invstdg, invstd, 1e-5);
           expect_close("bn running_mean", rmg, rm);
           expect_close("bn running_var", rvg, rv);
+          {
+            // The same bits again: the merge order does not depend on which block finishes last,
+            // and the first run left its arrival counters at zero.
+            Tensor rm2 = gpu(rm0), rv2 = gpu(rv0);
+            Tensor y2 = poisoned_gpu(y), mean2 = poisoned_gpu(mean), invstd2 = poisoned_gpu(invstd);
+            ge::ops::batchnorm_forward_train(gpu(x), gpu(gamma), gpu(beta), rm2, rv2, momentum, eps, y2, mean2,
+                                             invstd2);
+            expect_identical("bn train y, second run", y2, yg);
+            expect_identical("bn save_mean, second run", mean2, meang);
+            expect_identical("bn save_invstd, second run", invstd2, invstdg);
+            expect_identical("bn running_var, second run", rv2, rvg);
+          }
 
           // eval forward with the updated running statistics
           Tensor ye = zeros_cpu(s, dt, f);
@@ -332,6 +348,13 @@ TEST_CASE("gpu ops: batchnorm training/eval forward and backward match the CPU")
           expect_close("bn dx", dxg, dx, 2 * ge::test::tolerance_for(dt));
           expect_close("bn dgamma", dgammag, dgamma);
           expect_close("bn dbeta", dbetag, dbeta);
+          {
+            Tensor dx2 = poisoned_gpu(dx), dgamma2 = poisoned_gpu(dgamma), dbeta2 = poisoned_gpu(dbeta);
+            ge::ops::batchnorm_backward(gpu(x), gpu(dy), gpu(gamma), gpu(mean), gpu(invstd), dx2, dgamma2, dbeta2);
+            expect_identical("bn dx, second run", dx2, dxg);
+            expect_identical("bn dgamma, second run", dgamma2, dgammag);
+            expect_identical("bn dbeta, second run", dbeta2, dbetag);
+          }
 
           // dx written over dy (in place), as a fused backward may do
           Tensor dyg = gpu(dy);

@@ -70,22 +70,10 @@ struct GradSumsAcc {
   __device__ void set(int k, float v) { (k == 0 ? sum_dy : sum_dy_xmu) = v; }
 };
 
-template <class T>
-struct StatsVisit {
-  static constexpr int kPack = kWidePack<T>;
-  const T* x;
-  __device__ void operator()(MeanVarAcc& acc, uint64_t i, uint32_t) const { acc.add(load_float(x + i)); }
-  __device__ void pack(MeanVarAcc (&acc)[kPack], uint64_t i, uint32_t) const {
-    const Pack<T, kPack> v = *reinterpret_cast<const Pack<T, kPack>*>(x + i);
-    const float n = acc[0].n + 1.f;  // the pack's channels have all seen the same rows
-    const float inv_n = 1.f / n;
-#pragma unroll
-    for (int j = 0; j < kPack; ++j) acc[j].add(load_float(&v.v[j]), n, inv_n);
-  }
-};
-
 // The gradient reaching BatchNorm's output: dy itself, or the fused activation's gradient from
-// its output y, rounded as the unfused activation layer would store it.
+// its output y, rounded as the unfused activation layer would store it. (Recomputing y from x
+// instead of reading it back measured slower on the H200: the extra per-element work and
+// per-channel loads cost more than the saved read.)
 struct ActivationGrad {
   bool fused = false;
   ops::Activation kind = ops::Activation::ReLU;
@@ -93,76 +81,110 @@ struct ActivationGrad {
 };
 
 template <class T>
-__device__ __forceinline__ float bn_output_grad(const ActivationGrad& a, const T* y, const T* dy, uint64_t i) {
-  const float g = load_float(dy + i);
-  return a.fused ? round_to<T>(activate_grad(a.kind, load_float(y + i), g, a.slope)) : g;
+__device__ __forceinline__ float bn_output_grad(const ActivationGrad& a, float y, float dy) {
+  return a.fused ? round_to<T>(activate_grad(a.kind, y, dy, a.slope)) : dy;
 }
 
 template <class T>
+struct StatsVisit {
+  static constexpr int kPack = kWidePack<T>;
+  static constexpr int kUnroll = 4;
+  using Loaded = Pack<T, kPack>;
+  struct Channels {};
+  const T* x;
+  __device__ void operator()(MeanVarAcc& acc, uint64_t i, uint32_t) const { acc.add(load_float(x + i)); }
+  __device__ Channels channels(uint32_t) const { return {}; }
+  __device__ Loaded load(uint64_t i) const { return *reinterpret_cast<const Loaded*>(x + i); }
+  __device__ void add(MeanVarAcc (&acc)[kPack], const Loaded& v, const Channels&) const {
+    const float n = acc[0].n + 1.f;  // the pack's channels have all seen the same rows
+    const float inv_n = 1.f / n;
+#pragma unroll
+    for (int j = 0; j < kPack; ++j) acc[j].add(load_float(&v.v[j]), n, inv_n);
+  }
+};
+
+// Sums of the output gradient and of its product with x - mean (y: the fused activation's
+// output, null without one).
+template <class T>
 struct GradSumsVisit {
   static constexpr int kPack = kWidePack<T>;
+  static constexpr int kUnroll = 2;  // three tensors a row
+  struct Loaded {
+    Pack<T, kPack> x, dy, y;
+  };
+  struct Channels {
+    uint32_t c0;
+  };
   const T* x;
   const T* dy;
-  const T* y;  // the fused activation's output (null without one)
+  const T* y;
   const float* mean;
   ActivationGrad act;
+
   __device__ void operator()(GradSumsAcc& acc, uint64_t i, uint32_t c) const {
-    const float g = bn_output_grad(act, y, dy, i);
+    const float g = bn_output_grad<T>(act, act.fused ? load_float(y + i) : 0.f, load_float(dy + i));
     acc.sum_dy += g;
     acc.sum_dy_xmu += g * (load_float(x + i) - __ldg(mean + c));
   }
-  __device__ void pack(GradSumsAcc (&acc)[kPack], uint64_t i, uint32_t c0) const {
+  __device__ Channels channels(uint32_t c0) const { return {c0}; }
+  __device__ Loaded load(uint64_t i) const {
     using P = Pack<T, kPack>;
-    const P xv = *reinterpret_cast<const P*>(x + i), gv = *reinterpret_cast<const P*>(dy + i);
-    P yv;
-    if (act.fused) yv = *reinterpret_cast<const P*>(y + i);
+    Loaded v;
+    v.x = *reinterpret_cast<const P*>(x + i);
+    v.dy = *reinterpret_cast<const P*>(dy + i);
+    if (act.fused) v.y = *reinterpret_cast<const P*>(y + i);
+    return v;
+  }
+  __device__ void add(GradSumsAcc (&acc)[kPack], const Loaded& v, const Channels& ch) const {
 #pragma unroll
     for (int j = 0; j < kPack; ++j) {
-      float g = load_float(&gv.v[j]);
-      if (act.fused) g = round_to<T>(activate_grad(act.kind, load_float(&yv.v[j]), g, act.slope));
+      const float g = bn_output_grad<T>(act, act.fused ? load_float(&v.y.v[j]) : 0.f, load_float(&v.dy.v[j]));
       acc[j].sum_dy += g;
-      acc[j].sum_dy_xmu += g * (load_float(&xv.v[j]) - __ldg(mean + c0 + j));
+      acc[j].sum_dy_xmu += g * (load_float(&v.x.v[j]) - __ldg(mean + ch.c0 + j));
     }
   }
 };
 
-// ---- per-channel kernels (the finalize kernels run on merge_grid/merge_block, the others one
-// thread per channel)
+// ---- what happens to each channel's totals (channel_reduce.cuh's Finish functors), and the
+// per-channel kernels of --sync-bn (one thread per channel)
 
-// Merges the Welford partials, saves mean/invstd and updates the running statistics.
+// Saves mean/invstd and updates the running statistics.
 template <class P>
-__global__ void finalize_stats_kernel(const float* partials, uint32_t splits, uint32_t C, float eps,
-                                      float momentum, float* save_mean, float* save_invstd,
-                                      P* running_mean, P* running_var) {
-  const MeanVarAcc acc = merge_partials_tile<MeanVarAcc>(partials, splits, C);
-  const uint32_t c = blockIdx.x * kTileChannels + threadIdx.x;
-  if (threadIdx.y != 0 || c >= C) return;
-  const float var = acc.m2 / acc.n;
-  save_mean[c] = acc.mean;
-  save_invstd[c] = 1.f / sqrtf(var + eps);
-  const float unbiased_var = acc.n > 1.f ? acc.m2 / (acc.n - 1.f) : var;
-  // A non-finite batch (an overflowed half step) must not poison the running statistics.
-  if (isfinite(acc.mean) && isfinite(unbiased_var)) {
-    store_float(running_mean + c, momentum * acc.mean + (1.f - momentum) * load_float(running_mean + c));
-    store_float(running_var + c, momentum * unbiased_var + (1.f - momentum) * load_float(running_var + c));
+struct FinishStats {
+  float eps, momentum;
+  float* save_mean;
+  float* save_invstd;
+  P* running_mean;
+  P* running_var;
+  __device__ void operator()(uint32_t c, const MeanVarAcc& acc) const {
+    const float var = acc.m2 / acc.n;
+    save_mean[c] = acc.mean;
+    save_invstd[c] = 1.f / sqrtf(var + eps);
+    const float unbiased_var = acc.n > 1.f ? acc.m2 / (acc.n - 1.f) : var;
+    // A non-finite batch (an overflowed half step) must not poison the running statistics.
+    if (isfinite(acc.mean) && isfinite(unbiased_var)) {
+      store_float(running_mean + c, momentum * acc.mean + (1.f - momentum) * load_float(running_mean + c));
+      store_float(running_var + c, momentum * unbiased_var + (1.f - momentum) * load_float(running_var + c));
+    }
   }
-}
+};
 
 // ---- --sync-bn (ops::BatchNormSync): the same statistics over every replica, in three steps
 // around two all-reduces of per-channel sums.
 
 // This replica's count, mean and M2 (kept in `local`), and the first sums: count, count*mean.
-__global__ void sync_stats_local_kernel(const float* partials, uint32_t splits, uint32_t C, float* local,
-                                        float* first) {
-  const MeanVarAcc acc = merge_partials_tile<MeanVarAcc>(partials, splits, C);
-  const uint32_t c = blockIdx.x * kTileChannels + threadIdx.x;
-  if (threadIdx.y != 0 || c >= C) return;
-  local[c] = acc.n;
-  local[C + c] = acc.mean;
-  local[2 * C + c] = acc.m2;
-  first[c] = acc.n;
-  first[C + c] = acc.n * acc.mean;
-}
+struct FinishSyncStatsLocal {
+  uint32_t C;
+  float* local;
+  float* first;
+  __device__ void operator()(uint32_t c, const MeanVarAcc& acc) const {
+    local[c] = acc.n;
+    local[C + c] = acc.mean;
+    local[2 * C + c] = acc.m2;
+    first[c] = acc.n;
+    first[C + c] = acc.n * acc.mean;
+  }
+};
 
 // The global mean; this replica's M2 moved to it (Chan et al.), the second sums.
 __global__ void sync_stats_moved_kernel(const float* first, uint32_t C, float* local, float* second) {
@@ -194,18 +216,21 @@ __global__ void sync_stats_finish_kernel(const float* first, const float* second
 // Backward: this replica's dgamma and dbeta (as PyTorch's SyncBatchNorm), and its sums of dy
 // and dy*(x - mean) for the all-reduce.
 template <class P>
-__global__ void sync_grads_local_kernel(const float* partials, uint32_t splits, uint32_t C, const float* save_invstd,
-                                        P* dgamma, P* dbeta, float* sums) {
-  const GradSumsAcc acc = merge_partials_tile<GradSumsAcc>(partials, splits, C);
-  const uint32_t c = blockIdx.x * kTileChannels + threadIdx.x;
-  if (threadIdx.y != 0 || c >= C) return;
-  store_float(dbeta + c, acc.sum_dy);
-  store_float(dgamma + c, acc.sum_dy_xmu * save_invstd[c]);
-  sums[c] = acc.sum_dy;
-  sums[C + c] = acc.sum_dy_xmu;
-}
+struct FinishSyncGradsLocal {
+  uint32_t C;
+  const float* save_invstd;
+  P* dgamma;
+  P* dbeta;
+  float* sums;
+  __device__ void operator()(uint32_t c, const GradSumsAcc& acc) const {
+    store_float(dbeta + c, acc.sum_dy);
+    store_float(dgamma + c, acc.sum_dy_xmu * save_invstd[c]);
+    sums[c] = acc.sum_dy;
+    sums[C + c] = acc.sum_dy_xmu;
+  }
+};
 
-// dx's coefficients (finalize_grads_kernel's layout) from the sums over all replicas.
+// dx's coefficients (FinishGrads's layout) from the sums over all replicas.
 template <class P>
 __global__ void sync_grads_coef_kernel(const float* sums, uint32_t C, const float* total_count, const P* gamma,
                                        const float* save_invstd, float* coef) {
@@ -230,20 +255,23 @@ __global__ void running_stats_kernel(const P* running_mean, const P* running_var
 // Backward: dbeta, dgamma, and the three per-channel coefficients of dx.
 // coef layout: [0] gamma*invstd, [1] mean of dy, [2] invstd^2 * mean of dy*(x - mean).
 template <class P>
-__global__ void finalize_grads_kernel(const float* partials, uint32_t splits, uint32_t C, uint32_t M,
-                                      const P* gamma, const float* save_invstd, P* dgamma, P* dbeta,
-                                      float* coef) {
-  const GradSumsAcc sums = merge_partials_tile<GradSumsAcc>(partials, splits, C);
-  const uint32_t c = blockIdx.x * kTileChannels + threadIdx.x;
-  if (threadIdx.y != 0 || c >= C) return;
-  const float invstd = save_invstd[c];
-  store_float(dbeta + c, sums.sum_dy);
-  store_float(dgamma + c, sums.sum_dy_xmu * invstd);
-  const float inv_m = 1.f / static_cast<float>(M);
-  coef[c] = load_float(gamma + c) * invstd;
-  coef[C + c] = sums.sum_dy * inv_m;
-  coef[2 * C + c] = invstd * invstd * sums.sum_dy_xmu * inv_m;
-}
+struct FinishGrads {
+  uint32_t C, M;
+  const P* gamma;
+  const float* save_invstd;
+  P* dgamma;
+  P* dbeta;
+  float* coef;
+  __device__ void operator()(uint32_t c, const GradSumsAcc& sums) const {
+    const float invstd = save_invstd[c];
+    store_float(dbeta + c, sums.sum_dy);
+    store_float(dgamma + c, sums.sum_dy_xmu * invstd);
+    const float inv_m = 1.f / static_cast<float>(M);
+    coef[c] = load_float(gamma + c) * invstd;
+    coef[C + c] = sums.sum_dy * inv_m;
+    coef[2 * C + c] = invstd * invstd * sums.sum_dy_xmu * inv_m;
+  }
+};
 
 // ---- element-wise kernels over the whole activation, V elements per thread. With V > 1 the
 // launcher has checked that a pack never straddles channels in NCHW (H*W % V == 0) and holds
@@ -268,17 +296,25 @@ __device__ __forceinline__ void channel_values(const P* p, uint32_t c0, bool nhw
   }
 }
 
+// fixed_channels: the grid's stride is a whole number of pixels (NHWC), so every pack a thread
+// visits holds the same channels and their values are read once. Read per pack, they were six
+// times the activation's own bytes in L1 traffic (normalise ran at about half of memory
+// bandwidth on the H200 at batch 1024, its L1 the busier unit).
 template <class T, class P, int V>
 __global__ void normalize_kernel(const T* x, T* y, const float* mean, const float* invstd, const P* gamma,
-                                 const P* beta, ChannelGeometry g, uint32_t packs, bool vector_loads, bool fused,
-                                 ops::Activation act, float slope) {
-  for (uint32_t p = blockIdx.x * blockDim.x + threadIdx.x; p < packs; p += gridDim.x * blockDim.x) {
-    const uint32_t c0 = channel_of(p * V, g);
-    float m[V], s[V], ga[V], be[V];
+                                 const P* beta, ChannelGeometry g, uint32_t packs, bool vector_loads,
+                                 bool fixed_channels, bool fused, ops::Activation act, float slope) {
+  float m[V], s[V], ga[V], be[V];
+  auto load_channels = [&](uint32_t c0) {
     channel_values<V>(mean, c0, g.nhwc, vector_loads, m);
     channel_values<V>(invstd, c0, g.nhwc, vector_loads, s);
     channel_values<V>(gamma, c0, g.nhwc, vector_loads, ga);
     channel_values<V>(beta, c0, g.nhwc, vector_loads, be);
+  };
+  const uint32_t first = blockIdx.x * blockDim.x + threadIdx.x;
+  if (fixed_channels && first < packs) load_channels(channel_of(first * V, g));
+  for (uint32_t p = first; p < packs; p += gridDim.x * blockDim.x) {
+    if (!fixed_channels) load_channels(channel_of(p * V, g));
     const Pack<T, V> in = reinterpret_cast<const Pack<T, V>*>(x)[p];
     Pack<T, V> out;
 #pragma unroll
@@ -291,17 +327,22 @@ __global__ void normalize_kernel(const T* x, T* y, const float* mean, const floa
   }
 }
 
+// fixed_channels: as normalize_kernel's.
 template <class T, int V>
 __global__ void batchnorm_dx_kernel(const T* x, const T* dy, const T* y, T* dx, const float* mean,
                                     const float* coef, ChannelGeometry g, uint32_t packs, bool vector_loads,
-                                    ActivationGrad act) {
-  for (uint32_t p = blockIdx.x * blockDim.x + threadIdx.x; p < packs; p += gridDim.x * blockDim.x) {
-    const uint32_t c0 = channel_of(p * V, g);
-    float m[V], k0[V], k1[V], k2[V];
+                                    bool fixed_channels, ActivationGrad act) {
+  float m[V], k0[V], k1[V], k2[V];
+  auto load_channels = [&](uint32_t c0) {
     channel_values<V>(mean, c0, g.nhwc, vector_loads, m);
     channel_values<V>(coef, c0, g.nhwc, vector_loads, k0);
     channel_values<V>(coef + g.C, c0, g.nhwc, vector_loads, k1);
     channel_values<V>(coef + 2 * g.C, c0, g.nhwc, vector_loads, k2);
+  };
+  const uint32_t first = blockIdx.x * blockDim.x + threadIdx.x;
+  if (fixed_channels && first < packs) load_channels(channel_of(first * V, g));
+  for (uint32_t p = first; p < packs; p += gridDim.x * blockDim.x) {
+    if (!fixed_channels) load_channels(channel_of(p * V, g));
     const Pack<T, V> xv = reinterpret_cast<const Pack<T, V>*>(x)[p];
     const Pack<T, V> gv = reinterpret_cast<const Pack<T, V>*>(dy)[p];
     Pack<T, V> yv;
@@ -309,8 +350,7 @@ __global__ void batchnorm_dx_kernel(const T* x, const T* dy, const T* y, T* dx, 
     Pack<T, V> out;
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-      float grad = load_float(&gv.v[j]);
-      if (act.fused) grad = round_to<T>(activate_grad(act.kind, load_float(&yv.v[j]), grad, act.slope));
+      const float grad = bn_output_grad<T>(act, act.fused ? load_float(&yv.v[j]) : 0.f, load_float(&gv.v[j]));
       const float xmu = load_float(&xv.v[j]) - m[j];
       store_float(&out.v[j], k0[j] * (grad - k1[j] - xmu * k2[j]));
     }
@@ -324,6 +364,12 @@ bool packs_aligned(std::initializer_list<const void*> ptrs) {
   for (const void* p : ptrs)
     if (reinterpret_cast<uintptr_t>(p) % (V * sizeof(P)) != 0) return false;
   return true;
+}
+
+// Whether a grid-stride loop of `blocks` x kThreads threads over packs of V elements visits the
+// same channels in every pack of a thread (normalize_kernel).
+bool channels_fixed_per_thread(const ChannelGeometry& g, unsigned blocks, int V) {
+  return g.nhwc && (uint64_t{blocks} * kThreads * V) % g.C == 0;
 }
 
 // Elements per thread for a tensor of this geometry: packs must not mix channels across NCHW
@@ -376,14 +422,17 @@ void launch_normalize(const Tensor& x, Tensor& y, const float* mean, const float
   constexpr int W = kWidePack<T>;
   const bool vector_loads =
       packs_aligned<W, float>({mean, invstd}) && packs_aligned<W, P>({gamma.data(), beta.data()});
-  if (bn_pack_width<T>(g, n, {x.data(), y.data()}) == W)
-    normalize_kernel<T, P, W><<<grid_for(n / W), kThreads, 0, stream>>>(
+  if (bn_pack_width<T>(g, n, {x.data(), y.data()}) == W) {
+    const unsigned blocks = grid_for(n / W);
+    normalize_kernel<T, P, W><<<blocks, kThreads, 0, stream>>>(
         x.data_as<T>(), y.data_as<T>(), mean, invstd, gamma.data_as<P>(), beta.data_as<P>(), g, n / W, vector_loads,
-        fused, kind, slope);
-  else
-    normalize_kernel<T, P, 1><<<grid_for(n), kThreads, 0, stream>>>(
-        x.data_as<T>(), y.data_as<T>(), mean, invstd, gamma.data_as<P>(), beta.data_as<P>(), g, n, false, fused,
-        kind, slope);
+        channels_fixed_per_thread(g, blocks, W), fused, kind, slope);
+  } else {
+    const unsigned blocks = grid_for(n);
+    normalize_kernel<T, P, 1><<<blocks, kThreads, 0, stream>>>(
+        x.data_as<T>(), y.data_as<T>(), mean, invstd, gamma.data_as<P>(), beta.data_as<P>(), g, n, false,
+        channels_fixed_per_thread(g, blocks, 1), fused, kind, slope);
+  }
   CUDA_CHECK_LAUNCH();
 }
 
@@ -397,26 +446,27 @@ void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor&
   check_params(x, gamma, {&beta, &running_mean, &running_var});
   check_channel_vector(save_mean, x.dim(1), DType::F32, x, "save_mean");
   check_channel_vector(save_invstd, x.dim(1), DType::F32, x, "save_invstd");
+  if (sync) check_sync(*sync, x);
   const ChannelGeometry g = channel_geometry(x);
   GE_CHECK(g.M > 0 && g.C > 0, "batchnorm: empty input ", x.str());
   cudaStream_t stream = stream_of(x);
   const uint32_t splits = reduce_splits(g);
-  Tensor partials = Tensor::empty({int64_t{MeanVarAcc::kFields} * splits * g.C}, DType::F32, x.device());
-  const uint32_t n = static_cast<uint32_t>(x.numel());
+  Tensor partials = Tensor::empty({static_cast<int64_t>(partials_floats<MeanVarAcc>(g, splits))}, DType::F32,
+                                  x.device());
+  float* scratch = partials.data_as<float>();
 
   GE_DISPATCH_FLOAT(x.dtype(), T, {
-    reduce_channels<MeanVarAcc>(StatsVisit<T>{x.data_as<T>()}, g, splits, partials.data_as<float>(), stream,
-                                aligned16(x.data()));
+    const StatsVisit<T> visit{x.data_as<T>()};
+    const bool vector_ok = aligned16(x.data());
     GE_DISPATCH_FLOAT(gamma.dtype(), P, {
       if (sync) {
-        check_sync(*sync, x);
         const unsigned blocks = static_cast<unsigned>(ceil_div(g.C, kPerChannelThreads));
         Tensor local = Tensor::empty({3 * int64_t{g.C}}, DType::F32, x.device());
         Tensor first = Tensor::empty({2 * int64_t{g.C}}, DType::F32, x.device());
         Tensor second = Tensor::empty({int64_t{g.C}}, DType::F32, x.device());
-        sync_stats_local_kernel<<<merge_grid(g.C), merge_block(), 0, stream>>>(
-            partials.data_as<float>(), splits, g.C, local.data_as<float>(), first.data_as<float>());
-        CUDA_CHECK_LAUNCH();
+        reduce_channels<MeanVarAcc>(visit, g, splits, scratch,
+                                    FinishSyncStatsLocal{g.C, local.data_as<float>(), first.data_as<float>()}, stream,
+                                    vector_ok);
         sync->all_reduce_sum(first);
         sync_stats_moved_kernel<<<blocks, kPerChannelThreads, 0, stream>>>(first.data_as<float>(), g.C,
                                                                             local.data_as<float>(),
@@ -427,12 +477,14 @@ void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor&
             first.data_as<float>(), second.data_as<float>(), local.data_as<float>(), g.C, eps, momentum,
             save_mean.data_as<float>(), save_invstd.data_as<float>(), running_mean.data_as<P>(),
             running_var.data_as<P>(), sync->total_count.data_as<float>());
+        CUDA_CHECK_LAUNCH();
       } else {
-        finalize_stats_kernel<P><<<merge_grid(g.C), merge_block(), 0, stream>>>(
-            partials.data_as<float>(), splits, g.C, eps, momentum, save_mean.data_as<float>(),
-            save_invstd.data_as<float>(), running_mean.data_as<P>(), running_var.data_as<P>());
+        reduce_channels<MeanVarAcc>(visit, g, splits, scratch,
+                                    FinishStats<P>{eps, momentum, save_mean.data_as<float>(),
+                                                   save_invstd.data_as<float>(), running_mean.data_as<P>(),
+                                                   running_var.data_as<P>()},
+                                    stream, vector_ok);
       }
-      CUDA_CHECK_LAUNCH();
       launch_normalize<T, P>(x, y, save_mean.data_as<float>(), save_invstd.data_as<float>(), gamma, beta, g, act,
                              stream);
     });
@@ -470,56 +522,61 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
   check_params(x, gamma, {&dgamma, &dbeta});
   check_channel_vector(save_mean, x.dim(1), DType::F32, x, "save_mean");
   check_channel_vector(save_invstd, x.dim(1), DType::F32, x, "save_invstd");
-  const ChannelGeometry g = channel_geometry(x);
-  GE_CHECK(g.M > 0 && g.C > 0, "batchnorm: empty input ", x.str());
-  cudaStream_t stream = stream_of(x);
-  const uint32_t splits = reduce_splits(g);
-  Tensor partials = Tensor::empty({int64_t{GradSumsAcc::kFields} * splits * g.C}, DType::F32, x.device());
-  Tensor coef = Tensor::empty({3 * int64_t{g.C}}, DType::F32, x.device());
-  const uint32_t n = static_cast<uint32_t>(x.numel());
-  const float* mean = save_mean.data_as<float>();
+  if (sync) check_sync(*sync, x);
   ActivationGrad agrad;
   if (act) {
     GE_CHECK(y_act && y_act->defined(), "batchnorm backward with a fused activation needs the activation's output");
     check_activation_pair(x, *y_act, "x/y");
     agrad = ActivationGrad{true, act->kind, act->negative_slope};
   }
+  const ChannelGeometry g = channel_geometry(x);
+  GE_CHECK(g.M > 0 && g.C > 0, "batchnorm: empty input ", x.str());
+  cudaStream_t stream = stream_of(x);
+  const uint32_t splits = reduce_splits(g);
+  Tensor partials = Tensor::empty({static_cast<int64_t>(partials_floats<GradSumsAcc>(g, splits))}, DType::F32,
+                                  x.device());
+  Tensor coef = Tensor::empty({3 * int64_t{g.C}}, DType::F32, x.device());
+  const uint32_t n = static_cast<uint32_t>(x.numel());
+  const float* mean = save_mean.data_as<float>();
+  const float* invstd = save_invstd.data_as<float>();
 
   GE_DISPATCH_FLOAT(x.dtype(), T, {
     const T* y = act ? y_act->data_as<T>() : nullptr;
-    reduce_channels<GradSumsAcc>(GradSumsVisit<T>{x.data_as<T>(), dy.data_as<T>(), y, mean, agrad}, g, splits,
-                                 partials.data_as<float>(), stream,
-                                 aligned16(x.data()) && aligned16(dy.data()) && (!y || aligned16(y)));
+    const GradSumsVisit<T> visit{x.data_as<T>(), dy.data_as<T>(), y, mean, agrad};
+    const bool vector_ok = aligned16(x.data()) && aligned16(dy.data()) && (!y || aligned16(y));
     GE_DISPATCH_FLOAT(gamma.dtype(), P, {
       if (sync) {
-        check_sync(*sync, x);
         Tensor sums = Tensor::empty({2 * int64_t{g.C}}, DType::F32, x.device());
-        sync_grads_local_kernel<P><<<merge_grid(g.C), merge_block(), 0, stream>>>(
-            partials.data_as<float>(), splits, g.C, save_invstd.data_as<float>(), dgamma.data_as<P>(),
-            dbeta.data_as<P>(), sums.data_as<float>());
-        CUDA_CHECK_LAUNCH();
+        reduce_channels<GradSumsAcc>(visit, g, splits, partials.data_as<float>(),
+                                     FinishSyncGradsLocal<P>{g.C, invstd, dgamma.data_as<P>(), dbeta.data_as<P>(),
+                                                             sums.data_as<float>()},
+                                     stream, vector_ok);
         sync->all_reduce_sum(sums);
         sync_grads_coef_kernel<P><<<static_cast<unsigned>(ceil_div(g.C, kPerChannelThreads)), kPerChannelThreads, 0,
                                     stream>>>(sums.data_as<float>(), g.C, sync->total_count.data_as<float>(),
-                                              gamma.data_as<P>(), save_invstd.data_as<float>(),
-                                              coef.data_as<float>());
+                                              gamma.data_as<P>(), invstd, coef.data_as<float>());
+        CUDA_CHECK_LAUNCH();
       } else {
-        finalize_grads_kernel<P><<<merge_grid(g.C), merge_block(), 0, stream>>>(
-            partials.data_as<float>(), splits, g.C, g.M, gamma.data_as<P>(), save_invstd.data_as<float>(),
-            dgamma.data_as<P>(), dbeta.data_as<P>(), coef.data_as<float>());
+        reduce_channels<GradSumsAcc>(visit, g, splits, partials.data_as<float>(),
+                                     FinishGrads<P>{g.C, g.M, gamma.data_as<P>(), invstd, dgamma.data_as<P>(),
+                                                    dbeta.data_as<P>(), coef.data_as<float>()},
+                                     stream, vector_ok);
       }
-      CUDA_CHECK_LAUNCH();
     });
     constexpr int W = kWidePack<T>;
     // coef's three vectors start at 0, C and 2C: aligned when C is a whole number of packs.
     const bool vector_loads = packs_aligned<W, float>({mean, coef.data()}) && g.C % W == 0;
-    if (bn_pack_width<T>(g, n, {x.data(), dy.data(), y, dx.data()}) == W)
-      batchnorm_dx_kernel<T, W><<<grid_for(n / W), kThreads, 0, stream>>>(
+    if (bn_pack_width<T>(g, n, {x.data(), dy.data(), y, dx.data()}) == W) {
+      const unsigned blocks = grid_for(n / W);
+      batchnorm_dx_kernel<T, W><<<blocks, kThreads, 0, stream>>>(
           x.data_as<T>(), dy.data_as<T>(), y, dx.data_as<T>(), mean, coef.data_as<float>(), g, n / W, vector_loads,
-          agrad);
-    else
-      batchnorm_dx_kernel<T, 1><<<grid_for(n), kThreads, 0, stream>>>(
-          x.data_as<T>(), dy.data_as<T>(), y, dx.data_as<T>(), mean, coef.data_as<float>(), g, n, false, agrad);
+          channels_fixed_per_thread(g, blocks, W), agrad);
+    } else {
+      const unsigned blocks = grid_for(n);
+      batchnorm_dx_kernel<T, 1><<<blocks, kThreads, 0, stream>>>(
+          x.data_as<T>(), dy.data_as<T>(), y, dx.data_as<T>(), mean, coef.data_as<float>(), g, n, false,
+          channels_fixed_per_thread(g, blocks, 1), agrad);
+    }
     CUDA_CHECK_LAUNCH();
   });
 }

@@ -2,10 +2,10 @@
 //
 // A channel's N*H*W elements are cut into `splits` contiguous ranges; block (tile, split)
 // reduces one range, each thread walking a fixed subset and the block merging threads in a
-// fixed tree, and writes one partial per channel. A one-thread-per-channel kernel then merges
-// the partials in split order. Every sum is therefore taken in the same order on every run:
-// the results are bitwise reproducible (no atomics), and the split count depends only on the
-// shape, never on the GPU.
+// fixed tree, and writes one partial per channel. A second launch merges the partials in a
+// fixed order and hands each channel's total to a Finish functor. Every sum is therefore taken in the same order on every run: the
+// results are bitwise reproducible (no floating-point atomics), and the split count depends
+// only on the shape, never on the GPU.
 //
 // Both layouts read memory coalesced:
 //  - NCHW: a channel is N runs of H*W contiguous values; one block per (channel, split), the
@@ -14,7 +14,9 @@
 //    32 neighbouring channels of one pixel, and the 8 row-groups are merged at the end.
 //
 // An accumulator type Acc provides: zero(), merge(const Acc&), kFields, get(k), set(k, v).
-// A visitor provides: operator()(Acc&, uint64_t offset, uint32_t channel), adding one element.
+// A visitor provides: operator()(Acc&, uint64_t offset, uint32_t channel), adding one element,
+// and for the vector kernel kPack, kUnroll, Channels, channels(c0), Loaded, load(offset), add(...).
+// A Finish functor provides: operator()(uint32_t channel, const Acc& total), on the device.
 #pragma once
 #include <algorithm>
 
@@ -104,7 +106,7 @@ __device__ __forceinline__ void merge_rows(float (&shared)[Acc::kFields][Rows][C
 // Merging the partials: a block of kTileChannels x kMergeRows threads takes 32 channels; row r
 // merges splits r, r + kMergeRows, ... in order (reads coalesced across the channels), then the
 // rows are merged in a fixed tree. One thread per channel walking all splits serially was 12%
-// of an O2 step at batch 1024 on the H200 (finalize_stats_kernel, 512 splits for 64 channels).
+// of an O2 step at batch 1024 on the H200 (the statistics merge, 512 splits for 64 channels).
 constexpr int kMergeRows = 32;
 
 // Call from every thread of a (kTileChannels, kMergeRows) block whose x-thread is channel
@@ -195,25 +197,46 @@ __global__ void __launch_bounds__(kTileChannels* kTileRows)
 // NHWC with V neighbouring channels per thread (one 16-byte load per operand and row): a block
 // is kVecLanes x V channels by kVecRows rows. The scalar kernel above reads 2-byte elements
 // 32 to a warp and ran at about a quarter of memory bandwidth on the H200; this one reads whole
-// 128-byte lines. The visitor's pack(acc, offset, c0) adds elements offset .. offset+V-1, of
-// channels c0 .. c0+V-1.
+// 128-byte lines. The visitor splits a row into load(offset) (Visit::kUnroll rows are loaded
+// before any is added: one row at a time left small batches waiting on one memory latency after
+// another; more rows in flight cost registers, so visitors reading several tensors take fewer)
+// and add(acc, loaded, channels), with channels(c0) the per-channel constants of channels
+// c0 .. c0+V-1.
 constexpr int kVecLanes = 8;
 constexpr int kVecRows = 32;
+
+// partials layout: [Acc::kFields][splits][C].
+template <class Acc>
+inline size_t partials_floats(const ChannelGeometry& g, uint32_t splits) {
+  return static_cast<size_t>(Acc::kFields) * splits * g.C;
+}
 
 template <class Acc, class Visit, int V>
 __global__ void __launch_bounds__(kVecLanes* kVecRows)
     reduce_channels_nhwc_vec_kernel(Visit visit, ChannelGeometry g, uint32_t splits, uint32_t length,
                                     float* partials) {
-  __shared__ float shared[Acc::kFields][kVecRows][kVecLanes * V];
+  constexpr int kCols = kVecLanes * V;
+  __shared__ float shared[Acc::kFields][kVecRows][kCols];
   const uint32_t tx = threadIdx.x, ty = threadIdx.y;
-  const uint32_t c0 = (blockIdx.x * kVecLanes + tx) * V, split = blockIdx.y;
+  const uint32_t c_first = blockIdx.x * kCols, c0 = c_first + tx * V, split = blockIdx.y;
   const uint32_t begin = split * length, end = min(g.M, begin + length);
 
   Acc acc[V];
 #pragma unroll
   for (int j = 0; j < V; ++j) acc[j] = Acc::zero();
-  if (c0 < g.C)
-    for (uint32_t row = begin + ty; row < end; row += kVecRows) visit.pack(acc, static_cast<uint64_t>(row) * g.C + c0, c0);
+  if (c0 < g.C) {
+    const typename Visit::Channels channels = visit.channels(c0);
+    constexpr int U = Visit::kUnroll;
+    uint32_t row = begin + ty;
+    for (; row + (U - 1) * kVecRows < end; row += U * kVecRows) {
+      typename Visit::Loaded rows[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) rows[u] = visit.load(static_cast<uint64_t>(row + u * kVecRows) * g.C + c0);
+#pragma unroll
+      for (int u = 0; u < U; ++u) visit.add(acc, rows[u], channels);
+    }
+    for (; row < end; row += kVecRows) visit.add(acc, visit.load(static_cast<uint64_t>(row) * g.C + c0), channels);
+  }
 
 #pragma unroll
   for (int j = 0; j < V; ++j)
@@ -222,8 +245,8 @@ __global__ void __launch_bounds__(kVecLanes* kVecRows)
   __syncthreads();
   const uint32_t lane = ty * kVecLanes + tx;  // 0 .. 255
   merge_rows<Acc>(shared, lane, kVecLanes * kVecRows);
-  for (uint32_t ch = lane; ch < kVecLanes * V; ch += kVecLanes * kVecRows) {
-    const uint32_t c = blockIdx.x * kVecLanes * V + ch;
+  for (uint32_t ch = lane; ch < kCols; ch += kVecLanes * kVecRows) {
+    const uint32_t c = c_first + ch;
     if (c >= g.C) continue;
     Acc total = Acc::zero();
 #pragma unroll
@@ -232,27 +255,43 @@ __global__ void __launch_bounds__(kVecLanes* kVecRows)
   }
 }
 
-// Launches the reduction for either layout; partials must hold Acc::kFields * splits * C floats.
-// vector_ok: the visitor's buffers are 16-byte aligned, so NHWC tensors whose channel count
-// divides by Visit::kPack take the vector kernel.
-template <class Acc, class Visit>
+// Merges the partials and hands each channel's total to the Finish functor: one block of
+// kTileChannels x kMergeRows threads per 32 channels. (Merging inside the reduction instead, in
+// the last block of each channel tile to finish, measured slower on the H200: the tail of
+// fences, atomics and merges in that one block took longer than this launch.)
+template <class Acc, class Finish>
+__global__ void finish_partials_kernel(const float* partials, uint32_t splits, uint32_t C, Finish finish) {
+  const Acc total = merge_partials_tile<Acc>(partials, splits, C);
+  const uint32_t c = blockIdx.x * kTileChannels + threadIdx.x;
+  if (threadIdx.y == 0 && c < C) finish(c, total);
+}
+
+// Reduces every channel and calls finish(c, total) once per channel, on the device. partials:
+// partials_floats<Acc>(g, splits) floats of scratch. vector_ok: the visitor's buffers are
+// 16-byte aligned, so NHWC tensors whose channel count divides by Visit::kPack take the vector
+// kernel.
+template <class Acc, class Visit, class Finish>
 void reduce_channels(const Visit& visit, const ChannelGeometry& g, uint32_t splits, float* partials,
-                     cudaStream_t stream, bool vector_ok = false) {
+                     const Finish& finish, cudaStream_t stream, bool vector_ok = false) {
   const uint32_t length = split_length(g, splits);
   constexpr int V = Visit::kPack;
   if (g.nhwc && vector_ok && g.C % V == 0) {
     dim3 grid(static_cast<unsigned>(ceil_div(g.C, kVecLanes * V)), splits);
     reduce_channels_nhwc_vec_kernel<Acc, Visit, V>
         <<<grid, dim3(kVecLanes, kVecRows), 0, stream>>>(visit, g, splits, length, partials);
+    CUDA_CHECK_LAUNCH();
   } else if (g.nhwc) {
     dim3 grid(static_cast<unsigned>(ceil_div(g.C, kTileChannels)), splits);
     reduce_channels_nhwc_kernel<Acc, Visit>
         <<<grid, dim3(kTileChannels, kTileRows), 0, stream>>>(visit, g, splits, length, partials);
+    CUDA_CHECK_LAUNCH();
   } else {
     dim3 grid(g.C, splits);
     reduce_channels_nchw_kernel<Acc, Visit>
         <<<grid, kReduceThreadsNchw, 0, stream>>>(visit, g, splits, length, partials);
+    CUDA_CHECK_LAUNCH();
   }
+  finish_partials_kernel<Acc, Finish><<<merge_grid(g.C), merge_block(), 0, stream>>>(partials, splits, g.C, finish);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -168,12 +168,33 @@ void run_conv(ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& y, 
   CUDNN_CHECK(run_pass(plan, pass, x.data(), w.data(), y.data(), out, ws, plan.workspace_bytes, beta, ctx));
 }
 
+// y = act(conv(x, w)), act nullptr for none: the hand-written kernels where they apply, else
+// cuDNN followed by the activation as its own pass.
+void forward_with(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p, const ops::FusedActivation* act) {
+  check_conv(x, w, y, p, ConvPass::Forward);
+  if (conv2d_forward_8ch(x, w, y, p, act)) return;
+  if (!conv2d_forward_scalar(x, w, y, p)) run_conv(ConvPass::Forward, x, w, y, p, 0.f);
+  if (act) gpu::activation_forward(act->kind, y, y, act->negative_slope);
+}
+
+// dw = beta * dw + backward_filter(x, dy'), dy' = dy or, with act, the activation's gradient
+// from its output y_act.
+void backward_filter_with(const Tensor& x, const Tensor& dy, Tensor& dw, const Conv2dParams& p, float beta,
+                          const ops::FusedActivation* act, const Tensor* y_act) {
+  check_conv(x, dw, dy, p, ConvPass::BackwardFilter);
+  if (conv2d_backward_filter_8ch(x, dy, dw, p, beta, act, y_act)) return;
+  Tensor grad = dy;
+  if (act) {
+    grad = Tensor::empty(dy.shape(), dy.dtype(), dy.device(), dy.format());
+    gpu::activation_backward(act->kind, *y_act, dy, grad, act->negative_slope);
+  }
+  if (!conv2d_backward_filter_scalar(x, grad, dw, p, beta)) run_conv(ConvPass::BackwardFilter, x, dw, grad, p, beta);
+}
+
 }  // namespace
 
 void conv2d_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p) {
-  check_conv(x, w, y, p, ConvPass::Forward);
-  if (!conv2d_forward_8ch(x, w, y, p) && !conv2d_forward_scalar(x, w, y, p))
-    run_conv(ConvPass::Forward, x, w, y, p, 0.f);
+  forward_with(x, w, y, p, nullptr);
 }
 
 void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p) {
@@ -182,26 +203,17 @@ void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const C
 }
 
 void conv2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw, const Conv2dParams& p, float beta) {
-  check_conv(x, dw, dy, p, ConvPass::BackwardFilter);
-  if (!conv2d_backward_filter_8ch(x, dy, dw, p, beta) && !conv2d_backward_filter_scalar(x, dy, dw, p, beta))
-    run_conv(ConvPass::BackwardFilter, x, dw, dy, p, beta);
+  backward_filter_with(x, dy, dw, p, beta, nullptr, nullptr);
 }
 
 void conv2d_activation_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p,
                                const ops::FusedActivation& act) {
-  check_conv(x, w, y, p, ConvPass::Forward);
-  if (conv2d_forward_8ch(x, w, y, p, &act)) return;
-  run_conv(ConvPass::Forward, x, w, y, p, 0.f);
-  gpu::activation_forward(act.kind, y, y, act.negative_slope);
+  forward_with(x, w, y, p, &act);
 }
 
 void conv2d_activation_backward_filter(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dw,
                                        const Conv2dParams& p, const ops::FusedActivation& act, float beta) {
-  check_conv(x, dw, dy, p, ConvPass::BackwardFilter);
-  if (conv2d_backward_filter_8ch(x, dy, dw, p, beta, &act, &y)) return;
-  Tensor dpre = Tensor::empty(dy.shape(), dy.dtype(), dy.device(), dy.format());
-  gpu::activation_backward(act.kind, y, dy, dpre, act.negative_slope);
-  run_conv(ConvPass::BackwardFilter, x, dw, dpre, p, beta);
+  backward_filter_with(x, dy, dw, p, beta, &act, &y);
 }
 
 }  // namespace gpu

@@ -13,10 +13,9 @@ namespace gpu {
 
 // GANENGINE_CONV_8CH=off leaves every convolution to cuDNN.
 bool conv_8ch_enabled();
-// Whether the kernels handle this convolution (x the 8-channel side, y the 64k-channel side):
-// f16/bf16 NHWC, 8 input channels, 4x4 kernel, stride 2, pad 1, output channels a multiple of
-// 64, output pixels per image a multiple of 64 in whole rows or 64-wide row segments.
-bool conv_8ch_applies(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p);
+// The kernels handle f16/bf16 NHWC convolutions (x the 8-channel side, y the 64k-channel side)
+// with 8 input channels, a 4x4 kernel, stride 2, pad 1, output channels a multiple of 64 and
+// output pixels per image a multiple of 64 in whole rows or 64-wide row segments.
 
 // y = act(conv2d(x, w)) (act nullptr: no activation), the convolution rounded to the dtype
 // before the activation, as the two ops in sequence; true when it ran, false to leave it to cuDNN.

@@ -8,7 +8,8 @@
 // output channels by taps 4w..4w+3. ldmatrix.trans turns both pixel-major tiles into the
 // fragments mma wants. The blocks' partial sums then go to a workspace and one more kernel adds them in a
 // fixed order, so the result does not depend on scheduling.
-#include <initializer_list>
+#include <mutex>
+#include <set>
 
 #include "activation_math.cuh"
 #include "conv_8ch.h"
@@ -173,29 +174,39 @@ __global__ void __launch_bounds__(kSumOutputs* kSumSlices)
   store_float(&dw[index], total);
 }
 
+// Both variants use more than the 48 KB of shared memory a kernel gets without asking: allow it,
+// once per device (the attribute belongs to the device's context).
+template <class T>
+void allow_dynamic_smem(int device) {
+  static std::mutex mu;
+  static std::set<int> done;
+  std::lock_guard<std::mutex> lock(mu);
+  if (done.count(device)) return;
+  CUDA_CHECK(cudaFuncSetAttribute(conv_8ch_wgrad_kernel<T, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(smem_bytes(true))));
+  CUDA_CHECK(cudaFuncSetAttribute(conv_8ch_wgrad_kernel<T, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(smem_bytes(false))));
+  done.insert(device);
+}
+
 }  // namespace
 
 bool conv2d_backward_filter_8ch(const Tensor& x, const Tensor& dy, Tensor& dw, const Conv2dParams& p, float beta,
                                 const ops::FusedActivation* act, const Tensor* y_act) {
-  if (!conv_8ch_applies(x, dw, dy, p)) return false;
+  Tiling tl;
+  if (!tiling_for(x, dw, dy, p, tl)) return false;
   if (act && (!y_act || y_act->shape() != dy.shape() || y_act->dtype() != dy.dtype() ||
               y_act->format() != dy.format() || !aligned16(y_act->data())))
     return false;
-  Tiling tl;
-  choose_tiling(x.dim(0), x.dim(2), x.dim(3), dy.dim(2), dy.dim(3), tl);
   const int K = static_cast<int>(dw.dim(0)), groups = K / kGroupChannels;
   CudaContext& ctx = context(x.device().index);
   const ops::Activation kind = act ? act->kind : ops::Activation::ReLU;
   const float slope = act ? act->negative_slope : 0.f;
-  auto launch = [&](auto type_tag) {
-    using T = decltype(type_tag);
+  GE_DISPATCH_HALF(x.dtype(), T, {
     auto fused = conv_8ch_wgrad_kernel<T, true>;
     auto kernel = act ? fused : conv_8ch_wgrad_kernel<T, false>;
     const size_t smem = smem_bytes(act != nullptr);
-    // Over the 48 KB a kernel gets without asking: allow it (per device; cheap to repeat).
-    for (auto k : {fused, kernel})
-      CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(smem_bytes(k == fused))));
+    allow_dynamic_smem<T>(x.device().index);
     // As many blocks as the fused kernel fits at once (three per SM on an H200), with or
     // without the activation: the same blocks sum the same tiles in the same order, so the
     // fused op is bitwise the two ops in sequence. Each block leaves 32 KB of partial sums
@@ -209,11 +220,7 @@ bool conv2d_backward_filter_8ch(const Tensor& x, const Tensor& dy, Tensor& dw, c
     sum_partials_kernel<T><<<static_cast<unsigned>(groups * kPartial / kSumOutputs), dim3(kSumOutputs, kSumSlices),
                              0, ctx.stream>>>(partial, blocks, dw.data_as<T>(), beta);
     CUDA_CHECK_LAUNCH();
-  };
-  if (x.dtype() == DType::F16)
-    launch(__half{});
-  else
-    launch(__nv_bfloat16{});
+  });
   return true;
 }
 

@@ -1,5 +1,5 @@
 // See conv_scalar.h. With K = C * R * S values per image and the filter laid out like one image:
-//   forward          y[n]  = sum_k x[n, k] w[k]         one warp per image
+//   forward          y[n]  = sum_k x[n, k] w[k]         one block per image
 //   backward-data    dx[n, k] = dy[n] w[k]              element-wise
 //   backward-filter  dw[k] = sum_n dy[n] x[n, k]        images cut into slices, each slice's
 //                    sums to the cuDNN workspace, then the slices added in order
@@ -15,7 +15,9 @@ namespace gpu {
 namespace {
 
 constexpr int kPack = 8;
-constexpr int kWarpsPerBlock = 8;
+// Forward: a block per image, each thread a few packs loaded at once. One warp walking an
+// image (8192 values in D) waited on 32 loads one after another: 17.8 us a call at any batch.
+constexpr int kForwardThreads = 256;
 constexpr int kSlices = 32;  // backward-filter: images are summed in this many slices, then the slices
 
 template <class T>
@@ -26,14 +28,21 @@ __device__ __forceinline__ float dot_pack(const Pack<T, kPack>& a, const Pack<T,
 }
 
 template <class T>
-__global__ void __launch_bounds__(kWarpsPerBlock * 32)
-    scalar_forward_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int N, int K) {
-  const int n = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5), lane = threadIdx.x & 31;
-  if (n >= N) return;
+__global__ void __launch_bounds__(kForwardThreads)
+    scalar_forward_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int K) {
+  __shared__ float warp_sums[kForwardThreads / 32];
+  const int n = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const auto* xn = reinterpret_cast<const Pack<T, kPack>*>(x + static_cast<size_t>(n) * K);
   const auto* wp = reinterpret_cast<const Pack<T, kPack>*>(w);
   float acc = 0.f;
-  for (int i = lane; i < K / kPack; i += 32) acc = dot_pack(xn[i], wp[i], acc);
+#pragma unroll 4
+  for (int i = threadIdx.x; i < K / kPack; i += kForwardThreads) acc = dot_pack(xn[i], wp[i], acc);
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, offset);
+  if (lane == 0) warp_sums[warp] = acc;
+  __syncthreads();
+  if (warp != 0) return;
+  acc = lane < kForwardThreads / 32 ? warp_sums[lane] : 0.f;
 #pragma unroll
   for (int offset = 16; offset > 0; offset /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, offset);
   if (lane == 0) store_float(&y[n], acc);
@@ -95,18 +104,10 @@ int64_t scalar_conv_size(const Tensor& x, const Tensor& w, const Tensor& y, cons
   if (w.dim(0) != 1 || w.dim(1) != x.dim(1) || w.dim(2) != x.dim(2) || w.dim(3) != x.dim(3) || p.pad != 0) return 0;
   if (y.dim(0) != x.dim(0) || y.dim(1) != 1 || y.dim(2) != 1 || y.dim(3) != 1) return 0;
   const int64_t K = w.numel();
-  if (K % kPack != 0 || K > (int64_t{1} << 30) || x.dim(0) >= (int64_t{1} << 31)) return 0;
+  if (K % kPack != 0 || K > (int64_t{1} << 30) || x.dim(0) == 0 || x.dim(0) >= (int64_t{1} << 31)) return 0;
   for (const Tensor* t : {&x, &w})
     if (!aligned16(t->data())) return 0;
   return K;
-}
-
-template <class F>
-void for_half_type(DType dt, F&& f) {
-  if (dt == DType::F16)
-    f(__half{});
-  else
-    f(__nv_bfloat16{});
 }
 
 }  // namespace
@@ -115,11 +116,9 @@ bool conv2d_forward_scalar(const Tensor& x, const Tensor& w, Tensor& y, const Co
   const int64_t K = scalar_conv_size(x, w, y, p);
   if (K == 0) return false;
   const int N = static_cast<int>(x.dim(0));
-  for_half_type(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    scalar_forward_kernel<T><<<static_cast<unsigned>(ceil_div(N, kWarpsPerBlock)), kWarpsPerBlock * 32, 0,
-                               stream_of(x)>>>(x.data_as<T>(), w.data_as<T>(), y.data_as<T>(), N,
-                                               static_cast<int>(K));
+  GE_DISPATCH_HALF(x.dtype(), T, {
+    scalar_forward_kernel<T><<<static_cast<unsigned>(N), kForwardThreads, 0, stream_of(x)>>>(
+        x.data_as<T>(), w.data_as<T>(), y.data_as<T>(), static_cast<int>(K));
   });
   CUDA_CHECK_LAUNCH();
   return true;
@@ -129,8 +128,7 @@ bool conv2d_backward_data_scalar(const Tensor& dy, const Tensor& w, Tensor& dx, 
   const int64_t K = scalar_conv_size(dx, w, dy, p);
   if (K == 0 || !aligned16(dx.data())) return false;
   const int N = static_cast<int>(dx.dim(0));
-  for_half_type(dx.dtype(), [&](auto tag) {
-    using T = decltype(tag);
+  GE_DISPATCH_HALF(dx.dtype(), T, {
     scalar_backward_data_kernel<T><<<grid_for(N * K / kPack), kThreads, 0, stream_of(dx)>>>(
         dy.data_as<T>(), w.data_as<T>(), dx.data_as<T>(), N, static_cast<int>(K));
   });
@@ -144,8 +142,7 @@ bool conv2d_backward_filter_scalar(const Tensor& x, const Tensor& dy, Tensor& dw
   const int N = static_cast<int>(x.dim(0)), slices = std::min(kSlices, N);
   CudaContext& ctx = context(x.device().index);
   float* partial = static_cast<float*>(workspace(ctx, static_cast<size_t>(slices) * K * sizeof(float)));
-  for_half_type(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
+  GE_DISPATCH_HALF(x.dtype(), T, {
     constexpr int threads = 128;
     const dim3 grid(static_cast<unsigned>(ceil_div(K / kPack, threads)), static_cast<unsigned>(slices));
     scalar_backward_filter_kernel<T><<<grid, threads, 0, ctx.stream>>>(x.data_as<T>(), dy.data_as<T>(), partial, N,

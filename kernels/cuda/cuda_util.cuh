@@ -74,6 +74,20 @@ inline ElemType elem_type(DType t) {
     }                                                                                   \
   } while (0)
 
+// Runs the statement list with `half_t` bound to the C++ type of a 16-bit floating DType.
+#define GE_DISPATCH_HALF(dtype, half_t, ...)                                                      \
+  do {                                                                                            \
+    if ((dtype) == ::ge::DType::F16) {                                                            \
+      using half_t = __half;                                                                      \
+      __VA_ARGS__;                                                                                \
+    } else if ((dtype) == ::ge::DType::BF16) {                                                    \
+      using half_t = __nv_bfloat16;                                                               \
+      __VA_ARGS__;                                                                                \
+    } else {                                                                                      \
+      ::ge::fail("half-precision kernels take f16 or bf16 tensors, got ", ::ge::dtype_name(dtype)); \
+    }                                                                                             \
+  } while (0)
+
 // ---- launch sizes
 constexpr int kThreads = 256;
 
