@@ -116,8 +116,20 @@ __device__ Acc merge_partials_tile(const float* partials, uint32_t splits, uint3
   __shared__ float shared[Acc::kFields][kMergeRows][kTileChannels];
   const uint32_t tx = threadIdx.x, ty = threadIdx.y, c = blockIdx.x * kTileChannels + tx;
   Acc acc = Acc::zero();
-  if (c < C)
-    for (uint32_t s = ty; s < splits; s += kMergeRows) acc.merge(load_partial<Acc>(partials, splits, s, C, c));
+  if (c < C) {
+    // Four partials loaded before any is merged (merged in the same order as one at a time):
+    // a load per merge left the 512-split merges of batch 1024 waiting on 16 latencies in turn.
+    constexpr uint32_t U = 4;
+    uint32_t s = ty;
+    for (; s + (U - 1) * kMergeRows < splits; s += U * kMergeRows) {
+      Acc part[U];
+#pragma unroll
+      for (uint32_t u = 0; u < U; ++u) part[u] = load_partial<Acc>(partials, splits, s + u * kMergeRows, C, c);
+#pragma unroll
+      for (uint32_t u = 0; u < U; ++u) acc.merge(part[u]);
+    }
+    for (; s < splits; s += kMergeRows) acc.merge(load_partial<Acc>(partials, splits, s, C, c));
+  }
 #pragma unroll
   for (int k = 0; k < Acc::kFields; ++k) shared[k][ty][tx] = acc.get(k);
   __syncthreads();
