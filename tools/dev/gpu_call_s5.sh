@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Device call (nvidia-h200-x2), session 5: the whole GPU suite, then the engine before this
+# session's changes (.carry/ganengine_before: session 4's last commit, 9c9ba4a, built here) and
+# after them side by side (with .carry/ganengine_mid, an engine between the two, too), alternating
+# so drift hits all alike,
+# ncu kernel summaries of the O3 step at batch 1024 and 64, and with FULL=1 process start to
+# first step and the side-by-side benchmark with PyTorch (tools/bench_suite.sh).
+# Everything under $OUT in one archive.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-gpu-logs}; mkdir -p "$OUT/bench"
+source tools/gpu_env.sh
+export GE_TEST_DATA_DIR="$PWD/tests/data" GE_BINARY="$PWD/.carry/ganengine" GANENGINE_CUDNN_CACHE=off
+GE=.carry/ganengine
+if [ "${SUITE:-1}" = 1 ]; then
+  OUT="$OUT/suite" timeout ${SUITE_LIMIT:-220} tools/gpu_suite.sh | tail -1
+  grep -B3 -A12 "ERROR" "$OUT/suite/tests.log" | head -60
+fi
+if [ -x .carry/ganengine_before ]; then
+  for round in 1 2; do
+    for which in before $( [ -x .carry/ganengine_mid ] && echo mid ) after; do
+      bin=$GE; [ $which = before ] && bin=.carry/ganengine_before; [ $which = mid ] && bin=.carry/ganengine_mid
+      timeout 90 $bin bench --opt-level O2,O3 --batch-sizes 64,1024 \
+        --json "$OUT/ab_${which}_$round.json" > "$OUT/ab_${which}_$round.log" 2>&1
+      grep -E "O[23] graph +batch" "$OUT/ab_${which}_$round.log" | sed "s/^/$which $round: /"
+    done
+  done
+fi
+timeout 120 tools/ncu_kernels.sh O3 1024 "$OUT/ncu_O3_1024" $GE > /dev/null 2> "$OUT/ncu.err"; head -30 "$OUT/ncu_O3_1024.txt"
+timeout 60 tools/ncu_kernels.sh O3 64 "$OUT/ncu_O3_64" $GE > /dev/null 2> "$OUT/ncu64.err"; head -30 "$OUT/ncu_O3_64.txt"
+# Where BatchNorm's kernels spend their time (Speed of Light, occupancy, memory): BN_DETAIL=1.
+if [ "${BN_DETAIL:-0}" = 1 ]; then
+  timeout 120 ncu --clock-control none --profile-from-start off \
+    --kernel-name regex:"reduce_channels|batchnorm_dx|normalize_kernel" --launch-count 26 \
+    --section SpeedOfLight --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
+    $GE bench --opt-level O3 --batch-sizes ${DETAIL_BATCH:-1024} --warmup 8 --steps 1 --windows 1 --profile \
+    > "$OUT/ncu_bn_detail.txt" 2> "$OUT/ncu_bn_detail.err"
+  grep -E "reduce_channels|batchnorm_dx|normalize_kernel|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per" \
+    "$OUT/ncu_bn_detail.txt" | head -120 > "$OUT/ncu_bn_detail_short.txt"
+fi
+if [ "${FULL:-0}" = 1 ]; then
+  for b in 64 1024; do
+    timeout 60 $GE train --dataset fake --batchSize $b --opt-level O2 --max-steps 2 --outf /tmp/first_$b > "$OUT/first_step_$b.log" 2>&1
+    grep -i "first step\|cuDNN algorithms" "$OUT/first_step_$b.log" | head -3
+  done
+  OUT="$OUT/bench" BENCH_PT_ARGS="--configs graph_half,autocast,half,graph_fp32,fp32 --time-budget ${PT_BUDGET:-120}" \
+    timeout 280 tools/bench_suite.sh > "$OUT/bench/suite.log" 2>&1
+  sed -n '/### Ratios/,/### ganengine/p' "$OUT/bench/bench_compare.md" | grep -E "^\| (64|256|1024) \| (mixed|half)"
+  grep -E "O[0-3] graph +batch" "$OUT/bench/bench_ganengine.log"
+fi
+tar czf /tmp/call.tgz -C "$OUT" . && rm -rf "${OUT:?}"/* && mv /tmp/call.tgz "$OUT/"
