@@ -20,6 +20,7 @@ const PadCase kCases[] = {
     {{1, 512, 4, 4}, {8, 512, 4, 4}},    // a one-output weight
     {{7, 100, 1, 1}, {7, 104, 1, 1}},    // noise
     {{6, 5, 3, 2}, {4, 9, 3, 2}},        // both ways at once
+    {{70, 3, 64, 64}, {70, 8, 64, 64}},  // a DCGAN image batch: blocks walk several runs
 };
 
 }  // namespace

@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
-# Device call (nvidia-h200-x2), session 5: the whole GPU suite, then the engine before this
-# session's changes (.carry/ganengine_before: session 4's last commit, 9c9ba4a, built here) and
-# after them side by side (with .carry/ganengine_mid, an engine between the two, too), alternating
-# so drift hits all alike,
-# ncu kernel summaries of the O3 step at batch 1024 and 64, and with FULL=1 process start to
-# first step and the side-by-side benchmark with PyTorch (tools/bench_suite.sh).
+# Device call (nvidia-h200-x2), session 5: the whole GPU suite; an earlier engine
+# (.carry/ganengine_before, built here from the commit BENCHMARKS.md names), optionally one in
+# between (.carry/ganengine_mid) and this one side by side, alternating so drift hits all alike;
+# ncu kernel summaries of the O3 step (NCU_BATCHES, default 1024 64); with FULL=1 process start
+# to first step and the side-by-side benchmark with PyTorch (tools/bench_suite.sh).
 # Everything under $OUT in one archive.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -26,8 +25,9 @@ if [ -x .carry/ganengine_before ]; then
     done
   done
 fi
-timeout 120 tools/ncu_kernels.sh O3 1024 "$OUT/ncu_O3_1024" $GE > /dev/null 2> "$OUT/ncu.err"; head -30 "$OUT/ncu_O3_1024.txt"
-timeout 60 tools/ncu_kernels.sh O3 64 "$OUT/ncu_O3_64" $GE > /dev/null 2> "$OUT/ncu64.err"; head -30 "$OUT/ncu_O3_64.txt"
+for b in ${NCU_BATCHES:-1024 64}; do
+  timeout 120 tools/ncu_kernels.sh O3 $b "$OUT/ncu_O3_$b" $GE > /dev/null 2> "$OUT/ncu_$b.err"; head -30 "$OUT/ncu_O3_$b.txt"
+done
 # Where BatchNorm's kernels spend their time (Speed of Light, occupancy, memory): BN_DETAIL=1.
 if [ "${BN_DETAIL:-0}" = 1 ]; then
   timeout 120 ncu --clock-control none --profile-from-start off \
