@@ -1,5 +1,6 @@
-// copy_padded on the GPU: one thread per destination element, bits moved as they are (so any
-// dtype of one size is one kernel). The reference is kernels/cpu/pad.cpp.
+// copy_padded on the GPU: one thread per destination element (or per 16-byte run of 8 channels
+// of a 16-bit NHWC destination), bits moved as they are (so any dtype of one size is one
+// kernel). The reference is kernels/cpu/pad.cpp.
 #include "cuda_util.cuh"
 #include "ganengine/backend.h"
 #include "vector_pack.cuh"
