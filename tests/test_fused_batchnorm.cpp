@@ -69,7 +69,7 @@ void expect_same(const Outputs& a, const Outputs& b) {
 }
 
 // Shapes where the GPU kernels take 16-byte packs and where they cannot; (16,64,16,16) is cut
-// into 32 partial sums per channel.
+// into 16 partial sums per channel.
 const Shape kShapes[] = {{8, 16, 4, 4}, {4, 24, 8, 8}, {3, 5, 3, 3}, {2, 12, 1, 1}, {16, 64, 16, 16}};
 
 }  // namespace

@@ -280,11 +280,11 @@ TEST_CASE("gpu ops: conv_transpose2d passes (DCGAN generator shapes) match the C
 // ------------------------------------------------------------------------------ batchnorm
 
 // (5,16,8,8) is the brief's case; (3,7,5,3) has odd sizes; (16,8,32,32) is big enough to be
-// cut into several partial sums per channel (64: two groups of 32 merged in the reduction's
-// last blocks); (64,40,4,4) has more channels than one NHWC tile; (37,128,16,16) two 64-channel
-// tiles of 37 partial sums (a last group of 5); (8,64,64,64) 128 partial sums (four groups).
-const Shape kBatchNormShapes[] = {{5, 16, 8, 8},    {3, 7, 5, 3},       {16, 8, 32, 32},
-                                  {64, 40, 4, 4},   {37, 128, 16, 16},  {8, 64, 64, 64}};
+// cut into several partial sums per channel (64); (64,40,4,4) has more channels than one NHWC
+// tile; (37,128,16,16) two 64-channel tiles of 37 partial sums; (8,64,64,64) 128 partial sums
+// and (150,64,16,16) 150: the merge takes four partials at a time, then the rest one by one.
+const Shape kBatchNormShapes[] = {{5, 16, 8, 8},   {3, 7, 5, 3},      {16, 8, 32, 32}, {64, 40, 4, 4},
+                                  {37, 128, 16, 16}, {8, 64, 64, 64}, {150, 64, 16, 16}};
 
 TEST_CASE("gpu ops: batchnorm training/eval forward and backward match the CPU") {
   GE_REQUIRE_GPU();
@@ -319,8 +319,7 @@ TEST_CASE("gpu ops: batchnorm training/eval forward and backward match the CPU")
           expect_close("bn running_mean", rmg, rm);
           expect_close("bn running_var", rvg, rv);
           {
-            // The same bits again: the merge order does not depend on which block finishes last,
-            // and the first run left its arrival counters at zero.
+            // The same bits again: every sum is taken in a fixed order (no atomics).
             Tensor rm2 = gpu(rm0), rv2 = gpu(rv0);
             Tensor y2 = poisoned_gpu(y), mean2 = poisoned_gpu(mean), invstd2 = poisoned_gpu(invstd);
             ge::ops::batchnorm_forward_train(gpu(x), gpu(gamma), gpu(beta), rm2, rv2, momentum, eps, y2, mean2,

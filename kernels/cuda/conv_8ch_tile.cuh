@@ -89,12 +89,12 @@ inline bool choose_tiling(int64_t N, int64_t H, int64_t W, int64_t P, int64_t Q,
   return true;
 }
 
-// Blocks a tile-walking kernel should launch: as many as fit on the GPU at once (each block then
-// walks several tiles, loading what every tile shares once), never more than the tiles.
 // The tiling of this convolution (x the 8-channel side, y the 64k-channel side), or false when
 // the kernels do not handle it (conv_8ch.h) or GANENGINE_CONV_8CH=off. In conv_8ch.cu.
 bool tiling_for(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p, Tiling& tl);
 
+// Blocks a tile-walking kernel should launch: as many as fit on the GPU at once (each block then
+// walks several tiles, loading what every tile shares once), never more than the tiles.
 template <class Kernel>
 int grid_blocks(Kernel kernel, size_t dynamic_smem, int device, int tiles) {
   int sms = 0, per_sm = 0;

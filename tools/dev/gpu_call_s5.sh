@@ -2,7 +2,7 @@
 # Device call (nvidia-h200-x2), session 5: the whole GPU suite; an earlier engine
 # (.carry/ganengine_before, built here from the commit BENCHMARKS.md names), optionally one in
 # between (.carry/ganengine_mid) and this one side by side, alternating so drift hits all alike;
-# ncu kernel summaries of the O3 step (NCU_BATCHES, default 1024 64); with FULL=1 process start
+# ncu kernel summaries of the O3 step (NCU_BATCHES, default "1024 64", empty: none); with FULL=1 process start
 # to first step and the side-by-side benchmark with PyTorch (tools/bench_suite.sh).
 # Everything under $OUT in one archive.
 set -uo pipefail
@@ -25,7 +25,7 @@ if [ -x .carry/ganengine_before ]; then
     done
   done
 fi
-for b in ${NCU_BATCHES:-1024 64}; do
+for b in ${NCU_BATCHES-1024 64}; do
   timeout 120 tools/ncu_kernels.sh O3 $b "$OUT/ncu_O3_$b" $GE > /dev/null 2> "$OUT/ncu_$b.err"; head -30 "$OUT/ncu_O3_$b.txt"
 done
 # Where BatchNorm's kernels spend their time (Speed of Light, occupancy, memory): BN_DETAIL=1.
