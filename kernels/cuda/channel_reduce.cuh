@@ -291,18 +291,16 @@ void reduce_channels(const Visit& visit, const ChannelGeometry& g, uint32_t spli
     dim3 grid(static_cast<unsigned>(ceil_div(g.C, kVecLanes * V)), splits);
     reduce_channels_nhwc_vec_kernel<Acc, Visit, V>
         <<<grid, dim3(kVecLanes, kVecRows), 0, stream>>>(visit, g, splits, length, partials);
-    CUDA_CHECK_LAUNCH();
   } else if (g.nhwc) {
     dim3 grid(static_cast<unsigned>(ceil_div(g.C, kTileChannels)), splits);
     reduce_channels_nhwc_kernel<Acc, Visit>
         <<<grid, dim3(kTileChannels, kTileRows), 0, stream>>>(visit, g, splits, length, partials);
-    CUDA_CHECK_LAUNCH();
   } else {
     dim3 grid(g.C, splits);
     reduce_channels_nchw_kernel<Acc, Visit>
         <<<grid, kReduceThreadsNchw, 0, stream>>>(visit, g, splits, length, partials);
-    CUDA_CHECK_LAUNCH();
   }
+  CUDA_CHECK_LAUNCH();
   finish_partials_kernel<Acc, Finish><<<merge_grid(g.C), merge_block(), 0, stream>>>(partials, splits, g.C, finish);
   CUDA_CHECK_LAUNCH();
 }
