@@ -2,6 +2,8 @@
 // sequence on the same backend, and the GPU against the CPU reference.
 #include <cstring>
 
+#include "ganengine/amp.h"
+#include "ganengine/nn.h"
 #include "test_util.h"
 
 using namespace ge;
@@ -30,7 +32,9 @@ Inputs make_inputs(const Shape& s, DType dt, MemoryFormat f) {
           random_tensor({s[1]}, DType::F32, Device::cpu(), MemoryFormat::NCHW, -0.5, 0.5)};
 }
 
-Outputs run(bool fused, const ops::FusedActivation& act, const Inputs& in) {
+// dx_over_dy: the backward writes dx over (a copy of) the gradient it reads, as BatchNorm2d does
+// when its caller gives dy up.
+Outputs run(bool fused, const ops::FusedActivation& act, const Inputs& in, bool dx_over_dy = false) {
   const Tensor &x = in.x, &dy = in.dy, &gamma = in.gamma, &beta = in.beta;
   const Device d = x.device();
   const DType pdt = gamma.dtype();
@@ -42,16 +46,19 @@ Outputs run(bool fused, const ops::FusedActivation& act, const Inputs& in) {
   o.invstd = Tensor::empty({C}, DType::F32, d);
   o.y = Tensor::empty(x.shape(), x.dtype(), d, x.format());
   o.dx = Tensor::empty(x.shape(), x.dtype(), d, x.format());
+  if (dx_over_dy && fused) o.dx = dy.clone();
   o.dgamma = Tensor::empty({C}, pdt, d);
   o.dbeta = Tensor::empty({C}, pdt, d);
   if (fused) {
     ops::batchnorm_activation_forward_train(x, gamma, beta, o.rm, o.rv, 0.1f, 1e-5f, act, o.y, o.mean, o.invstd);
-    ops::batchnorm_activation_backward(x, o.y, dy, gamma, o.mean, o.invstd, act, o.dx, o.dgamma, o.dbeta);
+    ops::batchnorm_activation_backward(x, o.y, dx_over_dy ? o.dx : dy, gamma, o.mean, o.invstd, act, o.dx, o.dgamma,
+                                       o.dbeta);
   } else {
     ops::batchnorm_forward_train(x, gamma, beta, o.rm, o.rv, 0.1f, 1e-5f, o.y, o.mean, o.invstd);
     ops::activation_forward(act.kind, o.y, o.y, act.negative_slope);
     Tensor g = Tensor::empty(dy.shape(), dy.dtype(), d, dy.format());
     ops::activation_backward(act.kind, o.y, dy, g, act.negative_slope);
+    if (dx_over_dy) o.dx = g;
     ops::batchnorm_backward(x, g, gamma, o.mean, o.invstd, o.dx, o.dgamma, o.dbeta);
   }
   return o;
@@ -82,6 +89,36 @@ TEST_CASE("fused batchnorm activation: the CPU reference is the two ops in seque
       const Inputs in = make_inputs(s, DType::F16, MemoryFormat::NHWC);
       expect_same(run(true, act, in), run(false, act, in));
     }
+}
+
+TEST_CASE("batchnorm backward: dx written over dy is bitwise dx written apart on the CPU and the GPU") {
+  std::vector<Device> devices{Device::cpu()};
+  if (cuda_available()) devices.push_back(Device::cuda(0));
+  for (const Device& d : devices)
+    for (const Shape& s : kShapes)
+      for (bool fused : {true, false}) {
+        INFO(d.str(), " ", shape_str(s), fused ? " fused" : " unfused");
+        const ops::FusedActivation act{ops::Activation::LeakyReLU, 0.2f};
+        const Inputs in = make_inputs(s, DType::F16, MemoryFormat::NHWC).on(d);
+        expect_same(run(fused, act, in, /*dx_over_dy=*/true), run(fused, act, in));
+      }
+}
+
+TEST_CASE("batchnorm layer: dx takes over dy's memory only when the caller gives dy up") {
+  const PrecisionPolicy policy = resolve_policy(OptLevel::O0);
+  nn::BatchNorm2d bn(4, policy, nn::Placement::for_device(Device::cpu(), DType::F32));
+  const Tensor x = random_tensor({3, 4, 5, 5}, DType::F32, Device::cpu());
+  Tensor dy = random_tensor({3, 4, 5, 5}, DType::F32, Device::cpu());
+  const std::vector<double> dy_values = dy.to_doubles();
+  bn.forward(x, true);
+  const Tensor kept = bn.backward(dy, true, true);  // a copy of the handle: dy stays the caller's
+  CHECK(kept.data() != dy.data());
+  CHECK(dy.to_doubles() == dy_values);
+  bn.forward(x, true);
+  const void* memory = dy.data();
+  const Tensor given = bn.backward(std::move(dy), true, true);
+  CHECK(given.data() == memory);
+  CHECK(given.to_doubles() == kept.to_doubles());
 }
 
 TEST_CASE("fused batchnorm activation: a Tanh cannot be fused") {

@@ -215,6 +215,85 @@ TEST_CASE("gpu ops: conv2d with a fused activation matches the CPU and the two o
     }
 }
 
+TEST_CASE("gpu ops: an x with 1 or 3 of w's 8 channels gives bitwise what its zero-padded copy gives") {
+  GE_REQUIRE_GPU();
+  using ge::ops::Activation;
+  struct Case {
+    ConvCase shape;  // c: the channels x holds; w has 8
+    DType dt;
+    MemoryFormat f;
+  };
+  // The 8-channel kernels' shapes (D's first layer at batch 64 and 2, a 256-wide row), then
+  // shapes they do not take, where the GPU backend pads x itself.
+  const Case cases[] = {
+      {{64, 3, 64, 64, 64, 4, 4, 2, 1}, DType::F16, MemoryFormat::NHWC},
+      {{2, 1, 16, 16, 128, 4, 4, 2, 1}, DType::BF16, MemoryFormat::NHWC},
+      {{1, 3, 8, 256, 64, 4, 4, 2, 1}, DType::F16, MemoryFormat::NHWC},
+      {{2, 3, 9, 7, 16, 3, 3, 1, 1}, DType::F16, MemoryFormat::NHWC},
+      {{2, 3, 16, 16, 64, 4, 4, 2, 1}, DType::F32, MemoryFormat::NCHW},
+  };
+  for (const Case& c : cases) {
+    const ConvCase& cc = c.shape;
+    CAPTURE(tag(c.dt, c.f));
+    CAPTURE(cc.n);
+    CAPTURE(cc.c);
+    CAPTURE(cc.w);
+    const ge::Conv2dParams p{cc.stride, cc.pad};
+    const int64_t P = ge::conv_out_size(cc.h, cc.r, cc.stride, cc.pad);
+    const int64_t Q = ge::conv_out_size(cc.w, cc.s, cc.stride, cc.pad);
+    const Tensor x = gpu(random_cpu({cc.n, cc.c, cc.h, cc.w}, c.dt, c.f));
+    Tensor xp = Tensor::empty({cc.n, 8, cc.h, cc.w}, c.dt, kGpu, c.f);
+    ge::ops::copy_padded(x, xp);
+    const Tensor w = gpu(random_cpu({cc.k, 8, cc.r, cc.s}, c.dt, c.f));
+    const Tensor dy = gpu(random_cpu({cc.n, cc.k, P, Q}, c.dt, c.f));
+    const ge::ops::FusedActivation act{Activation::LeakyReLU, 0.2f};
+
+    Tensor y = poisoned_gpu(dy), yp = poisoned_gpu(dy);
+    ge::ops::conv2d_forward(x, w, y, p);
+    ge::ops::conv2d_forward(xp, w, yp, p);
+    expect_identical("conv2d_forward", y, yp.to(kCpu));
+    ge::ops::conv2d_activation_forward(x, w, y, p, act);
+    ge::ops::conv2d_activation_forward(xp, w, yp, p, act);
+    expect_identical("conv2d_activation_forward", y, yp.to(kCpu));
+    for (const float beta : {0.f, 1.f}) {
+      CAPTURE(beta);
+      const Tensor dw0 = gpu(random_cpu(w.shape(), c.dt, c.f));
+      Tensor dw = dw0.clone(), dwp = dw0.clone();
+      ge::ops::conv2d_backward_filter(x, dy, dw, p, beta);
+      ge::ops::conv2d_backward_filter(xp, dy, dwp, p, beta);
+      expect_identical("conv2d_backward_filter", dw, dwp.to(kCpu));
+      dw = dw0.clone();
+      dwp = dw0.clone();
+      ge::ops::conv2d_activation_backward_filter(x, y, dy, dw, p, act, beta);
+      ge::ops::conv2d_activation_backward_filter(xp, y, dy, dwp, p, act, beta);
+      expect_identical("conv2d_activation_backward_filter", dw, dwp.to(kCpu));
+    }
+    // G's last layer: the transposed convolution's output gradient is the narrow side of both of
+    // its backward passes (weight (Cin = k, Cout = 8, r, s)).
+    Tensor dx = poisoned_gpu(dy), dxp = poisoned_gpu(dy);
+    ge::ops::conv_transpose2d_backward_data(x, w, dx, p);
+    ge::ops::conv_transpose2d_backward_data(xp, w, dxp, p);
+    expect_identical("conv_transpose2d_backward_data", dx, dxp.to(kCpu));
+    Tensor dwt = poisoned_gpu(w), dwtp = poisoned_gpu(w);
+    ge::ops::conv_transpose2d_backward_filter(dy, x, dwt, p, 0.f);
+    ge::ops::conv_transpose2d_backward_filter(dy, xp, dwtp, p, 0.f);
+    expect_identical("conv_transpose2d_backward_filter", dwt, dwtp.to(kCpu));
+  }
+}
+
+TEST_CASE("ops: on the CPU an x with fewer channels than w is its zero-padded copy - backward-data refuses one") {
+  const Tensor xc = random_cpu({2, 3, 8, 8}, DType::F32), wc = random_cpu({4, 8, 3, 3}, DType::F32);
+  Tensor xcp = zeros_cpu({2, 8, 8, 8}, DType::F32);
+  ge::ops::copy_padded(xc, xcp);
+  Tensor yc = zeros_cpu({2, 4, 8, 8}, DType::F32), ycp = zeros_cpu({2, 4, 8, 8}, DType::F32);
+  ge::ops::conv2d_forward(xc, wc, yc, {1, 1});
+  ge::ops::conv2d_forward(xcp, wc, ycp, {1, 1});
+  CHECK(yc.to_doubles() == ycp.to_doubles());
+  // backward-data writes every channel of w: a narrower dx is refused.
+  Tensor dxc = zeros_cpu({2, 3, 8, 8}, DType::F32);
+  CHECK_THROWS_AS(ge::ops::conv2d_backward_data(ycp, wc, dxc, {1, 1}), ge::Error);
+}
+
 TEST_CASE("gpu ops: conv2d in f32 with allow_tf32 stays within TF32 accuracy") {
   GE_REQUIRE_GPU();
   for (MemoryFormat f : kFormats) {

@@ -218,6 +218,42 @@ TEST_CASE("gpu trainer graph: switching BatchNorm running-statistics updates off
   CHECK(graph.graph_stats().replays == 3);
 }
 
+TEST_CASE("gpu trainer graph: inputs bound with bind_graph_inputs are read in place and match eager") {
+  GE_REQUIRE_GPU();
+  DeterministicConvolutions deterministic;
+  const TrainerConfig cfg = small_config(OptLevel::O2, Device::cuda(0));
+  DcganTrainer eager(cfg), graph(graph_config(cfg));
+  CHECK_THROWS_WITH_AS(eager.bind_graph_inputs(Tensor(), Tensor()), doctest::Contains("CUDA graph mode"), Error);
+  const Device d = Device::cuda(0);
+  Tensor real0, noise0;
+  batch(0, 8, real0, noise0);
+  CHECK_THROWS_WITH_AS(graph.bind_graph_inputs(real0, noise0), doctest::Contains("must be on the trainer"), Error);
+  Tensor bound_real = real0.to(d), bound_noise = noise0.to(d);
+  graph.bind_graph_inputs(bound_real, bound_noise);
+  for (int64_t s = 0; s < 8; ++s) {
+    Tensor real, noise;
+    batch(s, 8, real, noise);
+    eager.step(real, noise);
+    bound_real.copy_from(real);  // the caller refills the bound tensors
+    bound_noise.copy_from(noise);
+    graph.step(bound_real, bound_noise);
+    expect_same_record(eager.record(), graph.record(), static_cast<size_t>(s));
+  }
+  expect_same_state(eager, graph);
+  CHECK(graph.graph_stats().replays == 5);
+  // Another tensor of the bound shapes is refused (the graph would not read it).
+  Tensor other = bound_real.clone();
+  CHECK_THROWS_WITH_AS(graph.step(other, bound_noise), doctest::Contains("bind_graph_inputs"), Error);
+  CHECK_THROWS_WITH_AS(graph.bind_graph_inputs(bound_real, bound_noise), doctest::Contains("before the first step"),
+                       Error);
+  // A batch of another shape still runs eagerly.
+  Tensor real5, noise5;
+  batch(8, 5, real5, noise5);
+  eager.step(real5, noise5);
+  graph.step(real5, noise5);
+  expect_same_record(eager.record(), graph.record(), 8);
+}
+
 TEST_CASE("gpu cuda graph: capture records without running and a failed capture leaves the stream usable") {
   GE_REQUIRE_GPU();
   const Device d = Device::cuda(0);

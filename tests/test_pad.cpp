@@ -21,6 +21,8 @@ const PadCase kCases[] = {
     {{7, 100, 1, 1}, {7, 104, 1, 1}},    // noise
     {{6, 5, 3, 2}, {4, 9, 3, 2}},        // both ways at once
     {{70, 3, 64, 64}, {70, 8, 64, 64}},  // a DCGAN image batch: blocks walk several runs
+    {{70, 8, 64, 64}, {70, 3, 64, 64}},  // G's padded output trimmed to the image: a thread per pixel
+    {{9, 8, 5, 5}, {7, 1, 5, 5}},        // a 1-channel trim of fewer images
 };
 
 }  // namespace

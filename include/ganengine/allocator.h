@@ -3,6 +3,7 @@
 // the device and break CUDA graph capture).
 #pragma once
 #include <cstddef>
+#include <string>
 
 #include "ganengine/dtype.h"
 
@@ -22,12 +23,27 @@ void cuda_allocator_release_cached(int device_index = 0);  // cudaFree every cac
 // Starts a new peak: peak_bytes_in_use becomes bytes_in_use (benchmarks measure each
 // configuration's own peak).
 void cuda_allocator_reset_peak(int device_index = 0);
+// Where the peak goes (`bench --memory-breakdown`): while tracing, every block handed out is
+// labelled with the profile phase that asked for it (profiling.h), and each new peak records
+// the bytes in use per label. Turning tracing on forgets earlier labels (blocks already in
+// use then are reported as in use before tracing began). The breakdown is empty when not tracing.
+void cuda_allocator_trace_peak(int device_index, bool on);
+std::string cuda_allocator_peak_breakdown(int device_index = 0);
 // Bytes of the cuDNN workspace the device's context holds (allocated outside the caching
 // allocator, so not in its stats; as large as the largest chosen algorithm asked for).
 size_t cuda_workspace_bytes(int device_index = 0);
 // Frees that workspace (it grows again to what the next convolutions ask for), unless a live
 // CUDA graph still refers to it. Benchmarks call it so each configuration counts only its own.
 void cuda_release_workspace(int device_index = 0);
+
+// Two lanes of work on a device (cuda_context.h, concurrent_region.h). open: from now on a
+// freed block is held for the lane the freeing thread issues to (the main lane for other
+// threads), and only that lane's allocations reuse it. join: call after the main lane has been
+// made to wait for the side lane; the held blocks go back as usual (lanes stay open). close:
+// join and stop holding.
+void cuda_allocator_open_lanes(int device_index);
+void cuda_allocator_join_lanes(int device_index);
+void cuda_allocator_close_lanes(int device_index);
 
 // Memory pools for CUDA graphs (cuda_graph.h). A graph bakes in the address of every buffer its
 // captured work touches, so those blocks must stay reserved for as long as the graph lives, and

@@ -1,7 +1,14 @@
-// Per-device CUDA state shared by all GPU ops: the stream work is issued on, and the cuDNN
-// and cuBLAS handles bound to it. One stream per device keeps the caching allocator's reuse
-// rules simple (a freed block is safe to reuse in stream order).
+// Per-device CUDA state shared by all GPU ops: the streams work is issued on, and the cuDNN
+// and cuBLAS handles bound to them.
+//
+// Two lanes per device: the main lane, where all work goes by default, and a side lane that a
+// ConcurrentRegion (concurrent_region.h) opens for work independent of what the main lane does
+// meanwhile (G's forward beside D's pass on real data, a filter gradient beside the next
+// layer's backward). Each lane has its own stream, cuDNN handle and cuDNN workspace, so
+// concurrent convolutions never share scratch memory. Which lane a thread issues to is the
+// thread's current lane; ops read it through stream() / cudnn() / workspace().
 #pragma once
+#include <array>
 #include <vector>
 
 #include "ganengine/cuda_check.h"
@@ -9,27 +16,44 @@
 namespace ge {
 namespace gpu {
 
-struct CudaContext {
-  int device = 0;
+enum class Lane { Main = 0, Side = 1 };
+
+struct LaneState {
   cudaStream_t stream = nullptr;
   cudnnHandle_t cudnn = nullptr;
-  cublasHandle_t cublas = nullptr;
   void* workspace = nullptr;  // cuDNN workspace, grown on demand outside graph capture
   size_t workspace_bytes = 0;
-  // Captured CUDA graphs bake the workspace's address in: while any graph holds a pin, growing
-  // the workspace keeps the old buffer alive (retired) instead of freeing it.
+  std::vector<void*> retired_workspaces;  // outgrown while a CUDA graph still referred to them
+};
+
+// The lane the calling thread issues work to (Main unless a ConcurrentRegion moved it).
+Lane current_lane();
+void set_current_lane(Lane lane);
+
+struct CudaContext {
+  int device = 0;
+  cublasHandle_t cublas = nullptr;  // bound to the main stream (used outside training steps)
+  std::array<LaneState, 2> lanes;   // the side lane's stream and handle are made on first use
+  // Captured CUDA graphs bake the workspaces' addresses in: while any graph holds a pin, growing
+  // a workspace keeps the old buffer alive (retired) instead of freeing it.
   int workspace_pins = 0;
-  std::vector<void*> retired_workspaces;
+
+  LaneState& lane(Lane l);  // creates the side lane's stream and handle on first use
+  LaneState& current() { return lane(current_lane()); }
+  cudaStream_t stream() { return current().stream; }
+  cudnnHandle_t cudnn() { return current().cudnn; }
+  cudaStream_t main_stream() { return lanes[0].stream; }
 };
 
 // The context of device k, created on first use (sets the current device).
 CudaContext& context(int device_index = 0);
-// The cuDNN workspace, at least `bytes` large. Growing it synchronises the stream and allocates,
-// so it throws ge::Error when asked to grow while the stream is being captured into a graph.
+// The current lane's cuDNN workspace, at least `bytes` large. Growing it synchronises that
+// lane's stream and allocates, so it throws ge::Error when asked to grow during graph capture.
 void* workspace(CudaContext& ctx, size_t bytes);
-// A CUDA graph referring to the current workspace holds a pin for as long as it lives.
+// A CUDA graph referring to the current workspaces holds a pin for as long as it lives.
 void pin_workspace(CudaContext& ctx);
 void unpin_workspace(CudaContext& ctx);  // never throws (graph destructors call it)
+// Waits for both lanes of the device.
 void synchronize(int device_index = 0);
 
 }  // namespace gpu

@@ -13,7 +13,7 @@
 namespace ge {
 
 // Calls body(w) for w = 0..windows-1 and returns each call's milliseconds as the device saw
-// them: CUDA events are recorded on the context stream (ge::gpu::context(k).stream) before the
+// them: CUDA events are recorded on the context stream (ge::gpu::context(k).main_stream()) before the
 // first call and after each, back to back, so asynchronous work is timed when it runs, not when
 // it is issued. Waits for the device at the end only (the host may run ahead meanwhile).
 std::vector<double> time_on_stream_ms(Device d, int windows, const std::function<void(int)>& body);

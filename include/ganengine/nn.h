@@ -45,7 +45,9 @@ class Layer {
  public:
   virtual ~Layer() = default;
   virtual Tensor forward(const Tensor& x, bool training) = 0;
-  virtual Tensor backward(const Tensor& dy, bool want_param_grads, bool want_input_grad) = 0;
+  // dy is taken by value: a caller that moves its gradient in gives its memory up, and a layer
+  // may then write its input gradient over it (BatchNorm2d does).
+  virtual Tensor backward(Tensor dy, bool want_param_grads, bool want_input_grad) = 0;
   virtual std::vector<Param*> params() { return {}; }
   virtual std::vector<Buffer> buffers() { return {}; }
   virtual std::string describe() const = 0;  // "ConvTranspose2d(100, 512, 4, 1, 0)"
@@ -58,15 +60,16 @@ class Conv2d : public Layer {
   Conv2d(int64_t in, int64_t out, int kernel, int stride, int pad, bool transposed, const PrecisionPolicy& policy,
          Placement where);
   Tensor forward(const Tensor& x, bool training) override;
-  Tensor backward(const Tensor& dy, bool want_param_grads, bool want_input_grad) override;
+  Tensor backward(Tensor dy, bool want_param_grads, bool want_input_grad) override;
   std::vector<Param*> params() override { return {&weight_}; }
   std::string describe() const override;
   std::string precision() const override;
   Param& weight() { return weight_; }
   // Forward returns its output with the channels padded to a multiple of 8 (zeros) instead of
-  // trimming them: G's last layer keeps the fake images padded for D's first layer, which takes
-  // padded inputs as they are (a trim and a pad less per pass). Backward returns the input
-  // gradient with as many channels as the input had.
+  // trimming them (a trim less per pass, the padded output held for as long as it lives; the
+  // trainer does not use it since D's first layer reads 3-channel images as they are: the fake
+  // batch held with 3 channels is what keeps the step's peak memory under PyTorch's). Backward
+  // returns the input gradient with as many channels as the input had.
   void keep_padded_output(bool on) { keep_padded_output_ = on; }
   int64_t padded_out_channels() const { return out_padded_; }
   // The activation layer after this one runs inside it (ops::conv2d_activation_*): forward
@@ -98,7 +101,7 @@ class BatchNorm2d : public Layer {
  public:
   BatchNorm2d(int64_t channels, const PrecisionPolicy& policy, Placement where);
   Tensor forward(const Tensor& x, bool training) override;
-  Tensor backward(const Tensor& dy, bool want_param_grads, bool want_input_grad) override;
+  Tensor backward(Tensor dy, bool want_param_grads, bool want_input_grad) override;
   std::vector<Param*> params() override { return {&gamma_, &beta_}; }
   std::vector<Buffer> buffers() override;
   std::string describe() const override;
@@ -139,7 +142,7 @@ class ActivationLayer : public Layer {
  public:
   explicit ActivationLayer(ops::Activation kind, float slope = 0.2f) : kind_(kind), slope_(slope) {}
   Tensor forward(const Tensor& x, bool training) override;
-  Tensor backward(const Tensor& dy, bool want_param_grads, bool want_input_grad) override;
+  Tensor backward(Tensor dy, bool want_param_grads, bool want_input_grad) override;
   std::string describe() const override;
   std::string precision() const override {
     return fused_ ? "in the dtype that arrives (computes in f32), fused into the layer before it"

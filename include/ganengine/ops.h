@@ -29,7 +29,10 @@ int64_t conv_transpose_out_size(int64_t in, int64_t kernel, int stride, int pad)
 
 namespace ops {
 
-// ---- convolution: x (N,C,H,W), w (K,C,R,S) -> y (N,K,P,Q); bias-free, dilation 1, groups 1
+// ---- convolution: x (N,C,H,W), w (K,C,R,S) -> y (N,K,P,Q); bias-free, dilation 1, groups 1.
+// Forward and backward-filter (and their fused-activation forms) also take an x with fewer
+// channels than w: the missing ones are zeros (a channel-padded layer's image batch, read as it
+// is by the GPU's 8-channel kernels and padded by a copy where another kernel runs).
 void conv2d_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p);
 void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p);
 // dw = beta * dw + grad; beta is 0 (overwrite) or 1 (accumulate).

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "ganengine/amp.h"
@@ -28,6 +29,9 @@ struct StepBenchConfig {
   // Data parallel over this many GPUs from `device` on (NCCL, one host thread each): batch is the
   // global batch, split evenly. Windows are then timed on the host clock, every GPU waited for.
   int replicas = 1;
+  // StepBenchResult::memory_breakdown: what was in use at the peak, by the phase that allocated
+  // it (cuda_allocator_trace_peak; GPU 0 of the replicas).
+  bool memory_breakdown = false;
 };
 
 struct StepBenchResult {
@@ -44,6 +48,7 @@ struct StepBenchResult {
   StepRecord last;                         // the last step's losses and scales
   bool finite = true;                      // the last step's losses were all finite
   DcganTrainer::GraphStats graph;          // with cuda_graph: one capture, every timed step a replay
+  std::string memory_breakdown;            // with StepBenchConfig::memory_breakdown
 };
 
 // Builds a fresh trainer (returning the previous configurations' cached GPU memory to the

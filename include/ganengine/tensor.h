@@ -47,6 +47,8 @@ class Tensor {
                              Device device = Device::cpu(), MemoryFormat format = MemoryFormat::NCHW);
 
   bool defined() const { return storage_ != nullptr; }
+  // No other tensor (view or copy of this handle) refers to this one's memory.
+  bool sole_owner() const { return storage_ != nullptr && storage_.use_count() == 1; }
   const Shape& shape() const { return shape_; }
   int64_t dim(int i) const;  // negative counts from the end
   int rank() const { return static_cast<int>(shape_.size()); }

@@ -26,13 +26,23 @@ struct TrainerConfig {
   // The first cuda_graph_warmup steps of an input shape run eagerly (cuDNN algorithm searches,
   // workspace growth and the allocator's cache settle there); the next step of that shape is
   // captured and launched, and every later step with the same shapes, dtypes and layouts of
-  // real and noise only copies its inputs into the graph's own input buffers and replays it.
+  // real and noise only copies its inputs into the graph's own input buffers (no copy for
+  // inputs bound with bind_graph_inputs) and replays it.
   // Steps of any other shape (the last, partial batch of an epoch) run eagerly, before or after
   // the capture, with the same results; the graph is never re-captured. The same happens while
   // any BatchNorm2d has its running-statistics updates switched off. force_overflow_next_step
   // is rejected in this mode.
   bool cuda_graph = false;
   int cuda_graph_warmup = 3;  // at least 2: the capture must see the steady-state allocation pattern
+  // GPU: run the parts of a step that do not depend on each other side by side on a second
+  // stream (concurrent_region.h): G's forward beside D's pass on the real batch, and each filter
+  // gradient beside the rest of its backward pass. Same results bit for bit; never with --sync-bn.
+  // Auto: as GANENGINE_SIDE_LANE says (auto | on | off; auto: on while the real batch has at
+  // most kSideLaneMaxPixels images x height x width, where the H200 measured 3-8% shorter steps,
+  // off above, where it measured no gain and G's activations living beside D's raised the peak).
+  enum class SideLane { Auto, On, Off };
+  SideLane side_lane = SideLane::Auto;
+  static constexpr int64_t kSideLaneMaxPixels = 256 * 64 * 64;
   // Data parallelism (not owned; null: a single replica). This trainer is one replica: step()
   // takes its share of the global batch; the group averages the f32 gradients before each
   // optimizer step (the mean of the replicas' gradients, as DataParallel's summed gradient of a
@@ -74,6 +84,13 @@ class DcganTrainer {
   // Throws with TrainerConfig::cuda_graph (a replayed graph cannot take host-side decisions).
   void force_overflow_next_step(LossId id);
 
+  // CUDA graph mode: the caller promises to pass exactly these two device tensors (the same
+  // storage, refilled by the caller between steps on the device's stream) to every step() of
+  // their shapes, so the graph reads them in place instead of copying them into buffers of its
+  // own: one batch less in memory and two copies less per step. step() then rejects other
+  // tensors of those shapes; batches of other shapes still run eagerly. Before the first step.
+  void bind_graph_inputs(const Tensor& real, const Tensor& noise);
+
   // What the CUDA graph mode did so far (all zero without TrainerConfig::cuda_graph).
   struct GraphStats {
     int64_t eager_steps = 0;  // warm-up steps and steps of another shape
@@ -98,6 +115,7 @@ class DcganTrainer {
   void eager_step(const Tensor& real_in, const Tensor& noise_in);  // inputs moved to the device, then step_body
   void step_body(const Tensor& real, const Tensor& noise);
   void average_grads(nn::Sequential& net);  // TrainerConfig::replicas: mean of the f32 gradients
+  bool use_side_lane(const Tensor& real) const;  // TrainerConfig::side_lane for this batch
   void graph_step(const Tensor& real, const Tensor& noise);
   // What must not change between capture and replay: the inputs' shapes, dtypes and layouts,
   // and which BatchNorm2d layers update their running statistics.
@@ -125,6 +143,7 @@ class DcganTrainer {
   GraphSignature warm_signature_, graph_signature_;
   int warm_steps_ = 0;                    // consecutive eager steps with warm_signature_
   Tensor static_real_, static_noise_;     // the graph's inputs: fixed addresses
+  Tensor bound_real_, bound_noise_;       // bind_graph_inputs: the caller's, used as the graph's inputs
   // num_batches_tracked is host state: a replay adds what one captured step added.
   std::vector<int64_t*> graph_counters_;
   std::vector<int64_t> graph_counter_steps_;

@@ -38,8 +38,8 @@ void AsyncReadback::start(const Tensor& t) {
     event_ = e;
     event_device_ = t.device().index;
   }
-  CUDA_CHECK(cudaMemcpyAsync(host_, t.data(), t.nbytes(), cudaMemcpyDeviceToHost, ctx.stream));
-  CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event_), ctx.stream));
+  CUDA_CHECK(cudaMemcpyAsync(host_, t.data(), t.nbytes(), cudaMemcpyDeviceToHost, ctx.main_stream()));
+  CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event_), ctx.main_stream()));
 }
 
 bool AsyncReadback::ready() const {

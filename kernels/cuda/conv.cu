@@ -45,7 +45,9 @@ void check_conv(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dP
   GE_CHECK(H + 2 * p.pad >= R && W + 2 * p.pad >= S, "conv2d: kernel ", R, "x", S,
            " larger than the padded input ", x.str());
   const int64_t P = (H + 2 * p.pad - R) / p.stride + 1, Q = (W + 2 * p.pad - S) / p.stride + 1;
-  GE_CHECK(x.dim(1) == w.dim(1) && y.dim(1) == w.dim(0) && y.dim(0) == x.dim(0) && y.dim(2) == P &&
+  // Forward and backward-filter take an x with fewer channels than w (ops.h: the rest are zeros).
+  const bool x_channels_fit = x.dim(1) == w.dim(1) || (pass != ConvPass::BackwardData && x.dim(1) < w.dim(1));
+  GE_CHECK(x_channels_fit && y.dim(1) == w.dim(0) && y.dim(0) == x.dim(0) && y.dim(2) == P &&
                y.dim(3) == Q,
            "conv2d ", pass_name(pass), ": shapes do not fit: x ", x.str(), ", w ", w.str(), ", y ", y.str(),
            " (stride ", p.stride, ", pad ", p.pad, " gives output ", x.dim(0), "x", w.dim(0), "x", P, "x", Q,
@@ -127,7 +129,7 @@ ConvPlan& plan_for(ConvPass pass, const Tensor& x, const Tensor& w, const Tensor
   }
   // The search times algorithms, allocates and synchronises: impossible inside a graph capture.
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  CUDA_CHECK(cudaStreamIsCapturing(ctx.stream, &capture));
+  CUDA_CHECK(cudaStreamIsCapturing(ctx.stream(), &capture));
   if (capture != cudaStreamCaptureStatusNone)
     fail("cuDNN ", pass_name(pass), " algorithm search for x ", x.str(), ", w ", w.str(), ", y ", y.str(),
          " would run during CUDA graph capture: run warm-up steps with the same shapes before capturing");
@@ -170,19 +172,30 @@ void run_conv(ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& y, 
 
 // y = act(conv(x, w)), act nullptr for none: the hand-written kernels where they apply, else
 // cuDNN followed by the activation as its own pass.
-void forward_with(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p, const ops::FusedActivation* act) {
-  check_conv(x, w, y, p, ConvPass::Forward);
-  if (conv2d_forward_8ch(x, w, y, p, act)) return;
+// x with its channels padded with zeros to w's, for the kernels that need them all in memory.
+Tensor with_weight_channels(const Tensor& x, const Tensor& w) {
+  if (x.dim(1) == w.dim(1)) return x;
+  Tensor out = Tensor::empty({x.dim(0), w.dim(1), x.dim(2), x.dim(3)}, x.dtype(), x.device(), x.format());
+  copy_padded(x, out);
+  return out;
+}
+
+void forward_with(const Tensor& x_in, const Tensor& w, Tensor& y, const Conv2dParams& p,
+                  const ops::FusedActivation* act) {
+  check_conv(x_in, w, y, p, ConvPass::Forward);
+  if (conv2d_forward_8ch(x_in, w, y, p, act)) return;
+  const Tensor x = with_weight_channels(x_in, w);
   if (!conv2d_forward_scalar(x, w, y, p)) run_conv(ConvPass::Forward, x, w, y, p, 0.f);
   if (act) gpu::activation_forward(act->kind, y, y, act->negative_slope);
 }
 
 // dw = beta * dw + backward_filter(x, dy'), dy' = dy or, with act, the activation's gradient
 // from its output y_act.
-void backward_filter_with(const Tensor& x, const Tensor& dy, Tensor& dw, const Conv2dParams& p, float beta,
+void backward_filter_with(const Tensor& x_in, const Tensor& dy, Tensor& dw, const Conv2dParams& p, float beta,
                           const ops::FusedActivation* act, const Tensor* y_act) {
-  check_conv(x, dw, dy, p, ConvPass::BackwardFilter);
-  if (conv2d_backward_filter_8ch(x, dy, dw, p, beta, act, y_act)) return;
+  check_conv(x_in, dw, dy, p, ConvPass::BackwardFilter);
+  if (conv2d_backward_filter_8ch(x_in, dy, dw, p, beta, act, y_act)) return;
+  const Tensor x = with_weight_channels(x_in, dw);
   Tensor grad = dy;
   if (act) {
     grad = Tensor::empty(dy.shape(), dy.dtype(), dy.device(), dy.format());

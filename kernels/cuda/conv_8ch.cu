@@ -25,11 +25,13 @@ using namespace conv8;
 constexpr int kOutStride = kGroupChannels + 8;  // halves per staged output row: +8 spreads rows over the banks
 constexpr int kKSteps = kK / 16;                // mma k-steps: two taps each
 constexpr int kMTiles = kTilePixels / 16;
-
-// x (N, H, W, 8), w (K, 4, 4, 8), y (N, P, Q, K), all NHWC. Grid (blocks walking the tiles,
-// channel groups of 64).
-template <class T, bool kActivation>
-__global__ void __launch_bounds__(kBlockThreads)
+// x (N, H, W, kC), w (K, 4, 4, 8), y (N, P, Q, K), all NHWC; channels kC..7 of x are zeros
+// (FootprintLoader). Grid (blocks walking the tiles, channel groups of 64). The launch bounds ask
+// for five blocks per SM with 8-channel inputs (96 registers, as the compiler chose them before
+// there was a bound) and four with 1 or 3 channels (left alone, the register loader's variants
+// took up to 158 registers: three blocks; bounded, 128 and a few spilled words).
+template <class T, bool kActivation, int kC>
+__global__ void __launch_bounds__(kBlockThreads, kC == 8 ? 5 : 4)
     conv_8ch_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, Tiling tl, int K,
                     ops::Activation act, float slope) {
   __shared__ alignas(16) T in_s[2][kMaxFootprint * 8];  // this tile's footprint and the next's
@@ -40,10 +42,11 @@ __global__ void __launch_bounds__(kBlockThreads)
   const int k0 = blockIdx.y * kGroupChannels + warp * 16;  // this warp's first output channel
 
   const FootprintWalk walk(tl);
+  FootprintLoader<T, kC> footprint;
   int n, p0, q0;
   if (blockIdx.x < tl.total) {
     tl.locate(blockIdx.x, n, p0, q0);
-    load_footprint_async(x, in_s[0], tl, walk, n, p0, q0);
+    footprint.issue(x, in_s[0], tl, walk, n, p0, q0);
   }
   copy_async_commit();
 
@@ -73,13 +76,15 @@ __global__ void __launch_bounds__(kBlockThreads)
 
   int buf = 0;
   for (int tile = blockIdx.x; tile < tl.total; tile += gridDim.x, buf ^= 1) {
-    // The next tile's footprint goes into the other buffer, which every thread finished reading
-    // before the previous tile's second barrier.
+    // This tile's footprint, issued an iteration ago, lands (registers to shared memory; nothing
+    // to do for cp.async) before the next one's is issued. The next tile's goes into the other
+    // buffer, which every thread finished reading before the previous tile's second barrier.
+    footprint.finish(in_s[buf], tl, walk);
     const int next = tile + gridDim.x;
     if (next < tl.total) {
       int nn, np0, nq0;
       tl.locate(next, nn, np0, nq0);
-      load_footprint_async(x, in_s[buf ^ 1], tl, walk, nn, np0, nq0);
+      footprint.issue(x, in_s[buf ^ 1], tl, walk, nn, np0, nq0);
     }
     copy_async_commit();
     // Located again rather than carried over from the previous iteration: carrying it raised
@@ -137,7 +142,9 @@ bool conv8::tiling_for(const Tensor& x, const Tensor& w, const Tensor& y, const 
   if ((dt != DType::F16 && dt != DType::BF16) || w.dtype() != dt || y.dtype() != dt) return false;
   for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &w, &y})
     if (t->rank() != 4 || t->format() != MemoryFormat::NHWC || !aligned16(t->data())) return false;
-  if (x.dim(1) != 8 || w.dim(1) != 8 || w.dim(2) != 4 || w.dim(3) != 4 || p.stride != 2 || p.pad != 1) return false;
+  const int64_t C = x.dim(1);
+  if ((C != 1 && C != 3 && C != 8) || w.dim(1) != 8 || w.dim(2) != 4 || w.dim(3) != 4 || p.stride != 2 || p.pad != 1)
+    return false;
   const int64_t K = w.dim(0);
   if (K % kGroupChannels != 0 || K / kGroupChannels > 65535 || y.dim(1) != K || y.dim(0) != x.dim(0)) return false;
   return choose_tiling(x.dim(0), x.dim(2), x.dim(3), y.dim(2), y.dim(3), tl);
@@ -151,11 +158,14 @@ bool conv2d_forward_8ch(const Tensor& x, const Tensor& w, Tensor& y, const Conv2
   const ops::Activation kind = act ? act->kind : ops::Activation::ReLU;
   const float slope = act ? act->negative_slope : 0.f;
   GE_DISPATCH_HALF(x.dtype(), T, {
-    auto kernel = act ? conv_8ch_kernel<T, true> : conv_8ch_kernel<T, false>;
-    const dim3 grid(static_cast<unsigned>(grid_blocks(kernel, 0, x.device().index, tl.total)),
-                    static_cast<unsigned>(K / kGroupChannels));
-    kernel<<<grid, kBlockThreads, 0, stream_of(x)>>>(x.data_as<T>(), w.data_as<T>(), y.data_as<T>(), tl, K, kind,
-                                                     slope);
+    dispatch_channels(static_cast<int>(x.dim(1)), [&](auto channels) {
+      constexpr int kC = decltype(channels)::value;
+      auto kernel = act ? conv_8ch_kernel<T, true, kC> : conv_8ch_kernel<T, false, kC>;
+      const dim3 grid(static_cast<unsigned>(grid_blocks(kernel, 0, x.device().index, tl.total)),
+                      static_cast<unsigned>(K / kGroupChannels));
+      kernel<<<grid, kBlockThreads, 0, stream_of(x)>>>(x.data_as<T>(), w.data_as<T>(), y.data_as<T>(), tl, K, kind,
+                                                       slope);
+    });
   });
   CUDA_CHECK_LAUNCH();
   return true;

@@ -1,7 +1,8 @@
 // Hand-written convolutions for the 8-channel layers of the DCGAN: D's first layer and G's last
-// (a 4x4, stride-2, pad-1 convolution of an NHWC half tensor whose 3 image channels are padded
-// to 8, into 64 channels; G's transposed convolution is that convolution's adjoint, so its
-// backward-data is this forward and its backward-filter this backward-filter). cuDNN's
+// (a 4x4, stride-2, pad-1 convolution of an NHWC half tensor with 8 channels, or with an image
+// batch's own 1 or 3 channels read as 8 with zeros, into 64 channels; G's transposed
+// convolution is that convolution's adjoint, so its backward-data is this forward and its
+// backward-filter this backward-filter). cuDNN's
 // choices for these shapes ran at 17-24% Tensor Core activity on the H200 (ncu, batch 1024:
 // 159 us per forward, 138 us per backward-filter; moving the 192 MB either reads once at about
 // 4 TB/s would take some 50 us, an estimate).
@@ -14,8 +15,9 @@ namespace gpu {
 // GANENGINE_CONV_8CH=off leaves every convolution to cuDNN.
 bool conv_8ch_enabled();
 // The kernels handle f16/bf16 NHWC convolutions (x the 8-channel side, y the 64k-channel side)
-// with 8 input channels, a 4x4 kernel, stride 2, pad 1, output channels a multiple of 64 and
-// output pixels per image a multiple of 64 in whole rows or 64-wide row segments.
+// with 8 input channels (x may hold 1 or 3 of them, the rest zeros), a 4x4 kernel, stride 2,
+// pad 1, output channels a multiple of 64 and output pixels per image a multiple of 64 in whole
+// rows or 64-wide row segments.
 
 // y = act(conv2d(x, w)) (act nullptr: no activation), the convolution rounded to the dtype
 // before the activation, as the two ops in sequence; true when it ran, false to leave it to cuDNN.

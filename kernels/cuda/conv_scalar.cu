@@ -145,10 +145,10 @@ bool conv2d_backward_filter_scalar(const Tensor& x, const Tensor& dy, Tensor& dw
   GE_DISPATCH_HALF(x.dtype(), T, {
     constexpr int threads = 128;
     const dim3 grid(static_cast<unsigned>(ceil_div(K / kPack, threads)), static_cast<unsigned>(slices));
-    scalar_backward_filter_kernel<T><<<grid, threads, 0, ctx.stream>>>(x.data_as<T>(), dy.data_as<T>(), partial, N,
+    scalar_backward_filter_kernel<T><<<grid, threads, 0, ctx.stream()>>>(x.data_as<T>(), dy.data_as<T>(), partial, N,
                                                                        static_cast<int>(K), slices);
     CUDA_CHECK_LAUNCH();
-    scalar_sum_slices_kernel<T><<<static_cast<unsigned>(ceil_div(K, kThreads)), kThreads, 0, ctx.stream>>>(
+    scalar_sum_slices_kernel<T><<<static_cast<unsigned>(ceil_div(K, kThreads)), kThreads, 0, ctx.stream()>>>(
         partial, slices, static_cast<int>(K), dw.data_as<T>(), beta);
   });
   CUDA_CHECK_LAUNCH();

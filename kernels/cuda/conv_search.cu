@@ -114,10 +114,10 @@ std::vector<Candidate> ranked_candidates(const ConvPlan& plan, ConvPass pass, co
       cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
       if (find)
         CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
-            ctx.cudnn, plan.x_desc.get(), x.data(), plan.w_desc.get(), w.data(), plan.conv_desc.get(),
+            ctx.cudnn(), plan.x_desc.get(), x.data(), plan.w_desc.get(), w.data(), plan.conv_desc.get(),
             plan.y_desc.get(), out, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf, ws, cap));
       else
-        CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(ctx.cudnn, plan.x_desc.get(), plan.w_desc.get(),
+        CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(ctx.cudnn(), plan.x_desc.get(), plan.w_desc.get(),
                                                            plan.conv_desc.get(), plan.y_desc.get(),
                                                            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf));
       return candidates_of(perf, n);
@@ -126,10 +126,10 @@ std::vector<Candidate> ranked_candidates(const ConvPlan& plan, ConvPass pass, co
       cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
       if (find)
         CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
-            ctx.cudnn, plan.w_desc.get(), w.data(), plan.y_desc.get(), y.data(), plan.conv_desc.get(),
+            ctx.cudnn(), plan.w_desc.get(), w.data(), plan.y_desc.get(), y.data(), plan.conv_desc.get(),
             plan.x_desc.get(), out, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf, ws, cap));
       else
-        CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(ctx.cudnn, plan.w_desc.get(), plan.y_desc.get(),
+        CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(ctx.cudnn(), plan.w_desc.get(), plan.y_desc.get(),
                                                                 plan.conv_desc.get(), plan.x_desc.get(),
                                                                 CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf));
       return candidates_of(perf, n);
@@ -138,11 +138,11 @@ std::vector<Candidate> ranked_candidates(const ConvPlan& plan, ConvPass pass, co
       cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
       if (find)
         CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
-            ctx.cudnn, plan.x_desc.get(), x.data(), plan.y_desc.get(), y.data(), plan.conv_desc.get(),
+            ctx.cudnn(), plan.x_desc.get(), x.data(), plan.y_desc.get(), y.data(), plan.conv_desc.get(),
             plan.w_desc.get(), out, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf, ws, cap));
       else
         CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-            ctx.cudnn, plan.x_desc.get(), plan.y_desc.get(), plan.conv_desc.get(), plan.w_desc.get(),
+            ctx.cudnn(), plan.x_desc.get(), plan.y_desc.get(), plan.conv_desc.get(), plan.w_desc.get(),
             CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf));
       return candidates_of(perf, n);
     }
@@ -176,10 +176,10 @@ double time_choice(const ConvPlan& plan, ConvPass pass, const Tensor& x, const T
     return run_pass(plan, pass, x.data(), w.data(), y.data(), out, ws, plan.workspace_bytes, 0.f, ctx);
   };
   if (run() != CUDNN_STATUS_SUCCESS) return std::numeric_limits<double>::infinity();
-  CUDA_CHECK(cudaEventRecord(ev.start, ctx.stream));
+  CUDA_CHECK(cudaEventRecord(ev.start, ctx.stream()));
   for (int r = 0; r < kTimedRuns; ++r)
     if (run() != CUDNN_STATUS_SUCCESS) return std::numeric_limits<double>::infinity();
-  CUDA_CHECK(cudaEventRecord(ev.stop, ctx.stream));
+  CUDA_CHECK(cudaEventRecord(ev.stop, ctx.stream()));
   CUDA_CHECK(cudaEventSynchronize(ev.stop));
   float ms = 0.f;
   CUDA_CHECK(cudaEventElapsedTime(&ms, ev.start, ev.stop));
@@ -208,17 +208,17 @@ std::string search_policy() {
 cudnnStatus_t workspace_needed(const ConvPlan& plan, ConvPass pass, CudaContext& ctx, size_t* needed) {
   switch (pass) {
     case ConvPass::Forward:
-      return cudnnGetConvolutionForwardWorkspaceSize(ctx.cudnn, plan.x_desc.get(), plan.w_desc.get(),
+      return cudnnGetConvolutionForwardWorkspaceSize(ctx.cudnn(), plan.x_desc.get(), plan.w_desc.get(),
                                                      plan.conv_desc.get(), plan.y_desc.get(),
                                                      static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo), needed);
     case ConvPass::BackwardData:
-      return cudnnGetConvolutionBackwardDataWorkspaceSize(ctx.cudnn, plan.w_desc.get(), plan.y_desc.get(),
+      return cudnnGetConvolutionBackwardDataWorkspaceSize(ctx.cudnn(), plan.w_desc.get(), plan.y_desc.get(),
                                                           plan.conv_desc.get(), plan.x_desc.get(),
                                                           static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo),
                                                           needed);
     default:
       return cudnnGetConvolutionBackwardFilterWorkspaceSize(
-          ctx.cudnn, plan.x_desc.get(), plan.y_desc.get(), plan.conv_desc.get(), plan.w_desc.get(),
+          ctx.cudnn(), plan.x_desc.get(), plan.y_desc.get(), plan.conv_desc.get(), plan.w_desc.get(),
           static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo), needed);
   }
 }
@@ -240,15 +240,15 @@ cudnnStatus_t run_pass(const ConvPlan& plan, ConvPass pass, const void* x, const
   const float alpha = 1.f;
   switch (pass) {
     case ConvPass::Forward:
-      return cudnnConvolutionForward(ctx.cudnn, &alpha, plan.x_desc.get(), x, plan.w_desc.get(), w,
+      return cudnnConvolutionForward(ctx.cudnn(), &alpha, plan.x_desc.get(), x, plan.w_desc.get(), w,
                                      plan.conv_desc.get(), static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo),
                                      workspace, workspace_bytes, &beta, plan.y_desc.get(), out);
     case ConvPass::BackwardData:
-      return cudnnConvolutionBackwardData(ctx.cudnn, &alpha, plan.w_desc.get(), w, plan.y_desc.get(), y,
+      return cudnnConvolutionBackwardData(ctx.cudnn(), &alpha, plan.w_desc.get(), w, plan.y_desc.get(), y,
                                           plan.conv_desc.get(), static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo),
                                           workspace, workspace_bytes, &beta, plan.x_desc.get(), out);
     default:
-      return cudnnConvolutionBackwardFilter(ctx.cudnn, &alpha, plan.x_desc.get(), x, plan.y_desc.get(), y,
+      return cudnnConvolutionBackwardFilter(ctx.cudnn(), &alpha, plan.x_desc.get(), x, plan.y_desc.get(), y,
                                             plan.conv_desc.get(),
                                             static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo), workspace,
                                             workspace_bytes, &beta, plan.w_desc.get(), out);
@@ -257,6 +257,8 @@ cudnnStatus_t run_pass(const ConvPlan& plan, ConvPass pass, const void* x, const
 
 void search_algorithm(ConvPlan& plan, ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& y, void* out,
                       bool fma_only, bool deterministic_only, CudaContext& ctx) {
+  // Work queued on the other lane (cuda_context.h) would share the GPU with the timed runs.
+  synchronize(ctx.device);
   const SearchWorkspace ws;
   const bool prefer_tensor_ops = x.dtype() != DType::F32 && tensor_op_only();
   bool chosen = false;

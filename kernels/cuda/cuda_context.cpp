@@ -29,18 +29,43 @@ void synchronize(Device d) {
   if (d.is_cuda()) gpu::synchronize(d.index);
 }
 
-size_t cuda_workspace_bytes(int device_index) { return gpu::context(device_index).workspace_bytes; }
+size_t cuda_workspace_bytes(int device_index) {
+  const gpu::CudaContext& ctx = gpu::context(device_index);
+  return ctx.lanes[0].workspace_bytes + ctx.lanes[1].workspace_bytes;
+}
 
 void cuda_release_workspace(int device_index) {
   gpu::CudaContext& ctx = gpu::context(device_index);
-  if (!ctx.workspace || ctx.workspace_pins > 0) return;
-  CUDA_CHECK(cudaStreamSynchronize(ctx.stream));  // queued work may still use it
-  CUDA_CHECK(cudaFree(ctx.workspace));
-  ctx.workspace = nullptr;
-  ctx.workspace_bytes = 0;
+  if (ctx.workspace_pins > 0) return;
+  for (gpu::LaneState& lane : ctx.lanes) {
+    if (!lane.workspace) continue;
+    CUDA_CHECK(cudaStreamSynchronize(lane.stream));  // queued work may still use it
+    CUDA_CHECK(cudaFree(lane.workspace));
+    lane.workspace = nullptr;
+    lane.workspace_bytes = 0;
+  }
 }
 
 namespace gpu {
+
+namespace {
+thread_local Lane g_current_lane = Lane::Main;
+
+void create_lane(LaneState& lane) {
+  CUDA_CHECK(cudaStreamCreateWithFlags(&lane.stream, cudaStreamNonBlocking));
+  CUDNN_CHECK(cudnnCreate(&lane.cudnn));
+  CUDNN_CHECK(cudnnSetStream(lane.cudnn, lane.stream));
+}
+}  // namespace
+
+Lane current_lane() { return g_current_lane; }
+void set_current_lane(Lane lane) { g_current_lane = lane; }
+
+LaneState& CudaContext::lane(Lane l) {
+  LaneState& s = lanes[static_cast<size_t>(l)];
+  if (!s.stream) create_lane(s);  // only the side lane gets here: the main one exists from the start
+  return s;
+}
 
 CudaContext& context(int device_index) {
   static std::mutex mu;
@@ -56,56 +81,62 @@ CudaContext& context(int device_index) {
     ctx = new CudaContext;
     ctx->device = device_index;
     CUDA_CHECK(cudaSetDevice(device_index));
-    CUDA_CHECK(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
-    CUDNN_CHECK(cudnnCreate(&ctx->cudnn));
-    CUDNN_CHECK(cudnnSetStream(ctx->cudnn, ctx->stream));
+    create_lane(ctx->lanes[0]);
     CUBLAS_CHECK(cublasCreate(&ctx->cublas));
-    CUBLAS_CHECK(cublasSetStream(ctx->cublas, ctx->stream));
+    CUBLAS_CHECK(cublasSetStream(ctx->cublas, ctx->lanes[0].stream));
   }
   CUDA_CHECK(cudaSetDevice(device_index));
   return *ctx;
 }
 
 void* workspace(CudaContext& ctx, size_t bytes) {
-  if (bytes <= ctx.workspace_bytes) return ctx.workspace;
+  LaneState& lane = ctx.current();
+  if (bytes <= lane.workspace_bytes) return lane.workspace;
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  CUDA_CHECK(cudaStreamIsCapturing(ctx.stream, &capture));
+  CUDA_CHECK(cudaStreamIsCapturing(lane.stream, &capture));
   if (capture != cudaStreamCaptureStatusNone)
-    fail("the cuDNN workspace of cuda:", ctx.device, " would have to grow from ", ctx.workspace_bytes, " to ", bytes,
+    fail("the cuDNN workspace of cuda:", ctx.device, " would have to grow from ", lane.workspace_bytes, " to ", bytes,
          " bytes during CUDA graph capture, which cannot synchronise or allocate: run more warm-up steps with the "
          "same shapes before capturing");
   // Growing means freeing the old buffer, which may still be read by queued work.
-  CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
-  if (ctx.workspace) {
+  CUDA_CHECK(cudaStreamSynchronize(lane.stream));
+  if (lane.workspace) {
     if (ctx.workspace_pins > 0)
-      ctx.retired_workspaces.push_back(ctx.workspace);  // a live CUDA graph still uses it
+      lane.retired_workspaces.push_back(lane.workspace);  // a live CUDA graph still uses it
     else
-      CUDA_CHECK(cudaFree(ctx.workspace));
-    ctx.workspace = nullptr;
-    ctx.workspace_bytes = 0;
+      CUDA_CHECK(cudaFree(lane.workspace));
+    lane.workspace = nullptr;
+    lane.workspace_bytes = 0;
   }
   size_t want = ((bytes + (1 << 20) - 1) >> 20) << 20;
-  CUDA_CHECK(cudaMalloc(&ctx.workspace, want));
-  ctx.workspace_bytes = want;
-  return ctx.workspace;
+  CUDA_CHECK(cudaMalloc(&lane.workspace, want));
+  lane.workspace_bytes = want;
+  return lane.workspace;
 }
 
 void pin_workspace(CudaContext& ctx) { ++ctx.workspace_pins; }
 
 void unpin_workspace(CudaContext& ctx) {
   if (ctx.workspace_pins > 0) --ctx.workspace_pins;
-  if (ctx.workspace_pins > 0 || ctx.retired_workspaces.empty()) return;
-  // No graph refers to the retired buffers any more; queued work might still.
-  if (cudaStreamSynchronize(ctx.stream) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return;  // keep them: freeing memory the device may still read is worse than a leak
+  if (ctx.workspace_pins > 0) return;
+  for (LaneState& lane : ctx.lanes) {
+    if (lane.retired_workspaces.empty()) continue;
+    // No graph refers to the retired buffers any more; queued work might still.
+    if (cudaStreamSynchronize(lane.stream) != cudaSuccess) {
+      (void)cudaGetLastError();
+      continue;  // keep them: freeing memory the device may still read is worse than a leak
+    }
+    for (void* p : lane.retired_workspaces) (void)cudaFree(p);
+    lane.retired_workspaces.clear();
   }
-  for (void* p : ctx.retired_workspaces) (void)cudaFree(p);
-  ctx.retired_workspaces.clear();
   (void)cudaGetLastError();
 }
 
-void synchronize(int device_index) { CUDA_CHECK(cudaStreamSynchronize(context(device_index).stream)); }
+void synchronize(int device_index) {
+  CudaContext& ctx = context(device_index);
+  for (LaneState& lane : ctx.lanes)
+    if (lane.stream) CUDA_CHECK(cudaStreamSynchronize(lane.stream));
+}
 
 }  // namespace gpu
 }  // namespace ge

@@ -35,7 +35,7 @@ void CudaGraph::capture(Device device, const std::function<void()>& body) {
   reset();
   gpu::CudaContext& ctx = gpu::context(device.index);
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  CUDA_CHECK(cudaStreamIsCapturing(ctx.stream, &status));
+  CUDA_CHECK(cudaStreamIsCapturing(ctx.main_stream(), &status));
   GE_CHECK(status == cudaStreamCaptureStatusNone, "CUDA graph capture on cuda:", device.index,
            " while its stream is already being captured");
   // Any error still pending from earlier work would be misread as a capture failure.
@@ -46,10 +46,10 @@ void CudaGraph::capture(Device device, const std::function<void()>& body) {
   gpu::pin_workspace(ctx);
   pinned_workspace_ = true;
   try {
-    CUDA_CHECK(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeThreadLocal));
+    CUDA_CHECK(cudaStreamBeginCapture(ctx.main_stream(), cudaStreamCaptureModeThreadLocal));
     body();
     cudaGraph_t graph = nullptr;
-    const cudaError_t ended = cudaStreamEndCapture(ctx.stream, &graph);
+    const cudaError_t ended = cudaStreamEndCapture(ctx.main_stream(), &graph);
     graph_ = graph;
     cuda_allocator_end_graph_pool(device_);
     if (ended != cudaSuccess || graph == nullptr)
@@ -62,7 +62,7 @@ void CudaGraph::capture(Device device, const std::function<void()>& body) {
     CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &n));
     nodes_ = n;
   } catch (...) {
-    abandon_capture(ctx.stream);
+    abandon_capture(ctx.main_stream());
     // Nothing was launched: the pool's blocks can go back to the cache at once.
     if (exec_) (void)cudaGraphExecDestroy(exec_);
     if (graph_) (void)cudaGraphDestroy(graph_);
@@ -81,7 +81,7 @@ void CudaGraph::capture(Device device, const std::function<void()>& body) {
 void CudaGraph::replay() {
   GE_CHECK(exec_ != nullptr, "CudaGraph::replay before a successful capture");
   gpu::CudaContext& ctx = gpu::context(device_);
-  CUDA_CHECK(cudaGraphLaunch(exec_, ctx.stream));
+  CUDA_CHECK(cudaGraphLaunch(exec_, ctx.main_stream()));
 }
 
 void CudaGraph::reset() {
@@ -89,7 +89,7 @@ void CudaGraph::reset() {
   gpu::CudaContext& ctx = gpu::context(device_);
   if (exec_ || graph_) {
     // A replay may still be running: its buffers go back to the cache only once it is done.
-    const cudaError_t synced = cudaStreamSynchronize(ctx.stream);
+    const cudaError_t synced = cudaStreamSynchronize(ctx.main_stream());
     if (exec_) (void)cudaGraphExecDestroy(exec_);
     if (graph_) (void)cudaGraphDestroy(graph_);
     exec_ = nullptr;

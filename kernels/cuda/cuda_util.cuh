@@ -121,7 +121,7 @@ inline bool same_element_order(const Tensor& a, const Tensor& b) {
   return !reorders_elements(a) || a.shape() == b.shape();
 }
 
-inline cudaStream_t stream_of(const Tensor& t) { return context(t.device().index).stream; }
+inline cudaStream_t stream_of(const Tensor& t) { return context(t.device().index).stream(); }
 
 }  // namespace gpu
 }  // namespace ge

@@ -159,7 +159,7 @@ void gather_normalize(const Tensor& images, const int64_t* order, Tensor& out) {
   // The source is HWC per image: NHWC output has its element order, and so does NCHW output
   // when either the channel axis or the pixel axis is trivial.
   const bool same_order = out.format() == MemoryFormat::NHWC || channels == 1 || plane == 1;
-  cudaStream_t stream = context(out.device().index).stream;  // also makes that device current
+  cudaStream_t stream = context(out.device().index).stream();  // also makes that device current
   GE_DISPATCH_FLOAT(out.dtype(), T, launch<T>(images.data_as<uint8_t>(), order, out.data_as<T>(), n, channels,
                                               plane, same_order, stream));
 }

@@ -35,7 +35,7 @@ double measure_half_gemm_tflops(Device d, DType half) {
   };
   // Warm-up: loads the kernel, lets cuBLAS pick it and allocate its workspace, raises clocks.
   for (int i = 0; i < kWarmup; ++i) gemm(i);
-  CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+  CUDA_CHECK(cudaStreamSynchronize(ctx.main_stream()));
   std::vector<double> ms = time_on_stream_ms(d, kTimed, gemm);
   std::sort(ms.begin(), ms.end());
   const double median = (ms[kTimed / 2 - 1] + ms[kTimed / 2]) / 2;

@@ -14,19 +14,19 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size
     // memory is reused in its own device's stream order as soon as its tensor is freed, which the
     // destination's stream knows nothing of (the H200 test that hands one GPU's training state to
     // replicas on two read a freed and reused block here before the copy waited).
-    CUDA_CHECK(cudaStreamSynchronize(context(src_dev.index).stream));
-    CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_dev.index, src, src_dev.index, bytes, ctx.stream));
-    CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+    CUDA_CHECK(cudaStreamSynchronize(context(src_dev.index).stream()));
+    CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_dev.index, src, src_dev.index, bytes, ctx.stream()));
+    CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
   } else {
-    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, ctx.stream));
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, ctx.stream()));
   }
   // A host destination (or pageable host source) must be complete before the caller reads it.
-  if (dst_dev.is_cpu() || src_dev.is_cpu()) CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+  if (dst_dev.is_cpu() || src_dev.is_cpu()) CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
 }
 
 void zero_bytes(void* dst, Device dev, size_t bytes) {
   if (bytes == 0) return;
-  CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, context(dev.index).stream));
+  CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, context(dev.index).stream()));
 }
 
 }  // namespace gpu

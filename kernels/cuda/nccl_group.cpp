@@ -101,7 +101,7 @@ class NcclReplicaGroup : public ReplicaGroup {
   void reduce(const std::vector<Tensor>& tensors, ncclRedOp_t op) {
     if (aborted_) fail("NCCL replica ", rank_, ": the group was aborted after another replica failed");
     const Nccl& n = nccl();
-    cudaStream_t stream = gpu::context(device_.index).stream;
+    cudaStream_t stream = gpu::context(device_.index).stream();
     check(n.group_start(), "ncclGroupStart");
     for (const Tensor& t : tensors) {
       GE_CHECK(t.device() == device_, "NCCL all-reduce on ", device_.str(), " of a tensor on ", t.device().str());

@@ -8,8 +8,14 @@
 namespace ge {
 
 // NVTX is header-only: without a profiler attached these calls return at once.
-ProfileRange::ProfileRange(const char* name) { nvtxRangePushA(name); }
-ProfileRange::~ProfileRange() { nvtxRangePop(); }
+ProfileRange::ProfileRange(const char* name) {
+  nvtxRangePushA(name);
+  push_profile_phase(name);
+}
+ProfileRange::~ProfileRange() {
+  pop_profile_phase();
+  nvtxRangePop();
+}
 
 void profiler_start() { CUDA_CHECK(cudaProfilerStart()); }
 void profiler_stop() { CUDA_CHECK(cudaProfilerStop()); }

@@ -33,10 +33,10 @@ std::vector<double> time_on_stream_ms(Device d, int windows, const std::function
   Events events(static_cast<size_t>(windows) + 1);
   // Back to back: window w lies between event w and event w+1, so no gap between windows is
   // lost or counted twice, and the host never waits until the last event.
-  CUDA_CHECK(cudaEventRecord(events.ev[0], ctx.stream));
+  CUDA_CHECK(cudaEventRecord(events.ev[0], ctx.main_stream()));
   for (int w = 0; w < windows; ++w) {
     body(w);
-    CUDA_CHECK(cudaEventRecord(events.ev[w + 1], ctx.stream));
+    CUDA_CHECK(cudaEventRecord(events.ev[w + 1], ctx.main_stream()));
   }
   // Also where an error raised asynchronously by the timed work surfaces (errors of the
   // device are sticky and reported by every later synchronising call).

@@ -111,6 +111,7 @@ int run_bench(int argc, char** argv) {
     ("steps", "steps per timed window", cxxopts::value<int>()->default_value("50"))
     ("windows", "timed windows per configuration (the median is reported)", cxxopts::value<int>()->default_value("5"))
     ("ngpu", "data parallel over this many GPUs from --device on (NCCL); --batch-sizes are global batches", cxxopts::value<int>()->default_value("1"))
+    ("memory-breakdown", "after each row, what was in use at its peak memory, by the phase and layer that allocated it")
     ("profile", "start the CUDA profiler for each configuration's timed steps only (nsys --capture-range=cudaProfilerApi, ncu --profile-from-start off)")
     ("json", "also write the rows, the GPU and library versions and the date to this file", cxxopts::value<std::string>()->default_value(""))
     ("device", "cuda | cuda:K", cxxopts::value<std::string>()->default_value("cuda:0"))
@@ -187,6 +188,7 @@ int run_bench(int argc, char** argv) {
   cfg.windows = run.windows;
   cfg.profile = r.count("profile") > 0;
   cfg.replicas = run.ngpu;
+  cfg.memory_breakdown = r.count("memory-breakdown") > 0;
   std::vector<BenchRow> plan;  // opt level, then batch size, then graph mode
   for (OptLevel level : levels)
     for (int64_t batch : batches)
@@ -211,6 +213,7 @@ int run_bench(int argc, char** argv) {
     }
     run.rows.push_back(row);
     std::printf("%s\n", bench_row_line(run, row).c_str());
+    if (row.ok && cfg.memory_breakdown) std::printf("%s", row.result.memory_breakdown.c_str());
     std::fflush(stdout);
     // Rewritten after every row, so a run that dies later still leaves what it measured.
     if (!json_path.empty()) write_file_atomically(json_path, bench_json(run, false));

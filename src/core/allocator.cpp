@@ -46,6 +46,8 @@ void device_free(Device d, void* p, size_t bytes) {
 AllocatorStats cuda_allocator_stats(int) { return {}; }
 void cuda_allocator_release_cached(int) {}
 void cuda_allocator_reset_peak(int) {}
+void cuda_allocator_trace_peak(int, bool) {}
+std::string cuda_allocator_peak_breakdown(int) { return ""; }
 size_t cuda_workspace_bytes(int) { return 0; }
 void cuda_release_workspace(int) {}
 #endif

@@ -47,7 +47,9 @@ void floating4(const char* op, const Tensor& t) {
   GE_CHECK(t.rank() == 4 && is_floating(t.dtype()), op, ": expected a 4-D floating tensor, got ", t.str());
 }
 
-void check_conv(const char* op, const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p) {
+// x_may_be_narrower: forward and backward-filter take an x with fewer channels than w (ops.h).
+void check_conv(const char* op, const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p,
+                bool x_may_be_narrower = false) {
   same_device(op, {&x, &w, &y});
   floating4(op, x);
   floating4(op, w);
@@ -55,7 +57,9 @@ void check_conv(const char* op, const Tensor& x, const Tensor& w, const Tensor& 
   GE_CHECK(x.dtype() == w.dtype() && x.dtype() == y.dtype(), op, ": dtypes differ: ", x.str(), ", ",
            w.str(), ", ", y.str());
   GE_CHECK(p.stride >= 1 && p.pad >= 0, op, ": stride ", p.stride, " pad ", p.pad);
-  GE_CHECK(w.dim(1) == x.dim(1) && w.dim(0) == y.dim(1) && x.dim(0) == y.dim(0), op, ": x ", x.str(),
+  GE_CHECK((w.dim(1) == x.dim(1) || (x_may_be_narrower && x.dim(1) < w.dim(1))) && w.dim(0) == y.dim(1) &&
+               x.dim(0) == y.dim(0),
+           op, ": x ", x.str(),
            " w ", w.str(), " y ", y.str());
   GE_CHECK(conv_out_size(x.dim(2), w.dim(2), p.stride, p.pad) == y.dim(2) &&
                conv_out_size(x.dim(3), w.dim(3), p.stride, p.pad) == y.dim(3),
@@ -63,10 +67,20 @@ void check_conv(const char* op, const Tensor& x, const Tensor& w, const Tensor& 
            p.pad);
 }
 
+// x with the channels it lacks against w as zeros, on the CPU (whose kernels read them all);
+// the GPU backend handles a narrower x itself.
+Tensor with_weight_channels(const Tensor& x, const Tensor& w) {
+  if (x.device().is_cuda() || x.dim(1) == w.dim(1)) return x;
+  Tensor out = Tensor::empty({x.dim(0), w.dim(1), x.dim(2), x.dim(3)}, x.dtype(), x.device(), x.format());
+  copy_padded(x, out);
+  return out;
+}
+
 }  // namespace
 
-void conv2d_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p) {
-  check_conv("conv2d_forward", x, w, y, p);
+void conv2d_forward(const Tensor& x_in, const Tensor& w, Tensor& y, const Conv2dParams& p) {
+  check_conv("conv2d_forward", x_in, w, y, p, /*x_may_be_narrower=*/true);
+  const Tensor x = with_weight_channels(x_in, w);
   GE_DISPATCH(x, conv2d_forward(x, w, y, p));
 }
 
@@ -75,20 +89,23 @@ void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const C
   GE_DISPATCH(dy, conv2d_backward_data(dy, w, dx, p));
 }
 
-void conv2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw, const Conv2dParams& p, float beta) {
-  check_conv("conv2d_backward_filter", x, dw, dy, p);
+void conv2d_backward_filter(const Tensor& x_in, const Tensor& dy, Tensor& dw, const Conv2dParams& p, float beta) {
+  check_conv("conv2d_backward_filter", x_in, dw, dy, p, /*x_may_be_narrower=*/true);
+  const Tensor x = with_weight_channels(x_in, dw);
   GE_DISPATCH(x, conv2d_backward_filter(x, dy, dw, p, beta));
 }
 
-void conv2d_activation_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p,
+void conv2d_activation_forward(const Tensor& x_in, const Tensor& w, Tensor& y, const Conv2dParams& p,
                                const FusedActivation& act) {
-  check_conv("conv2d_activation_forward", x, w, y, p);
+  check_conv("conv2d_activation_forward", x_in, w, y, p, /*x_may_be_narrower=*/true);
+  const Tensor x = with_weight_channels(x_in, w);
   GE_DISPATCH(x, conv2d_activation_forward(x, w, y, p, act));
 }
 
-void conv2d_activation_backward_filter(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dw,
+void conv2d_activation_backward_filter(const Tensor& x_in, const Tensor& y, const Tensor& dy, Tensor& dw,
                                        const Conv2dParams& p, const FusedActivation& act, float beta) {
-  check_conv("conv2d_activation_backward_filter", x, dw, dy, p);
+  check_conv("conv2d_activation_backward_filter", x_in, dw, dy, p, /*x_may_be_narrower=*/true);
+  const Tensor x = with_weight_channels(x_in, dw);
   same_device("conv2d_activation_backward_filter", {&x, &y, &dy, &dw});
   GE_CHECK(y.shape() == dy.shape() && y.dtype() == dy.dtype(), "conv2d_activation_backward_filter: y ", y.str(),
            " and dy ", dy.str(), " must match");

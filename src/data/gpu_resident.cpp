@@ -204,8 +204,8 @@ Tensor GpuResidentSource::batch(int64_t epoch, int64_t index) {
     order_epoch_ = -1;  // until the upload is enqueued
     CUDA_CHECK(cudaEventSynchronize(staging_->copied));
     std::memcpy(staging_->host, order.data(), bytes);
-    CUDA_CHECK(cudaMemcpyAsync(order_.data(), staging_->host, bytes, cudaMemcpyHostToDevice, ctx.stream));
-    CUDA_CHECK(cudaEventRecord(staging_->copied, ctx.stream));
+    CUDA_CHECK(cudaMemcpyAsync(order_.data(), staging_->host, bytes, cudaMemcpyHostToDevice, ctx.main_stream()));
+    CUDA_CHECK(cudaEventRecord(staging_->copied, ctx.main_stream()));
     order_epoch_ = epoch;
   }
   const int64_t begin = index * batch_size_;

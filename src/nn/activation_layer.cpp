@@ -10,7 +10,7 @@ Tensor ActivationLayer::forward(const Tensor& x, bool) {
   return y;
 }
 
-Tensor ActivationLayer::backward(const Tensor& dy, bool, bool) {
+Tensor ActivationLayer::backward(Tensor dy, bool, bool) {
   if (fused_) return dy;
   GE_CHECK(saved_y_.defined(), "activation backward before forward");
   Tensor dx = dy;  // in place: the incoming gradient is not used again

@@ -60,9 +60,13 @@ Tensor BatchNorm2d::forward(const Tensor& x, bool training) {
   return y;
 }
 
-Tensor BatchNorm2d::backward(const Tensor& dy, bool want_param_grads, bool want_input_grad) {
+Tensor BatchNorm2d::backward(Tensor dy, bool want_param_grads, bool want_input_grad) {
   GE_CHECK(saved_x_.defined(), "BatchNorm2d::backward needs a training-mode forward first");
-  Tensor dx = Tensor::empty(saved_x_.shape(), saved_x_.dtype(), where_.device, saved_x_.format());
+  // dx over dy when nobody else holds dy (the kernels read all of dy before writing dx): one
+  // activation-sized buffer less at each BatchNorm's backward, where the step's memory peaks.
+  const bool reuse_dy = dy.sole_owner() && dy.shape() == saved_x_.shape() && dy.dtype() == saved_x_.dtype() &&
+                        dy.format() == saved_x_.format();
+  Tensor dx = reuse_dy ? dy : Tensor::empty(saved_x_.shape(), saved_x_.dtype(), where_.device, saved_x_.format());
   // The batch-statistics backward yields dx, dgamma and dbeta together; when the parameter
   // gradients are not wanted they go to scratch space instead of the parameters.
   Tensor dgamma = want_param_grads ? gamma_.model_grad : Tensor::empty({channels_}, gamma_.value.dtype(), where_.device);

@@ -1,16 +1,31 @@
 #include "ganengine/nn.h"
+#include "ganengine/profiling.h"
 
 namespace ge::nn {
 
+namespace {
+// "main.2 BatchNorm2d(128) forward": the layer's parameter prefix, what it is, and the pass, for
+// Nsight's timeline and the allocator's memory breakdown.
+std::string layer_range(size_t i, const Layer& layer, const char* pass) {
+  return "main." + std::to_string(i) + " " + layer.describe() + " " + pass;
+}
+}  // namespace
+
 Tensor Sequential::forward(const Tensor& x, bool training) {
   Tensor h = x;
-  for (auto& layer : layers_) h = layer->forward(h, training);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    ProfileRange range(layer_range(i, *layers_[i], "forward"));
+    h = layers_[i]->forward(h, training);
+  }
   return h;
 }
 
 Tensor Sequential::backward(const Tensor& dy, bool want_param_grads, bool want_input_grad) {
   Tensor g = dy;
-  for (size_t i = layers_.size(); i-- > 0;) g = layers_[i]->backward(g, want_param_grads, i > 0 || want_input_grad);
+  for (size_t i = layers_.size(); i-- > 0;) {
+    ProfileRange range(layer_range(i, *layers_[i], "backward"));
+    g = layers_[i]->backward(std::move(g), want_param_grads, i > 0 || want_input_grad);
+  }
   return g;
 }
 

@@ -2,6 +2,8 @@
 
 #include "ganengine/trainer.h"
 
+#include "ganengine/concurrent_region.h"
+#include "ganengine/env_choice.h"
 #include "ganengine/profiling.h"
 
 namespace ge {
@@ -15,12 +17,9 @@ constexpr float kReal = 1.f, kFake = 0.f;
 DcganTrainer::DcganTrainer(const TrainerConfig& cfg) : cfg_(cfg), where_(nn::Placement::for_device(cfg.device, cfg.policy.compute_dtype)) {
   G_ = nn::make_generator(cfg_.net, cfg_.policy, where_);
   D_ = nn::make_discriminator(cfg_.net, cfg_.policy, where_);
-  // Fake images stay channel-padded from G's last layer into D's first (a no-op on the CPU).
-  for (auto it = G_->layers().rbegin(); it != G_->layers().rend(); ++it)
-    if (auto* conv = dynamic_cast<nn::Conv2d*>(it->get())) {
-      conv->keep_padded_output(true);
-      break;
-    }
+  // G's last layer does not keep its channel padding (Conv2d::keep_padded_output): the fake
+  // batch takes 3 channels, not 8, for as long as D and G hold it (at batch 1024, 40 MiB less at
+  // the step's peak, for trimming G's output and D's input gradient).
   if (cfg_.sync_batchnorm) {
     if (!cfg_.replicas) fail("--sync-bn synchronises BatchNorm across replicas: it needs --ngpu > 1 or mpirun");
     ReplicaGroup* group = cfg_.replicas;
@@ -76,6 +75,8 @@ void DcganTrainer::scaled_backward(const Tensor& logits, float target, LossId id
   } else {
     D_->backward(dlogits, true, false);  // the input is data or fake.detach(): no input gradient
   }
+  // The filter gradients may still be computing on the side lane (Conv2d::backward).
+  if (ConcurrentRegion* region = ConcurrentRegion::active(cfg_.device)) region->join();
   auto params = owner->params();
   if (forced_[id]) {
     ops::scale_inplace(params.front()->model_grad, INFINITY);
@@ -124,19 +125,27 @@ void DcganTrainer::step_body(const Tensor& real, const Tensor& noise) {
     ops::bce_with_logits_forward(logits, target, err, prob);
   };
 
-  // (1) Update D: maximize log(D(x)) + log(1 - D(G(z))). The NVTX ranges name the phases
-  // for Nsight (profiling.h).
+  // Two lanes (concurrent_region.h): G's forward beside D's pass on the real batch, which it
+  // does not depend on, and each filter gradient beside the rest of its backward pass.
+  const bool side_lane = use_side_lane(real);
+  ConcurrentRegion region(cfg_.device, side_lane);
   Tensor out, fake;
+  auto generate = [&] {
+    ProfileRange r("G_forward");
+    fake = G_->forward(noise, true);
+  };
+
+  // (1) Update D: maximize log(D(x)) + log(1 - D(G(z))). The NVTX ranges name the phases
+  // for Nsight (profiling.h). Without the side lane G's forward comes after D's pass on the
+  // real batch, as in the example, so that their activations are never held at once.
+  if (side_lane) region.on_side({}, generate);
   {
     ProfileRange r("D_real");
     out = D_->forward(real, true);
     loss_forward(out, kReal, kLossDReal);
-    scaled_backward(out, kReal, kLossDReal, /*accumulate=*/false);
+    scaled_backward(out, kReal, kLossDReal, /*accumulate=*/false);  // joins: fake is ready after it
   }
-  {
-    ProfileRange r("G_forward");
-    fake = G_->forward(noise, true);
-  }
+  if (!side_lane) generate();
   {
     ProfileRange r("D_fake");
     out = D_->forward(fake, true);  // on fake.detach(): D's backward stops at its input
@@ -167,6 +176,21 @@ void DcganTrainer::step_body(const Tensor& real, const Tensor& noise) {
     }
     for (int i = 0; i < 3; ++i) record_.slice0(kScale + i, kScale + i + 1).copy_from(scaler_[i].slice0(0, 1));
   }
+}
+
+bool DcganTrainer::use_side_lane(const Tensor& real) const {
+  // Its all-reduces would run on both lanes at once over one NCCL communicator, which NCCL does
+  // not order.
+  if (!cfg_.device.is_cuda() || cfg_.sync_batchnorm) return false;
+  TrainerConfig::SideLane choice = cfg_.side_lane;
+  if (choice == TrainerConfig::SideLane::Auto) {
+    static const std::string env = env_choice("GANENGINE_SIDE_LANE", {"auto", "on", "off"});
+    if (env == "on") choice = TrainerConfig::SideLane::On;
+    if (env == "off") choice = TrainerConfig::SideLane::Off;
+  }
+  if (choice == TrainerConfig::SideLane::Auto)
+    return real.dim(0) * real.dim(2) * real.dim(3) <= TrainerConfig::kSideLaneMaxPixels;
+  return choice == TrainerConfig::SideLane::On;
 }
 
 void DcganTrainer::average_grads(nn::Sequential& net) {
@@ -207,9 +231,29 @@ std::vector<int64_t*> DcganTrainer::batchnorm_counters() {
   return out;
 }
 
+void DcganTrainer::bind_graph_inputs(const Tensor& real, const Tensor& noise) {
+  if (!cfg_.cuda_graph) fail("bind_graph_inputs: the trainer does not run in CUDA graph mode");
+  if (graph_stats_.eager_steps > 0 || graph_stats_.replays > 0)
+    fail("bind_graph_inputs: call it before the first step");
+  GE_CHECK(real.device() == cfg_.device && noise.device() == cfg_.device, "bind_graph_inputs: real ",
+           real.device().str(), " and noise ", noise.device().str(), " must be on the trainer's ", cfg_.device.str());
+  bound_real_ = real;
+  bound_noise_ = noise;
+}
+
 // CUDA graph mode: eager warm-up, one capture, then replays (trainer.h, TrainerConfig::cuda_graph).
 void DcganTrainer::graph_step(const Tensor& real_in, const Tensor& noise_in) {
   const GraphSignature sig = signature(real_in, noise_in);
+  const bool bound_shapes = bound_real_.defined() && sig == signature(bound_real_, bound_noise_);
+  if (bound_shapes && (real_in.data() != bound_real_.data() || noise_in.data() != bound_noise_.data()))
+    fail("step(): the CUDA graph reads the real and noise tensors given to bind_graph_inputs in place; this step "
+         "passed other tensors of the same shapes (fill the bound ones instead)");
+  // The inputs into the graph's buffers, unless they already are those buffers. Stream-ordered:
+  // the copies land after the previous replay has read the inputs, and before this one does.
+  auto fill_inputs = [&] {
+    if (static_real_.data() != real_in.data()) static_real_.copy_from(real_in);
+    if (static_noise_.data() != noise_in.data()) static_noise_.copy_from(noise_in);
+  };
   auto eager = [&] {
     eager_step(real_in, noise_in);
     ++graph_stats_.eager_steps;
@@ -220,10 +264,7 @@ void DcganTrainer::graph_step(const Tensor& real_in, const Tensor& noise_in) {
       eager();  // another batch size (an epoch's last batch): the graph holds only its own shapes
       return;
     }
-    // Stream-ordered: the copies land after the previous replay has read the inputs, and before
-    // this one does.
-    static_real_.copy_from(real_in);
-    static_noise_.copy_from(noise_in);
+    fill_inputs();
     ProfileRange range("graph_replay");
     graph_->replay();
     for (size_t i = 0; i < graph_counters_.size(); ++i) *graph_counters_[i] += graph_counter_steps_[i];
@@ -241,13 +282,14 @@ void DcganTrainer::graph_step(const Tensor& real_in, const Tensor& noise_in) {
       // capture time they would take cached blocks of the sizes the step itself needs (the real
       // batch has the shape of G's output), and the capture would find none left
       // (first H200 run: "allocation of 25165824 bytes during CUDA graph capture" at batch 1024).
-      static_real_ = Tensor::empty(real_in.shape(), real_in.dtype(), cfg_.device, real_in.format());
-      static_noise_ = Tensor::empty(noise_in.shape(), noise_in.dtype(), cfg_.device, noise_in.format());
+      static_real_ = bound_shapes ? bound_real_
+                                  : Tensor::empty(real_in.shape(), real_in.dtype(), cfg_.device, real_in.format());
+      static_noise_ = bound_shapes ? bound_noise_
+                                   : Tensor::empty(noise_in.shape(), noise_in.dtype(), cfg_.device, noise_in.format());
     }
     // Warm up through the same buffers the graph will use, so the cache settles on exactly the
     // capture's allocation pattern.
-    static_real_.copy_from(real_in);
-    static_noise_.copy_from(noise_in);
+    fill_inputs();
     step_body(static_real_, static_noise_);
     ++graph_stats_.eager_steps;
     return;
@@ -255,8 +297,7 @@ void DcganTrainer::graph_step(const Tensor& real_in, const Tensor& noise_in) {
 
   // Capture: the inputs are already in their buffers' shapes; fill them on the stream before
   // the graph's first launch.
-  static_real_.copy_from(real_in);
-  static_noise_.copy_from(noise_in);
+  fill_inputs();
   std::vector<int64_t*> counters = batchnorm_counters();
   std::vector<int64_t> before;
   for (int64_t* c : counters) before.push_back(*c);

@@ -53,6 +53,7 @@ StepBenchResult run_step_bench(const StepBenchConfig& cfg) {
     cuda_release_workspace(d.index);
     cuda_allocator_reset_peak(d.index);
   }
+  cuda_allocator_trace_peak(cfg.device.index, cfg.memory_breakdown);
 
   TrainerConfig tc;
   tc.net = cfg.net;
@@ -75,6 +76,10 @@ StepBenchResult run_step_bench(const StepBenchConfig& cfg) {
     noises.push_back(Tensor::empty({per.batch, cfg.net.nz, 1, 1}, DType::F32, d));
     ops::fill_normal(noises.back(), cfg.seed, /*offset=*/ops::philox_counters_for(reals.back().numel()));
   }
+  // As PyTorch's captured twin (tools/bench_pytorch.py), the graph reads the resident batches
+  // in place.
+  if (cfg.cuda_graph)
+    for (int k = 0; k < R; ++k) replicas->trainer(k).bind_graph_inputs(reals[size_t(k)], noises[size_t(k)]);
   auto steps = [&](int n) {
     replicas->run([&](int k) {
       const size_t i = static_cast<size_t>(k);
@@ -112,6 +117,10 @@ StepBenchResult run_step_bench(const StepBenchConfig& cfg) {
   r.peak_alloc_bytes = cuda_allocator_stats(cfg.device.index).peak_bytes_in_use;
   r.workspace_bytes = cuda_workspace_bytes(cfg.device.index);
   r.device_used_bytes = device_memory(cfg.device).used_bytes();
+  if (cfg.memory_breakdown) {
+    r.memory_breakdown = cuda_allocator_peak_breakdown(cfg.device.index);
+    cuda_allocator_trace_peak(cfg.device.index, false);
+  }
   r.graph = replicas->trainer(0).graph_stats();
   if (cfg.cuda_graph) {
     const int64_t timed = static_cast<int64_t>(cfg.steps) * cfg.windows;
