@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Device call (nvidia-h200-x2), session 6: the whole GPU suite; side by side, alternating so
+# drift hits all alike: an earlier engine (.carry/ganengine_before, built from the commit
+# BENCHMARKS.md names), this one with its side lane off (GANENGINE_SIDE_LANE=off), and this one
+# (side lane on, or LANES_MODE: auto; AB_WHICH picks among serial and lanes);
+# the peak-memory breakdown of O2 at batch 1024 with the side lane on and off (MEM_LANES); with
+# FULL=1 process start to first step and the side-by-side benchmark with PyTorch
+# (tools/bench_suite.sh); last, ncu kernel summaries of O3 (NCU_BATCHES, default none).
+# Everything under $OUT in one archive.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-gpu-logs}; mkdir -p "$OUT/bench"
+source tools/gpu_env.sh
+export GE_TEST_DATA_DIR="$PWD/tests/data" GE_BINARY="$PWD/.carry/ganengine" GANENGINE_CUDNN_CACHE=off
+GE=.carry/ganengine
+if [ "${SUITE:-1}" = 1 ]; then
+  OUT="$OUT/suite" timeout ${SUITE_LIMIT:-220} tools/gpu_suite.sh | tail -1
+  grep -B3 -A12 "ERROR" "$OUT/suite/tests.log" | head -60
+fi
+AB_BATCHES=${AB_BATCHES:-64,256,1024}
+if [ "${AB:-1}" = 1 ]; then
+  for round in 1 2; do
+    for which in $( [ -x .carry/ganengine_before ] && echo before ) ${AB_WHICH:-serial lanes}; do
+      bin=$GE; lane=${LANES_MODE:-on}
+      [ $which = before ] && bin=.carry/ganengine_before
+      [ $which = serial ] && lane=off
+      GANENGINE_SIDE_LANE=$lane timeout 120 $bin bench --opt-level O2,O3 --batch-sizes $AB_BATCHES \
+        --json "$OUT/ab_${which}_$round.json" > "$OUT/ab_${which}_$round.log" 2>&1
+      grep -E "O[23] graph +batch" "$OUT/ab_${which}_$round.log" | sed "s/^/$which $round: /"
+    done
+  done
+fi
+if [ "${MEM:-1}" = 1 ]; then
+  for lane in ${MEM_LANES:-on off}; do
+    GANENGINE_SIDE_LANE=$lane timeout 60 $GE bench --opt-level O2 --batch-sizes 1024 --cuda-graph off,on \
+      --warmup 6 --steps 5 --windows 2 --memory-breakdown > "$OUT/memory_lane_$lane.log" 2>&1
+    grep -E "O2 .*batch|peak .*MiB in use" "$OUT/memory_lane_$lane.log" | sed "s/^/lane $lane: /"
+  done
+fi
+if [ "${FULL:-0}" = 1 ]; then
+  for b in 64 1024; do
+    timeout 60 $GE train --dataset fake --batchSize $b --opt-level O2 --max-steps 2 --outf /tmp/first_$b > "$OUT/first_step_$b.log" 2>&1
+    grep -i "first step\|cuDNN algorithms" "$OUT/first_step_$b.log" | head -3
+  done
+  OUT="$OUT/bench" BENCH_PT_ARGS="--configs graph_half,autocast,half,graph_fp32,fp32 --time-budget ${PT_BUDGET:-120}" \
+    timeout 280 tools/bench_suite.sh > "$OUT/bench/suite.log" 2>&1
+  sed -n '/### Ratios/,/### ganengine/p' "$OUT/bench/bench_compare.md" | grep -E "^\| (64|256|1024) \| (mixed|half)"
+  grep -E "O[0-3] graph +batch" "$OUT/bench/bench_ganengine.log"
+fi
+for b in ${NCU_BATCHES-}; do
+  timeout 100 tools/ncu_kernels.sh O3 $b "$OUT/ncu_O3_$b" $GE > /dev/null 2> "$OUT/ncu_$b.err"; head -24 "$OUT/ncu_O3_$b.txt" | cut -c1-150
+done
+tar czf /tmp/call.tgz -C "$OUT" . && rm -rf "${OUT:?}"/* && mv /tmp/call.tgz "$OUT/"
