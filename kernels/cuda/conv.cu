@@ -194,8 +194,8 @@ void forward_with(const Tensor& x_in, const Tensor& w, Tensor& y, const Conv2dPa
 void backward_filter_with(const Tensor& x_in, const Tensor& dy, Tensor& dw, const Conv2dParams& p, float beta,
                           const ops::FusedActivation* act, const Tensor* y_act) {
   check_conv(x_in, dw, dy, p, ConvPass::BackwardFilter);
-  if (conv2d_backward_filter_8ch(x_in, dy, dw, p, beta, act, y_act)) return;
-  const Tensor x = with_weight_channels(x_in, dw);
+  const Tensor x = with_weight_channels(x_in, dw);  // every kernel here reads 8-channel pixels
+  if (conv2d_backward_filter_8ch(x, dy, dw, p, beta, act, y_act)) return;
   Tensor grad = dy;
   if (act) {
     grad = Tensor::empty(dy.shape(), dy.dtype(), dy.device(), dy.format());

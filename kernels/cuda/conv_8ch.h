@@ -1,9 +1,9 @@
 // Hand-written convolutions for the 8-channel layers of the DCGAN: D's first layer and G's last
-// (a 4x4, stride-2, pad-1 convolution of an NHWC half tensor with 8 channels, or with an image
-// batch's own 1 or 3 channels read as 8 with zeros, into 64 channels; G's transposed
-// convolution is that convolution's adjoint, so its backward-data is this forward and its
-// backward-filter this backward-filter). cuDNN's
-// choices for these shapes ran at 17-24% Tensor Core activity on the H200 (ncu, batch 1024:
+// (a 4x4, stride-2, pad-1 convolution of an NHWC half tensor with 8 channels, or in the
+// forward with an image batch's own 1 or 3 channels read as 8 with zeros, into 64 channels;
+// G's transposed convolution is that convolution's adjoint, so its backward-data is this
+// forward and its backward-filter this backward-filter). cuDNN's choices for these shapes ran
+// at 17-24% Tensor Core activity on the H200 (ncu, batch 1024:
 // 159 us per forward, 138 us per backward-filter; moving the 192 MB either reads once at about
 // 4 TB/s would take some 50 us, an estimate).
 #pragma once
@@ -15,9 +15,9 @@ namespace gpu {
 // GANENGINE_CONV_8CH=off leaves every convolution to cuDNN.
 bool conv_8ch_enabled();
 // The kernels handle f16/bf16 NHWC convolutions (x the 8-channel side, y the 64k-channel side)
-// with 8 input channels (x may hold 1 or 3 of them, the rest zeros), a 4x4 kernel, stride 2,
-// pad 1, output channels a multiple of 64 and output pixels per image a multiple of 64 in whole
-// rows or 64-wide row segments.
+// with 8 input channels (the forward's x may hold 1 or 3 of them, the rest zeros), a 4x4
+// kernel, stride 2, pad 1, output channels a multiple of 64 and output pixels per image a
+// multiple of 64 in whole rows or 64-wide row segments.
 
 // y = act(conv2d(x, w)) (act nullptr: no activation), the convolution rounded to the dtype
 // before the activation, as the two ops in sequence; true when it ran, false to leave it to cuDNN.
@@ -26,7 +26,7 @@ bool conv2d_forward_8ch(const Tensor& x, const Tensor& w, Tensor& y, const Conv2
 
 // dw = beta * dw + backward_filter(x, dy'), where dy' = dy, or with act the activation's
 // gradient given its output y_act, rounded to the dtype (what activation_backward would store).
-// True when it ran; false leaves it to the caller.
+// True when it ran; false leaves it to the caller (always for an x without 8 channels).
 bool conv2d_backward_filter_8ch(const Tensor& x, const Tensor& dy, Tensor& dw, const Conv2dParams& p, float beta,
                                 const ops::FusedActivation* act = nullptr, const Tensor* y_act = nullptr);
 

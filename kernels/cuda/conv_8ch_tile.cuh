@@ -90,9 +90,9 @@ inline bool choose_tiling(int64_t N, int64_t H, int64_t W, int64_t P, int64_t Q,
   return true;
 }
 
-// The tiling of this convolution (x the 8-channel side, with 1, 3 or 8 channels in memory; y the
-// 64k-channel side), or false when the kernels do not handle it (conv_8ch.h) or
-// GANENGINE_CONV_8CH=off. In conv_8ch.cu.
+// The tiling of this convolution (x the 8-channel side, with 1, 3 or 8 channels in memory: the
+// forward reads all three, the backward-filter only 8; y the 64k-channel side), or false when
+// the kernels do not handle it (conv_8ch.h) or GANENGINE_CONV_8CH=off. In conv_8ch.cu.
 bool tiling_for(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p, Tiling& tl);
 
 // Blocks a tile-walking kernel should launch: as many as fit on the GPU at once (each block then
@@ -154,7 +154,8 @@ __device__ __forceinline__ void load_footprint_async(const T* __restrict__ x, T*
   }
 }
 
-// How a tile's input footprint reaches shared memory, by the channels the input holds:
+// How a tile's input footprint reaches shared memory in the forward, by the channels the input
+// holds:
 //  - 8 (a padded tensor): every pixel is one 16-byte cp.async, issued while the block computes
 //    the previous tile (issue); nothing is left to do afterwards (finish).
 //  - fewer (the image batches as they come: 1 or 3 channels, whose 2- or 6-byte pixels cp.async

@@ -48,9 +48,9 @@ __device__ __forceinline__ void load_dy_tile_async(const T* __restrict__ t, T* t
   }
 }
 
-// x (N, H, W, kC; channels kC..7 zeros, FootprintLoader), dy and y_act (N, P, Q, K), NHWC. Grid
-// (blocks walking the tiles, channel groups of 64). partial: (groups, gridDim.x, 64, 128) floats.
-template <class T, bool kActivation, int kC>
+// x (N, H, W, 8), dy and y_act (N, P, Q, K), NHWC. Grid (blocks walking the tiles, channel
+// groups of 64). partial: (groups, gridDim.x, 64, 128) floats.
+template <class T, bool kActivation>
 __global__ void __launch_bounds__(kBlockThreads)
     conv_8ch_wgrad_kernel(const T* __restrict__ x, const T* __restrict__ dy, const T* __restrict__ y_act,
                           float* __restrict__ partial, Tiling tl, int K, ops::Activation act, float slope) {
@@ -64,11 +64,10 @@ __global__ void __launch_bounds__(kBlockThreads)
   const int k0 = blockIdx.y * kGroupChannels;
   float acc[kGroupChannels / 16][kTapsPerWarp][4] = {};
   const FootprintWalk walk(tl);
-  FootprintLoader<T, kC> footprint;
   auto load_tile = [&](int tile, int buf) {
     int n, p0, q0;
     tl.locate(tile, n, p0, q0);
-    footprint.issue(x, in_s(buf), tl, walk, n, p0, q0);
+    load_footprint_async(x, in_s(buf), tl, walk, n, p0, q0);
     load_dy_tile_async(dy, dy_s(buf), tl, K, n, p0, q0, k0);
     if (kActivation) load_dy_tile_async(y_act, y_s(buf), tl, K, n, p0, q0, k0);
   };
@@ -89,7 +88,6 @@ __global__ void __launch_bounds__(kBlockThreads)
   copy_async_commit();
   int buf = 0;
   for (int tile = blockIdx.x; tile < tl.total; tile += gridDim.x, buf ^= 1) {
-    footprint.finish(in_s(buf), tl, walk);  // this tile's footprint, issued an iteration ago, lands
     if (tile + gridDim.x < tl.total) load_tile(tile + gridDim.x, buf ^ 1);  // that buffer is free (barrier below)
     copy_async_commit();
     copy_async_wait<1>();
@@ -176,15 +174,7 @@ __global__ void __launch_bounds__(kSumOutputs* kSumSlices)
   store_float(&dw[index], total);
 }
 
-template <class T, int kC>
-void allow_dynamic_smem_for() {
-  CUDA_CHECK(cudaFuncSetAttribute(conv_8ch_wgrad_kernel<T, true, kC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(smem_bytes(true))));
-  CUDA_CHECK(cudaFuncSetAttribute(conv_8ch_wgrad_kernel<T, false, kC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(smem_bytes(false))));
-}
-
-// Every variant uses more than the 48 KB of shared memory a kernel gets without asking: allow it,
+// Both variants use more than the 48 KB of shared memory a kernel gets without asking: allow it,
 // once per device (the attribute belongs to the device's context).
 template <class T>
 void allow_dynamic_smem(int device) {
@@ -192,9 +182,10 @@ void allow_dynamic_smem(int device) {
   static std::set<int> done;
   std::lock_guard<std::mutex> lock(mu);
   if (done.count(device)) return;
-  dispatch_channels(1, [](auto c) { allow_dynamic_smem_for<T, decltype(c)::value>(); });
-  dispatch_channels(3, [](auto c) { allow_dynamic_smem_for<T, decltype(c)::value>(); });
-  dispatch_channels(8, [](auto c) { allow_dynamic_smem_for<T, decltype(c)::value>(); });
+  CUDA_CHECK(cudaFuncSetAttribute(conv_8ch_wgrad_kernel<T, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(smem_bytes(true))));
+  CUDA_CHECK(cudaFuncSetAttribute(conv_8ch_wgrad_kernel<T, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(smem_bytes(false))));
   done.insert(device);
 }
 
@@ -203,7 +194,10 @@ void allow_dynamic_smem(int device) {
 bool conv2d_backward_filter_8ch(const Tensor& x, const Tensor& dy, Tensor& dw, const Conv2dParams& p, float beta,
                                 const ops::FusedActivation* act, const Tensor* y_act) {
   Tiling tl;
-  if (!tiling_for(x, dw, dy, p, tl)) return false;
+  // 8 channels in memory only: for a 1- or 3-channel input, the forward's register loader made
+  // this kernel slower (H200, batch 1024: 184 us a call against 126 us, more than the 25 us of
+  // a padding copy), so the caller pads (conv.cu).
+  if (x.dim(1) != 8 || !tiling_for(x, dw, dy, p, tl)) return false;
   if (act && (!y_act || y_act->shape() != dy.shape() || y_act->dtype() != dy.dtype() ||
               y_act->format() != dy.format() || !aligned16(y_act->data())))
     return false;
@@ -212,23 +206,20 @@ bool conv2d_backward_filter_8ch(const Tensor& x, const Tensor& dy, Tensor& dw, c
   const ops::Activation kind = act ? act->kind : ops::Activation::ReLU;
   const float slope = act ? act->negative_slope : 0.f;
   GE_DISPATCH_HALF(x.dtype(), T, {
+    auto fused = conv_8ch_wgrad_kernel<T, true>;
+    auto kernel = act ? fused : conv_8ch_wgrad_kernel<T, false>;
+    const size_t smem = smem_bytes(act != nullptr);
     allow_dynamic_smem<T>(x.device().index);
-    // As many blocks as the fused 8-channel kernel fits at once (three per SM on an H200),
-    // whatever the variant: the same blocks sum the same tiles in the same order, so the fused
-    // op is bitwise the two ops in sequence, and an image batch read with its own channels gives
-    // bitwise what its padded copy would. Each block leaves 32 KB of partial sums (13 MB on an
-    // H200), in the cuDNN workspace the other convolutions need anyway.
-    const int blocks = grid_blocks(conv_8ch_wgrad_kernel<T, true, 8>, smem_bytes(true), x.device().index, tl.total);
+    // As many blocks as the fused kernel fits at once (three per SM on an H200), with or
+    // without the activation: the same blocks sum the same tiles in the same order, so the
+    // fused op is bitwise the two ops in sequence. Each block leaves 32 KB of partial sums
+    // (13 MB on an H200), in the cuDNN workspace the other convolutions need anyway.
+    const int blocks = grid_blocks(fused, smem_bytes(true), x.device().index, tl.total);
     float* partial =
         static_cast<float*>(workspace(ctx, static_cast<size_t>(groups) * blocks * kPartial * sizeof(float)));
-    dispatch_channels(static_cast<int>(x.dim(1)), [&](auto channels) {
-      constexpr int kC = decltype(channels)::value;
-      auto kernel = act ? conv_8ch_wgrad_kernel<T, true, kC> : conv_8ch_wgrad_kernel<T, false, kC>;
-      kernel<<<dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(groups)), kBlockThreads,
-               smem_bytes(act != nullptr), ctx.stream()>>>(x.data_as<T>(), dy.data_as<T>(),
-                                                           act ? y_act->data_as<T>() : nullptr, partial, tl, K, kind,
-                                                           slope);
-    });
+    const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(groups));
+    kernel<<<grid, kBlockThreads, smem, ctx.stream()>>>(
+        x.data_as<T>(), dy.data_as<T>(), act ? y_act->data_as<T>() : nullptr, partial, tl, K, kind, slope);
     CUDA_CHECK_LAUNCH();
     sum_partials_kernel<T><<<static_cast<unsigned>(groups * kPartial / kSumOutputs), dim3(kSumOutputs, kSumSlices),
                              0, ctx.stream()>>>(partial, blocks, dw.data_as<T>(), beta);
