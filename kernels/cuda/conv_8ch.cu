@@ -2,12 +2,14 @@
 // y (pixels x 64 channels) = patches (pixels x 128) * w^T (128 = 4 x 4 taps x 8 channels).
 // Warp w of a block owns output channels 16w..16w+15: their weight fragments stay in its
 // registers for the block's whole life, and the block walks tiles of 64 output pixels
-// (conv_8ch_tile.cuh). Per tile the input footprint arrives in shared memory by cp.async,
-// issued while the previous tile is computed; each warp reads its A fragments (16 pixels by one
+// (conv_8ch_tile.cuh). Per tile the input footprint arrives in shared memory by cp.async (or,
+// for 1- and 3-channel inputs, through registers: FootprintLoader), issued while the previous
+// tile is computed; each warp reads its A fragments (16 pixels by one
 // tap pair) straight from the footprint with ldmatrix. The result is rounded to half once (then
 // passed through the fused activation, if any, exactly as the separate activation op would),
 // staged in shared memory and written as whole 128-byte pixel rows.
 #include <initializer_list>
+#include <type_traits>
 
 #include "activation_math.cuh"
 #include "conv_8ch.h"
@@ -21,6 +23,94 @@ namespace gpu {
 namespace {
 
 using namespace conv8;
+
+// How a tile's input footprint reaches shared memory in the forward, by the channels the input
+// holds:
+//  - 8 (a padded tensor): every pixel is one 16-byte cp.async, issued while the block computes
+//    the previous tile (issue); nothing is left to do afterwards (finish).
+//  - fewer (the image batches as they come: 1 or 3 channels, whose 2- or 6-byte pixels cp.async
+//    cannot move): issue loads the thread's share of pixels into registers, and finish, at the
+//    start of the tile's own iteration (a whole iteration later, as far as cp.async reaches
+//    ahead), writes them to shared memory as 16-byte pixels with zeros in the missing channels.
+//    So the padding copy the convolution would otherwise need is never made, and the image
+//    batch is held with its own channels. (The backward-filter reads 8-channel pixels only:
+//    with this loader it was slower than a padding copy and the cp.async kernel; conv.cu.)
+template <class T, int kC>
+struct FootprintLoader {
+  static_assert(kC >= 1 && kC < 8, "8-channel inputs take the cp.async loader");
+  static constexpr int kPixels = (kMaxFootprint + kBlockThreads - 1) / kBlockThreads;  // per thread, at most
+  static constexpr int kWords = (kC + 1) / 2;  // two channels a register: fewer registers, more blocks per SM
+  uint32_t v[kPixels][kWords];
+
+  // The thread's pixels are the footprint's chunks threadIdx.x, + blockDim.x, ...: walked with
+  // additions only (FootprintWalk), as load_footprint_async walks them (a division per pixel
+  // made this loader slower than the padding copy it replaces).
+  __device__ __forceinline__ void issue(const T* __restrict__ x, T*, const Tiling& tl, const FootprintWalk& walk,
+                                        int n, int p0, int q0) {
+    const int fr = footprint_rows(tl.rows), fc = footprint_cols(tl.cols);
+    const uint16_t* xn = reinterpret_cast<const uint16_t*>(x) + static_cast<size_t>(n) * tl.H * tl.W * kC;
+    int fr_i = walk.r0, fc_i = walk.c0;
+#pragma unroll
+    for (int k = 0; k < kPixels; ++k) {
+      const int r = 2 * p0 - 1 + fr_i, c = 2 * q0 - 1 + fc_i;
+      const bool inside = fr_i < fr && r >= 0 && r < tl.H && c >= 0 && c < tl.W;
+      const uint16_t* px = xn + (static_cast<size_t>(inside ? r : 0) * tl.W + (inside ? c : 0)) * kC;
+#pragma unroll
+      for (int j = 0; j < kWords; ++j) {
+        const uint32_t lo = inside ? __ldg(px + 2 * j) : 0u;
+        const uint32_t hi = inside && 2 * j + 1 < kC ? __ldg(px + 2 * j + 1) : 0u;
+        v[k][j] = lo | (hi << 16);
+      }
+      fr_i += walk.step_r;
+      fc_i += walk.step_c;
+      if (fc_i >= fc) {
+        fc_i -= fc;
+        ++fr_i;
+      }
+    }
+  }
+
+  __device__ __forceinline__ void finish(T* in_s, const Tiling& tl, const FootprintWalk& walk) const {
+    const int fr = footprint_rows(tl.rows), fc = footprint_cols(tl.cols);
+    int fr_i = walk.r0, fc_i = walk.c0;
+#pragma unroll
+    for (int k = 0; k < kPixels; ++k) {
+      if (fr_i >= fr) break;
+      uint32_t word[4] = {};
+#pragma unroll
+      for (int j = 0; j < kWords; ++j) word[j] = v[k][j];
+      *reinterpret_cast<uint4*>(in_s + (fr_i * fc + tl.footprint_slot(fc_i)) * 8) =
+          make_uint4(word[0], word[1], word[2], word[3]);
+      fr_i += walk.step_r;
+      fc_i += walk.step_c;
+      if (fc_i >= fc) {
+        fc_i -= fc;
+        ++fr_i;
+      }
+    }
+  }
+};
+
+template <class T>
+struct FootprintLoader<T, 8> {
+  __device__ __forceinline__ void issue(const T* __restrict__ x, T* in_s, const Tiling& tl, const FootprintWalk& walk,
+                                        int n, int p0, int q0) {
+    load_footprint_async(x, in_s, tl, walk, n, p0, q0);
+  }
+  __device__ __forceinline__ void finish(T*, const Tiling&, const FootprintWalk&) const {}
+};
+
+// Calls f with the channel count of the kernel instantiation for c (1, 3 or 8; the host checks
+// c is one of them): `f(std::integral_constant<int, C>{})`.
+template <class F>
+void dispatch_channels(int c, F&& f) {
+  if (c == 1)
+    f(std::integral_constant<int, 1>{});
+  else if (c == 3)
+    f(std::integral_constant<int, 3>{});
+  else
+    f(std::integral_constant<int, 8>{});
+}
 
 constexpr int kOutStride = kGroupChannels + 8;  // halves per staged output row: +8 spreads rows over the banks
 constexpr int kKSteps = kK / 16;                // mma k-steps: two taps each

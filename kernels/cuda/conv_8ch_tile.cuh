@@ -10,7 +10,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <type_traits>
 
 #include "cuda_util.cuh"
 #include "ganengine/ops.h"
@@ -152,93 +151,6 @@ __device__ __forceinline__ void load_footprint_async(const T* __restrict__ x, T*
       ++fr_i;
     }
   }
-}
-
-// How a tile's input footprint reaches shared memory in the forward, by the channels the input
-// holds:
-//  - 8 (a padded tensor): every pixel is one 16-byte cp.async, issued while the block computes
-//    the previous tile (issue); nothing is left to do afterwards (finish).
-//  - fewer (the image batches as they come: 1 or 3 channels, whose 2- or 6-byte pixels cp.async
-//    cannot move): issue loads the thread's share of pixels into registers, and finish, at the
-//    start of the tile's own iteration (a whole iteration later, as far as cp.async reaches
-//    ahead), writes them to shared memory as 16-byte pixels with
-//    zeros in the missing channels. So the padding copy the convolution would otherwise need is
-//    never made, and the image batch is held with its own channels.
-template <class T, int kC>
-struct FootprintLoader {
-  static_assert(kC >= 1 && kC < 8, "8-channel inputs take the cp.async loader");
-  static constexpr int kPixels = (kMaxFootprint + kBlockThreads - 1) / kBlockThreads;  // per thread, at most
-  static constexpr int kWords = (kC + 1) / 2;  // two channels a register: fewer registers, more blocks per SM
-  uint32_t v[kPixels][kWords];
-
-  // The thread's pixels are the footprint's chunks threadIdx.x, + blockDim.x, ...: walked with
-  // additions only (FootprintWalk), as load_footprint_async walks them (a division per pixel
-  // made this loader slower than the padding copy it replaces).
-  __device__ __forceinline__ void issue(const T* __restrict__ x, T*, const Tiling& tl, const FootprintWalk& walk,
-                                        int n, int p0, int q0) {
-    const int fr = footprint_rows(tl.rows), fc = footprint_cols(tl.cols);
-    const uint16_t* xn = reinterpret_cast<const uint16_t*>(x) + static_cast<size_t>(n) * tl.H * tl.W * kC;
-    int fr_i = walk.r0, fc_i = walk.c0;
-#pragma unroll
-    for (int k = 0; k < kPixels; ++k) {
-      const int r = 2 * p0 - 1 + fr_i, c = 2 * q0 - 1 + fc_i;
-      const bool inside = fr_i < fr && r >= 0 && r < tl.H && c >= 0 && c < tl.W;
-      const uint16_t* px = xn + (static_cast<size_t>(inside ? r : 0) * tl.W + (inside ? c : 0)) * kC;
-#pragma unroll
-      for (int j = 0; j < kWords; ++j) {
-        const uint32_t lo = inside ? __ldg(px + 2 * j) : 0u;
-        const uint32_t hi = inside && 2 * j + 1 < kC ? __ldg(px + 2 * j + 1) : 0u;
-        v[k][j] = lo | (hi << 16);
-      }
-      fr_i += walk.step_r;
-      fc_i += walk.step_c;
-      if (fc_i >= fc) {
-        fc_i -= fc;
-        ++fr_i;
-      }
-    }
-  }
-
-  __device__ __forceinline__ void finish(T* in_s, const Tiling& tl, const FootprintWalk& walk) const {
-    const int fr = footprint_rows(tl.rows), fc = footprint_cols(tl.cols);
-    int fr_i = walk.r0, fc_i = walk.c0;
-#pragma unroll
-    for (int k = 0; k < kPixels; ++k) {
-      if (fr_i >= fr) break;
-      uint32_t word[4] = {};
-#pragma unroll
-      for (int j = 0; j < kWords; ++j) word[j] = v[k][j];
-      *reinterpret_cast<uint4*>(in_s + (fr_i * fc + tl.footprint_slot(fc_i)) * 8) =
-          make_uint4(word[0], word[1], word[2], word[3]);
-      fr_i += walk.step_r;
-      fc_i += walk.step_c;
-      if (fc_i >= fc) {
-        fc_i -= fc;
-        ++fr_i;
-      }
-    }
-  }
-};
-
-template <class T>
-struct FootprintLoader<T, 8> {
-  __device__ __forceinline__ void issue(const T* __restrict__ x, T* in_s, const Tiling& tl, const FootprintWalk& walk,
-                                        int n, int p0, int q0) {
-    load_footprint_async(x, in_s, tl, walk, n, p0, q0);
-  }
-  __device__ __forceinline__ void finish(T*, const Tiling&, const FootprintWalk&) const {}
-};
-
-// Calls f with the channel count of the kernel instantiation for c (1, 3 or 8; the host checks
-// c is one of them): `f(std::integral_constant<int, C>{})`.
-template <class F>
-void dispatch_channels(int c, F&& f) {
-  if (c == 1)
-    f(std::integral_constant<int, 1>{});
-  else if (c == 3)
-    f(std::integral_constant<int, 3>{});
-  else
-    f(std::integral_constant<int, 8>{});
 }
 
 // d += a * b on Tensor Cores: one m16n8k16 product, fp32 accumulation.
