@@ -42,9 +42,9 @@ struct FootprintLoader {
   static constexpr int kWords = (kC + 1) / 2;  // two channels a register: fewer registers, more blocks per SM
   uint32_t v[kPixels][kWords];
 
-  // The thread's pixels are the footprint's chunks threadIdx.x, + blockDim.x, ...: walked with
-  // additions only (FootprintWalk), as load_footprint_async walks them (a division per pixel
-  // made this loader slower than the padding copy it replaces).
+  // The thread's pixels are the footprint's chunks threadIdx.x, + blockDim.x, ...: walked as
+  // load_footprint_async walks them (FootprintWalk::next; a division per pixel made this loader
+  // slower than the padding copy it replaces).
   __device__ __forceinline__ void issue(const T* __restrict__ x, T*, const Tiling& tl, const FootprintWalk& walk,
                                         int n, int p0, int q0) {
     const int fr = footprint_rows(tl.rows), fc = footprint_cols(tl.cols);
@@ -61,12 +61,7 @@ struct FootprintLoader {
         const uint32_t hi = inside && 2 * j + 1 < kC ? __ldg(px + 2 * j + 1) : 0u;
         v[k][j] = lo | (hi << 16);
       }
-      fr_i += walk.step_r;
-      fc_i += walk.step_c;
-      if (fc_i >= fc) {
-        fc_i -= fc;
-        ++fr_i;
-      }
+      walk.next(fr_i, fc_i, fc);
     }
   }
 
@@ -81,12 +76,7 @@ struct FootprintLoader {
       for (int j = 0; j < kWords; ++j) word[j] = v[k][j];
       *reinterpret_cast<uint4*>(in_s + (fr_i * fc + tl.footprint_slot(fc_i)) * 8) =
           make_uint4(word[0], word[1], word[2], word[3]);
-      fr_i += walk.step_r;
-      fc_i += walk.step_c;
-      if (fc_i >= fc) {
-        fc_i -= fc;
-        ++fr_i;
-      }
+      walk.next(fr_i, fc_i, fc);
     }
   }
 };

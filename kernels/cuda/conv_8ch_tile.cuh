@@ -131,6 +131,16 @@ struct FootprintWalk {
     step_r = blockDim.x / fc;
     step_c = blockDim.x % fc;
   }
+  // Moves footprint row fr_i, column fc_i (of fc columns) on to the thread's next chunk,
+  // blockDim.x chunks further: additions only (a division per pixel is slow under cp.async).
+  __device__ __forceinline__ void next(int& fr_i, int& fc_i, int fc) const {
+    fr_i += step_r;
+    fc_i += step_c;
+    if (fc_i >= fc) {
+      fc_i -= fc;
+      ++fr_i;
+    }
+  }
 };
 
 // Starts copying tile (n, p0, q0)'s input footprint from x (N, H, W, 8) into in_s, zeros outside.
@@ -144,12 +154,7 @@ __device__ __forceinline__ void load_footprint_async(const T* __restrict__ x, T*
     const bool inside = r >= 0 && r < tl.H && c >= 0 && c < tl.W;
     copy_async_16(in_s + (fr_i * fc + tl.footprint_slot(fc_i)) * 8,
                   inside ? xn + (static_cast<size_t>(r) * tl.W + c) * 8 : xn, inside);
-    fr_i += walk.step_r;
-    fc_i += walk.step_c;
-    if (fc_i >= fc) {
-      fc_i -= fc;
-      ++fr_i;
-    }
+    walk.next(fr_i, fc_i, fc);
   }
 }
 
