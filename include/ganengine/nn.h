@@ -194,10 +194,6 @@ std::unique_ptr<Sequential> make_generator(const NetConfig& cfg, const Precision
 // Discriminator: image -> logits (N, 1, 1, 1).
 std::unique_ptr<Sequential> make_discriminator(const NetConfig& cfg, const PrecisionPolicy& policy, Placement where);
 
-// t with its second dimension cut to `channels` (a copy), or t itself when it has that many:
-// images from a generator whose last layer keeps its padding (Conv2d::keep_padded_output).
-Tensor trim_channels(const Tensor& t, int64_t channels);
-
 // Sets a parameter (and its master copy) from f32 values in logical layout on any device.
 void assign_param(Param& p, const Tensor& values);
 

@@ -148,6 +148,9 @@ void scale_inplace(const Tensor& t, float factor);
 // multiples of 8; Conv2d pads DCGAN's 3-channel images and 100-channel noise (its 1-channel logits
 // come from a hand-written dot product per image instead, kernels/cuda/conv_scalar.h).
 void copy_padded(const Tensor& src, Tensor& dst);
+// t itself when its second dimension already holds `channels`, else a copy (copy_padded) with
+// that many: zeros added, or the last ones cut.
+Tensor with_channels(const Tensor& t, int64_t channels);
 
 // Dynamic loss scaler state: f32 scale (1), i32-as-f32 clean-step counter (1).
 struct ScalerConfig {

@@ -171,20 +171,13 @@ void run_conv(ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& y, 
 }
 
 // y = act(conv(x, w)), act nullptr for none: the hand-written kernels where they apply, else
-// cuDNN followed by the activation as its own pass.
-// x with its channels padded with zeros to w's, for the kernels that need them all in memory.
-Tensor with_weight_channels(const Tensor& x, const Tensor& w) {
-  if (x.dim(1) == w.dim(1)) return x;
-  Tensor out = Tensor::empty({x.dim(0), w.dim(1), x.dim(2), x.dim(3)}, x.dtype(), x.device(), x.format());
-  copy_padded(x, out);
-  return out;
-}
-
+// cuDNN followed by the activation as its own pass. Only the 8-channel forward reads an x
+// narrower than w (ops.h); the other kernels get a copy with w's channels.
 void forward_with(const Tensor& x_in, const Tensor& w, Tensor& y, const Conv2dParams& p,
                   const ops::FusedActivation* act) {
   check_conv(x_in, w, y, p, ConvPass::Forward);
   if (conv2d_forward_8ch(x_in, w, y, p, act)) return;
-  const Tensor x = with_weight_channels(x_in, w);
+  const Tensor x = ops::with_channels(x_in, w.dim(1));
   if (!conv2d_forward_scalar(x, w, y, p)) run_conv(ConvPass::Forward, x, w, y, p, 0.f);
   if (act) gpu::activation_forward(act->kind, y, y, act->negative_slope);
 }
@@ -194,7 +187,7 @@ void forward_with(const Tensor& x_in, const Tensor& w, Tensor& y, const Conv2dPa
 void backward_filter_with(const Tensor& x_in, const Tensor& dy, Tensor& dw, const Conv2dParams& p, float beta,
                           const ops::FusedActivation* act, const Tensor* y_act) {
   check_conv(x_in, dw, dy, p, ConvPass::BackwardFilter);
-  const Tensor x = with_weight_channels(x_in, dw);  // every kernel here reads 8-channel pixels
+  const Tensor x = ops::with_channels(x_in, dw.dim(1));  // every kernel here reads all of w's channels
   if (conv2d_backward_filter_8ch(x, dy, dw, p, beta, act, y_act)) return;
   Tensor grad = dy;
   if (act) {

@@ -70,10 +70,7 @@ void check_conv(const char* op, const Tensor& x, const Tensor& w, const Tensor& 
 // x with the channels it lacks against w as zeros, on the CPU (whose kernels read them all);
 // the GPU backend handles a narrower x itself.
 Tensor with_weight_channels(const Tensor& x, const Tensor& w) {
-  if (x.device().is_cuda() || x.dim(1) == w.dim(1)) return x;
-  Tensor out = Tensor::empty({x.dim(0), w.dim(1), x.dim(2), x.dim(3)}, x.dtype(), x.device(), x.format());
-  copy_padded(x, out);
-  return out;
+  return x.device().is_cuda() ? x : with_channels(x, w.dim(1));
 }
 
 }  // namespace
@@ -312,6 +309,14 @@ void copy_padded(const Tensor& src, Tensor& dst) {
            "copy_padded: ", src.str(), " -> ", dst.str(),
            " (expected 4-D tensors of one dtype and layout that differ only in their first two sizes)");
   GE_DISPATCH(src, copy_padded(src, dst));
+}
+
+Tensor with_channels(const Tensor& t, int64_t channels) {
+  GE_CHECK(t.rank() == 4, "with_channels: ", t.str(), " is not 4-D");
+  if (t.dim(1) == channels) return t;
+  Tensor out = Tensor::empty({t.dim(0), channels, t.dim(2), t.dim(3)}, t.dtype(), t.device(), t.format());
+  copy_padded(t, out);
+  return out;
 }
 
 void loss_scaler_update(Tensor& state, const Tensor& found_inf, const ScalerConfig& cfg) {

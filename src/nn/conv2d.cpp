@@ -151,13 +151,6 @@ Tensor Conv2d::backward(Tensor dy_in, bool want_param_grads, bool want_input_gra
   return padded(dx, dx.dim(0), input_channels_);
 }
 
-Tensor trim_channels(const Tensor& t, int64_t channels) {
-  if (t.dim(1) == channels) return t;
-  Tensor out = Tensor::empty({t.dim(0), channels, t.dim(2), t.dim(3)}, t.dtype(), t.device(), t.format());
-  ops::copy_padded(t, out);
-  return out;
-}
-
 std::string Conv2d::describe() const {
   return std::string(transposed_ ? "ConvTranspose2d(" : "Conv2d(") + std::to_string(in_) + ", " +
          std::to_string(out_) + ", " + std::to_string(kernel_) + ", " + std::to_string(p_.stride) + ", " +

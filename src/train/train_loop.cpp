@@ -381,7 +381,7 @@ int run_training(const TrainOptions& opt) {
     // the example, this leaves G's running statistics alone, so writing samples (which a stop
     // or resume adds) never changes the run: a resumed run stays bitwise the uninterrupted one.
     trainer.generator().set_update_running_stats(false);
-    Tensor fake = nn::trim_channels(trainer.generator().forward(fixed_noise, true), dataset->channels());
+    Tensor fake = trainer.generator().forward(fixed_noise, true);
     trainer.generator().set_update_running_stats(true);
     save_image_grid(fake, epoch_file(opt.outf, "fake_samples_epoch_%03d.png", epoch));
   };
