@@ -76,14 +76,16 @@ struct ConvCase {
 // conv_8ch_wgrad.cu backward-filter, half NHWC only): D's first
 // layer as the engine runs it (image channels padded to 8, 64x64 -> 32x32x64; tiles of two
 // output rows), tiles of eight rows with two groups of 64 output channels, 64-wide segments of
-// 128-pixel rows, and whole rows of 64 from an odd input height. Last, D's last layer at its
-// real width with more images than the hand-written dot-product kernels' 32 slices
+// 128-pixel rows, and whole rows of 64 from an odd input height. The backward-data kernel
+// (conv_8ch_dgrad.cu) takes the first and the 256-wide row (32-wide segments), and two more:
+// 128 output channels in tiles of 8 rows of 16, and tiles of 16 rows of 8. Last, D's last layer
+// at its real width with more images than the hand-written dot-product kernels' 32 slices
 // (conv_scalar.cu, half precision; the 32-channel case above takes them too).
 const ConvCase kConvCases[] = {
-    {3, 3, 64, 64, 8, 4, 4, 2, 1},  {2, 16, 8, 8, 32, 4, 4, 2, 1},  {3, 32, 4, 4, 1, 4, 4, 1, 0},
-    {2, 5, 9, 7, 6, 3, 3, 1, 1},    {1, 4, 6, 11, 3, 2, 3, 3, 1},   {3, 8, 64, 64, 64, 4, 4, 2, 1},
-    {2, 8, 16, 16, 128, 4, 4, 2, 1}, {1, 8, 8, 256, 64, 4, 4, 2, 1}, {1, 8, 9, 128, 64, 4, 4, 2, 1},
-    {70, 512, 4, 4, 1, 4, 4, 1, 0},
+    {3, 3, 64, 64, 8, 4, 4, 2, 1},   {2, 16, 8, 8, 32, 4, 4, 2, 1},   {3, 32, 4, 4, 1, 4, 4, 1, 0},
+    {2, 5, 9, 7, 6, 3, 3, 1, 1},     {1, 4, 6, 11, 3, 2, 3, 3, 1},    {3, 8, 64, 64, 64, 4, 4, 2, 1},
+    {2, 8, 16, 16, 128, 4, 4, 2, 1}, {1, 8, 8, 256, 64, 4, 4, 2, 1},  {1, 8, 9, 128, 64, 4, 4, 2, 1},
+    {2, 8, 32, 32, 128, 4, 4, 2, 1}, {2, 8, 32, 16, 64, 4, 4, 2, 1},  {70, 512, 4, 4, 1, 4, 4, 1, 0},
 };
 
 // Runs the three conv2d passes (and backward-filter accumulation) on both backends.
@@ -281,7 +283,7 @@ TEST_CASE("gpu ops: an x with 1 or 3 of w's 8 channels gives bitwise what its ze
   }
 }
 
-TEST_CASE("ops: on the CPU an x with fewer channels than w is its zero-padded copy - backward-data refuses one") {
+TEST_CASE("ops: on the CPU an x with fewer channels than w is its zero-padded copy - a narrower dx the first channels") {
   const Tensor xc = random_cpu({2, 3, 8, 8}, DType::F32), wc = random_cpu({4, 8, 3, 3}, DType::F32);
   Tensor xcp = zeros_cpu({2, 8, 8, 8}, DType::F32);
   ge::ops::copy_padded(xc, xcp);
@@ -289,9 +291,69 @@ TEST_CASE("ops: on the CPU an x with fewer channels than w is its zero-padded co
   ge::ops::conv2d_forward(xc, wc, yc, {1, 1});
   ge::ops::conv2d_forward(xcp, wc, ycp, {1, 1});
   CHECK(yc.to_doubles() == ycp.to_doubles());
-  // backward-data writes every channel of w: a narrower dx is refused.
+  // backward-data into 3 of w's 8 channels: the full gradient's first 3.
+  Tensor dx_full = zeros_cpu({2, 8, 8, 8}, DType::F32), dx_first = zeros_cpu({2, 3, 8, 8}, DType::F32);
+  ge::ops::conv2d_backward_data(ycp, wc, dx_full, {1, 1});
+  ge::ops::copy_padded(dx_full, dx_first);
   Tensor dxc = zeros_cpu({2, 3, 8, 8}, DType::F32);
-  CHECK_THROWS_AS(ge::ops::conv2d_backward_data(ycp, wc, dxc, {1, 1}), ge::Error);
+  ge::ops::conv2d_backward_data(ycp, wc, dxc, {1, 1});
+  CHECK(dxc.to_doubles() == dx_first.to_doubles());
+  // More channels than w has is still refused.
+  Tensor dx_wide = zeros_cpu({2, 9, 8, 8}, DType::F32);
+  CHECK_THROWS_AS(ge::ops::conv2d_backward_data(ycp, wc, dx_wide, {1, 1}), ge::Error);
+}
+
+// The backward-data kernel writes only dx's channels; elsewhere the GPU backend trims a
+// full-width copy. Either way a narrower dx holds the full gradient's first channels: bitwise
+// where the kernel runs both (it computes all 8 channels alike), within tolerance where cuDNN
+// does (its algorithms need not be deterministic). G's last layer is the transposed form: its
+// forward writes the 3 image channels.
+TEST_CASE("gpu ops: backward-data into a dx with 1 or 3 of w's 8 channels gives the full gradient's first channels") {
+  GE_REQUIRE_GPU();
+  struct Case {
+    ConvCase shape;  // c: the channels dx holds; w has 8
+    DType dt;
+    MemoryFormat f;
+    bool hand_written;
+  };
+  const Case cases[] = {
+      {{64, 3, 64, 64, 64, 4, 4, 2, 1}, DType::F16, MemoryFormat::NHWC, true},
+      {{2, 1, 32, 32, 128, 4, 4, 2, 1}, DType::BF16, MemoryFormat::NHWC, true},
+      {{1, 3, 8, 256, 64, 4, 4, 2, 1}, DType::F16, MemoryFormat::NHWC, true},
+      {{2, 3, 9, 7, 16, 3, 3, 1, 1}, DType::F16, MemoryFormat::NHWC, false},
+      {{2, 3, 16, 16, 32, 4, 4, 2, 1}, DType::F16, MemoryFormat::NHWC, false},
+      {{2, 3, 16, 16, 64, 4, 4, 2, 1}, DType::F32, MemoryFormat::NCHW, false},
+  };
+  for (const Case& c : cases) {
+    const ConvCase& cc = c.shape;
+    CAPTURE(tag(c.dt, c.f));
+    CAPTURE(cc.n);
+    CAPTURE(cc.c);
+    CAPTURE(cc.w);
+    CAPTURE(cc.k);
+    const ge::Conv2dParams p{cc.stride, cc.pad};
+    const int64_t P = ge::conv_out_size(cc.h, cc.r, cc.stride, cc.pad);
+    const int64_t Q = ge::conv_out_size(cc.w, cc.s, cc.stride, cc.pad);
+    const Tensor w = gpu(random_cpu({cc.k, 8, cc.r, cc.s}, c.dt, c.f));
+    const Tensor dy = gpu(random_cpu({cc.n, cc.k, P, Q}, c.dt, c.f));
+    Tensor full = poisoned_gpu(zeros_cpu({cc.n, 8, cc.h, cc.w}, c.dt, c.f));
+    ge::ops::conv2d_backward_data(dy, w, full, p);
+    Tensor first = poisoned_gpu(zeros_cpu({cc.n, cc.c, cc.h, cc.w}, c.dt, c.f));
+    ge::ops::copy_padded(full, first);
+    const Tensor expected = first.to(kCpu);
+
+    Tensor dx = poisoned_gpu(expected);
+    ge::ops::conv2d_backward_data(dy, w, dx, p);
+    Tensor y = poisoned_gpu(expected);
+    ge::ops::conv_transpose2d_forward(dy, w, y, p);
+    if (c.hand_written) {
+      expect_identical("conv2d_backward_data", dx, expected);
+      expect_identical("conv_transpose2d_forward", y, expected);
+    } else {
+      expect_close("conv2d_backward_data", dx, expected);
+      expect_close("conv_transpose2d_forward", y, expected);
+    }
+  }
 }
 
 TEST_CASE("gpu ops: conv2d in f32 with allow_tf32 stays within TF32 accuracy") {

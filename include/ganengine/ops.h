@@ -33,6 +33,10 @@ namespace ops {
 // Forward and backward-filter (and their fused-activation forms) also take an x with fewer
 // channels than w: the missing ones are zeros (a channel-padded layer's image batch, read as it
 // is by the GPU's 8-channel kernels and padded by a copy where another kernel runs).
+// Backward-data takes a narrower dx too: it gets the first dx.dim(1) channels of the gradient
+// (a channel-padded layer's gradient for its image batch, written by the GPU's 8-channel
+// kernel as it is, trimmed from a full-width copy elsewhere). So does a transposed
+// convolution's forward, whose output is that dx.
 void conv2d_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p);
 void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p);
 // dw = beta * dw + grad; beta is 0 (overwrite) or 1 (accumulate).

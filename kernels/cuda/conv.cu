@@ -45,8 +45,9 @@ void check_conv(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dP
   GE_CHECK(H + 2 * p.pad >= R && W + 2 * p.pad >= S, "conv2d: kernel ", R, "x", S,
            " larger than the padded input ", x.str());
   const int64_t P = (H + 2 * p.pad - R) / p.stride + 1, Q = (W + 2 * p.pad - S) / p.stride + 1;
-  // Forward and backward-filter take an x with fewer channels than w (ops.h: the rest are zeros).
-  const bool x_channels_fit = x.dim(1) == w.dim(1) || (pass != ConvPass::BackwardData && x.dim(1) < w.dim(1));
+  // Every pass takes an x with fewer channels than w (ops.h: for forward and backward-filter the
+  // rest are zeros, backward-data computes only x's).
+  const bool x_channels_fit = x.dim(1) <= w.dim(1);
   GE_CHECK(x_channels_fit && y.dim(1) == w.dim(0) && y.dim(0) == x.dim(0) && y.dim(2) == P &&
                y.dim(3) == Q,
            "conv2d ", pass_name(pass), ": shapes do not fit: x ", x.str(), ", w ", w.str(), ", y ", y.str(),
@@ -203,9 +204,16 @@ void conv2d_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dPar
   forward_with(x, w, y, p, nullptr);
 }
 
-void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p) {
-  check_conv(dx, w, dy, p, ConvPass::BackwardData);
+void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx_out, const Conv2dParams& p) {
+  check_conv(dx_out, w, dy, p, ConvPass::BackwardData);
+  if (conv2d_backward_data_8ch(dy, w, dx_out, p)) return;
+  // The other kernels write all of w's channels: into a full-width copy, then trimmed.
+  Tensor dx = dx_out.dim(1) == w.dim(1)
+                  ? dx_out
+                  : Tensor::empty({dx_out.dim(0), w.dim(1), dx_out.dim(2), dx_out.dim(3)}, dx_out.dtype(),
+                                  dx_out.device(), dx_out.format());
   if (!conv2d_backward_data_scalar(dy, w, dx, p)) run_conv(ConvPass::BackwardData, dx, w, dy, p, 0.f);
+  if (dx.data() != dx_out.data()) ops::copy_padded(dx, dx_out);
 }
 
 void conv2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw, const Conv2dParams& p, float beta) {

@@ -1,11 +1,12 @@
 // Hand-written convolutions for the 8-channel layers of the DCGAN: D's first layer and G's last
 // (a 4x4, stride-2, pad-1 convolution of an NHWC half tensor with 8 channels, or in the
 // forward with an image batch's own 1 or 3 channels read as 8 with zeros, into 64 channels;
-// G's transposed convolution is that convolution's adjoint, so its backward-data is this
-// forward and its backward-filter this backward-filter). cuDNN's choices for these shapes ran
-// at 17-24% Tensor Core activity on the H200 (ncu, batch 1024:
-// 159 us per forward, 138 us per backward-filter; moving the 192 MB either reads once at about
-// 4 TB/s would take some 50 us, an estimate).
+// G's transposed convolution is that convolution's adjoint, so its forward is this backward-data,
+// its backward-data this forward and its backward-filter this backward-filter). cuDNN's choices
+// for these shapes ran at 17-24% Tensor Core activity on the H200 (ncu, batch 1024: 159 us per
+// forward, 138 us per backward-filter; moving the 192 MB either reads once at about 4 TB/s
+// would take some 50 us, an estimate), its backward-data with 64-channel tiles of which 8 were
+// used (365 us).
 #pragma once
 #include "ganengine/backend.h"
 
@@ -29,6 +30,11 @@ bool conv2d_forward_8ch(const Tensor& x, const Tensor& w, Tensor& y, const Conv2
 // True when it ran; false leaves it to the caller (always for an x without 8 channels).
 bool conv2d_backward_filter_8ch(const Tensor& x, const Tensor& dy, Tensor& dw, const Conv2dParams& p, float beta,
                                 const ops::FusedActivation* act = nullptr, const Tensor* y_act = nullptr);
+
+// dx = backward_data(dy, w) for a w with 8 input channels and 64 or 128 output channels, dx
+// holding 8 channels or the first 1 or 3 of them (conv_8ch_dgrad.cu; dx twice dy's size, dy at
+// least 8 pixels wide). True when it ran, false to leave it to cuDNN.
+bool conv2d_backward_data_8ch(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p);
 
 }  // namespace gpu
 }  // namespace ge

@@ -10,6 +10,9 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <mutex>
+#include <set>
+#include <utility>
 
 #include "cuda_util.cuh"
 #include "ganengine/ops.h"
@@ -93,6 +96,20 @@ inline bool choose_tiling(int64_t N, int64_t H, int64_t W, int64_t P, int64_t Q,
 // forward reads all three, the backward-filter only 8; y the 64k-channel side), or false when
 // the kernels do not handle it (conv_8ch.h) or GANENGINE_CONV_8CH=off. In conv_8ch.cu.
 bool tiling_for(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p, Tiling& tl);
+
+// Lets `kernel` use `bytes` of dynamic shared memory on `device`: more than the 48 KB a kernel
+// gets without asking needs the attribute, which belongs to the device's context. Once per
+// kernel and device.
+template <class Kernel>
+void allow_dynamic_smem(Kernel kernel, size_t bytes, int device) {
+  static std::mutex mu;
+  static std::set<std::pair<const void*, int>> done;
+  std::lock_guard<std::mutex> lock(mu);
+  const std::pair<const void*, int> key{reinterpret_cast<const void*>(kernel), device};
+  if (done.count(key)) return;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  done.insert(key);
+}
 
 // Blocks a tile-walking kernel should launch: as many as fit on the GPU at once (each block then
 // walks several tiles, loading what every tile shares once), never more than the tiles.
@@ -189,6 +206,14 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
+}
+
+// Two 8x8 matrices of 16-bit values from shared memory: lanes 8i..8i+7 give the addresses of
+// matrix i's rows (lanes 16-31 are ignored), and lane l receives, of both, the elements (row
+// l/4, columns 2(l%4) and 2(l%4)+1): an mma B fragment when the rows are B's columns.
+__device__ __forceinline__ void ldmatrix_x2(uint32_t (&r)[2], const void* row) {
+  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
 }
 
 // Four 8x8 matrices of 16-bit values from shared memory, each transposed on the way: lanes

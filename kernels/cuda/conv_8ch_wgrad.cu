@@ -8,9 +8,6 @@
 // output channels by taps 4w..4w+3. ldmatrix.trans turns both pixel-major tiles into the
 // fragments mma wants. The blocks' partial sums then go to a workspace and one more kernel adds them in a
 // fixed order, so the result does not depend on scheduling.
-#include <mutex>
-#include <set>
-
 #include "activation_math.cuh"
 #include "conv_8ch.h"
 #include "conv_8ch_tile.cuh"
@@ -174,21 +171,6 @@ __global__ void __launch_bounds__(kSumOutputs* kSumSlices)
   store_float(&dw[index], total);
 }
 
-// Both variants use more than the 48 KB of shared memory a kernel gets without asking: allow it,
-// once per device (the attribute belongs to the device's context).
-template <class T>
-void allow_dynamic_smem(int device) {
-  static std::mutex mu;
-  static std::set<int> done;
-  std::lock_guard<std::mutex> lock(mu);
-  if (done.count(device)) return;
-  CUDA_CHECK(cudaFuncSetAttribute(conv_8ch_wgrad_kernel<T, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(smem_bytes(true))));
-  CUDA_CHECK(cudaFuncSetAttribute(conv_8ch_wgrad_kernel<T, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(smem_bytes(false))));
-  done.insert(device);
-}
-
 }  // namespace
 
 bool conv2d_backward_filter_8ch(const Tensor& x, const Tensor& dy, Tensor& dw, const Conv2dParams& p, float beta,
@@ -209,7 +191,9 @@ bool conv2d_backward_filter_8ch(const Tensor& x, const Tensor& dy, Tensor& dw, c
     auto fused = conv_8ch_wgrad_kernel<T, true>;
     auto kernel = act ? fused : conv_8ch_wgrad_kernel<T, false>;
     const size_t smem = smem_bytes(act != nullptr);
-    allow_dynamic_smem<T>(x.device().index);
+    // Both variants use more than the 48 KB of shared memory a kernel gets without asking.
+    allow_dynamic_smem(fused, smem_bytes(true), x.device().index);
+    allow_dynamic_smem(conv_8ch_wgrad_kernel<T, false>, smem_bytes(false), x.device().index);
     // As many blocks as the fused kernel fits at once (three per SM on an H200), with or
     // without the activation: the same blocks sum the same tiles in the same order, so the
     // fused op is bitwise the two ops in sequence. Each block leaves 32 KB of partial sums

@@ -47,9 +47,8 @@ void floating4(const char* op, const Tensor& t) {
   GE_CHECK(t.rank() == 4 && is_floating(t.dtype()), op, ": expected a 4-D floating tensor, got ", t.str());
 }
 
-// x_may_be_narrower: forward and backward-filter take an x with fewer channels than w (ops.h).
-void check_conv(const char* op, const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p,
-                bool x_may_be_narrower = false) {
+// Every pass takes an x with fewer channels than w (ops.h).
+void check_conv(const char* op, const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p) {
   same_device(op, {&x, &w, &y});
   floating4(op, x);
   floating4(op, w);
@@ -57,7 +56,7 @@ void check_conv(const char* op, const Tensor& x, const Tensor& w, const Tensor& 
   GE_CHECK(x.dtype() == w.dtype() && x.dtype() == y.dtype(), op, ": dtypes differ: ", x.str(), ", ",
            w.str(), ", ", y.str());
   GE_CHECK(p.stride >= 1 && p.pad >= 0, op, ": stride ", p.stride, " pad ", p.pad);
-  GE_CHECK((w.dim(1) == x.dim(1) || (x_may_be_narrower && x.dim(1) < w.dim(1))) && w.dim(0) == y.dim(1) &&
+  GE_CHECK(x.dim(1) <= w.dim(1) && w.dim(0) == y.dim(1) &&
                x.dim(0) == y.dim(0),
            op, ": x ", x.str(),
            " w ", w.str(), " y ", y.str());
@@ -76,32 +75,39 @@ Tensor with_weight_channels(const Tensor& x, const Tensor& w) {
 }  // namespace
 
 void conv2d_forward(const Tensor& x_in, const Tensor& w, Tensor& y, const Conv2dParams& p) {
-  check_conv("conv2d_forward", x_in, w, y, p, /*x_may_be_narrower=*/true);
+  check_conv("conv2d_forward", x_in, w, y, p);
   const Tensor x = with_weight_channels(x_in, w);
   GE_DISPATCH(x, conv2d_forward(x, w, y, p));
 }
 
 void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p) {
   check_conv("conv2d_backward_data", dx, w, dy, p);
+  if (dx.dim(1) < w.dim(1) && !dx.device().is_cuda()) {
+    // The CPU kernel writes all of w's channels: into a full-width copy, then trimmed.
+    Tensor full = Tensor::empty({dx.dim(0), w.dim(1), dx.dim(2), dx.dim(3)}, dx.dtype(), dx.device(), dx.format());
+    GE_DISPATCH(dy, conv2d_backward_data(dy, w, full, p));
+    copy_padded(full, dx);
+    return;
+  }
   GE_DISPATCH(dy, conv2d_backward_data(dy, w, dx, p));
 }
 
 void conv2d_backward_filter(const Tensor& x_in, const Tensor& dy, Tensor& dw, const Conv2dParams& p, float beta) {
-  check_conv("conv2d_backward_filter", x_in, dw, dy, p, /*x_may_be_narrower=*/true);
+  check_conv("conv2d_backward_filter", x_in, dw, dy, p);
   const Tensor x = with_weight_channels(x_in, dw);
   GE_DISPATCH(x, conv2d_backward_filter(x, dy, dw, p, beta));
 }
 
 void conv2d_activation_forward(const Tensor& x_in, const Tensor& w, Tensor& y, const Conv2dParams& p,
                                const FusedActivation& act) {
-  check_conv("conv2d_activation_forward", x_in, w, y, p, /*x_may_be_narrower=*/true);
+  check_conv("conv2d_activation_forward", x_in, w, y, p);
   const Tensor x = with_weight_channels(x_in, w);
   GE_DISPATCH(x, conv2d_activation_forward(x, w, y, p, act));
 }
 
 void conv2d_activation_backward_filter(const Tensor& x_in, const Tensor& y, const Tensor& dy, Tensor& dw,
                                        const Conv2dParams& p, const FusedActivation& act, float beta) {
-  check_conv("conv2d_activation_backward_filter", x_in, dw, dy, p, /*x_may_be_narrower=*/true);
+  check_conv("conv2d_activation_backward_filter", x_in, dw, dy, p);
   const Tensor x = with_weight_channels(x_in, dw);
   same_device("conv2d_activation_backward_filter", {&x, &y, &dy, &dw});
   GE_CHECK(y.shape() == dy.shape() && y.dtype() == dy.dtype(), "conv2d_activation_backward_filter: y ", y.str(),

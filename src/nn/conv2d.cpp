@@ -71,7 +71,10 @@ Tensor Conv2d::forward(const Tensor& x_in, bool) {
                                  : conv_out_size(H, kernel_, p_.stride, p_.pad);
   const int64_t Wo = transposed_ ? conv_transpose_out_size(W, kernel_, p_.stride, p_.pad)
                                  : conv_out_size(W, kernel_, p_.stride, p_.pad);
-  Tensor y = Tensor::empty({N, out_padded_, Ho, Wo}, policy_.compute_dtype, where_.device, where_.format);
+  // A transposed convolution's forward is a backward-data, which writes the channels its output
+  // has (ops.h): G's last layer writes its 3 image channels, with no trimming copy.
+  const int64_t y_channels = transposed_ && !keep_padded_output_ ? out_ : out_padded_;
+  Tensor y = Tensor::empty({N, y_channels, Ho, Wo}, policy_.compute_dtype, where_.device, where_.format);
   if (fused_) {
     ops::conv2d_activation_forward(x, w, y, p_, *fused_);  // fuse_activation: never transposed
     saved_y_ = y;
@@ -137,7 +140,10 @@ Tensor Conv2d::backward(Tensor dy_in, bool want_param_grads, bool want_input_gra
   // What the forward kept is not needed again: released now, as autograd does, so a step's
   // peak memory holds only the activations still ahead of their backward.
   const Tensor w = saved_w_;
-  const Shape x_shape{saved_x_.dim(0), in_padded_, saved_x_.dim(2), saved_x_.dim(3)};
+  // A backward-data writes the channels its dx has (ops.h); a transposed convolution's is a
+  // forward, which writes all of w's.
+  const Shape x_shape{saved_x_.dim(0), transposed_ ? in_padded_ : input_channels_, saved_x_.dim(2),
+                      saved_x_.dim(3)};
   const DType x_dtype = saved_x_.dtype();
   saved_x_ = Tensor();
   saved_w_ = Tensor();

@@ -19,7 +19,8 @@ DcganTrainer::DcganTrainer(const TrainerConfig& cfg) : cfg_(cfg), where_(nn::Pla
   D_ = nn::make_discriminator(cfg_.net, cfg_.policy, where_);
   // G's last layer does not keep its channel padding (Conv2d::keep_padded_output): the fake
   // batch takes 3 channels, not 8, for as long as D and G hold it (at batch 1024, 40 MiB less at
-  // the step's peak, for trimming G's output and D's input gradient).
+  // the step's peak). G's output and D's input gradient are written with their 3 channels (the
+  // GPU's 8-channel backward-data kernel), with no trimming copy.
   if (cfg_.sync_batchnorm) {
     if (!cfg_.replicas) fail("--sync-bn synchronises BatchNorm across replicas: it needs --ngpu > 1 or mpirun");
     ReplicaGroup* group = cfg_.replicas;

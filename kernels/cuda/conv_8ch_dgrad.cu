@@ -1,0 +1,272 @@
+// See conv_8ch.h. Backward-data of the 8-channel layers' convolution: dx (N, 2P, 2Q, 8, or
+// its first 1 or 3 channels) from dy (N, P, Q, K) and w (K, 4, 4, 8), K 64 or 128. It is D's
+// first layer's input gradient and G's last layer's forward (a transposed convolution), which
+// cuDNN ran with 64-channel tiles of which 8 were used: 365 us a call at batch 1024 (H200, ncu).
+//
+// A 4x4 stride-2 kernel splits into four 2x2 stride-1 ones, one per output phase (row parity
+// py, column parity px): dx[2m+py][2j+px] sums dy[m+dm][j+dj] * w[r][s] over two row taps,
+// (dm, r) = (0, 1) and (-1, 3) for py = 0, (+1, 0) and (0, 2) for py = 1, and two column taps
+// alike. So an output pixel is a dot product of length 4 x K over dy pixels, for 8 channels at
+// once: one m16n8k16 Tensor Core product covers 16 pixels, 16 of K and all 8 channels.
+//
+// A block's tile is 128 "phase pixels" (positions m, j: R rows of J columns of dy) with their
+// four phases, 512 output pixels. Its dy footprint (R+2 by J+2 pixels, zeros outside) arrives in
+// shared memory by cp.async while the block computes the previous tile. A warp owns 32 phase
+// pixels and all four phases: each of the nine shifts (dm, dj) of dy is read once (ldmatrix)
+// and used by every phase and tap that reads it, 16 products from 9 loads. The weights stay in
+// shared memory for the block's life. Results are rounded to the dtype once, staged in the
+// footprint's buffer and written as whole output rows.
+#include <initializer_list>
+
+#include "conv_8ch.h"
+#include "conv_8ch_tile.cuh"
+#include "vector_pack.cuh"
+
+namespace ge {
+namespace gpu {
+
+namespace {
+
+using namespace conv8;
+
+constexpr int kPhasePixels = 128;  // per tile: 4 warps x 2 m-tiles of 16
+constexpr int kMaxPhaseCols = 32;  // J: Q when it is 8, 16 or 32, else 32-wide segments of a row
+
+struct DgradTiling {
+  int P = 0, Q = 0, H = 0, W = 0;  // dy's and dx's sizes
+  int rows = 0, cols = 0, cols_log2 = 0;  // R, J
+  int fc = 0, fp_pixels = 0;              // footprint columns J + 2, pixels (R + 2)(J + 2)
+  int per_image = 0, total = 0;           // tiles
+  // Where tile t starts: image n, dy row m0 and column j0.
+  __device__ __forceinline__ void locate(int t, int& n, int& m0, int& j0) const {
+    n = t / per_image;
+    const int i = t % per_image, segments = Q / cols;
+    m0 = (i / segments) * rows;
+    j0 = (i % segments) * cols;
+  }
+};
+
+bool choose_dgrad_tiling(int64_t N, int64_t P, int64_t Q, int64_t H, int64_t W, DgradTiling& t) {
+  if (H != 2 * P || W != 2 * Q || Q < 8) return false;
+  // Eight neighbouring phase pixels lie in one dy row (one conflict-free ldmatrix).
+  if (Q <= kMaxPhaseCols) {
+    if ((Q & (Q - 1)) != 0) return false;
+    t.cols = static_cast<int>(Q);
+  } else {
+    if (Q % kMaxPhaseCols != 0) return false;
+    t.cols = kMaxPhaseCols;
+  }
+  t.rows = kPhasePixels / t.cols;
+  if (P % t.rows != 0) return false;
+  while ((1 << t.cols_log2) < t.cols) ++t.cols_log2;
+  const int64_t per_image = (P / t.rows) * (Q / t.cols), total = per_image * N;
+  if (total > (int64_t{1} << 30) || P * Q > (int64_t{1} << 28)) return false;
+  t.P = static_cast<int>(P);
+  t.Q = static_cast<int>(Q);
+  t.H = static_cast<int>(H);
+  t.W = static_cast<int>(W);
+  t.fc = t.cols + 2;
+  t.fp_pixels = (t.rows + 2) * t.fc;
+  t.per_image = static_cast<int>(per_image);
+  t.total = static_cast<int>(total);
+  return true;
+}
+
+// The footprint of the largest tile (R = 4 rows of J = 32): the shared memory to allow for.
+constexpr int kMaxFootprintPixels = (kPhasePixels / kMaxPhaseCols + 2) * (kMaxPhaseCols + 2);
+
+// The weight tap (r for rows, s for columns) with which phase p reads shift index d (dm + 1),
+// or -1 when it does not read that shift.
+__host__ __device__ constexpr int tap_of(int p, int d) {
+  return p == 0 ? (d == 0 ? 3 : d == 1 ? 1 : -1) : (d == 0 ? -1 : d == 1 ? 2 : 0);
+}
+
+template <int kK>
+constexpr size_t dgrad_smem_bytes(int fp_pixels) {
+  // The weights, as 16 taps x 8 channels x kK (+8 halves a row: rows in different banks), then
+  // two footprint buffers.
+  return (16 * 8 * (kK + 8) + 2 * static_cast<size_t>(fp_pixels) * kK) * 2;
+}
+
+// Two floats rounded to the dtype (as store_float rounds), as one 32-bit word.
+template <class T>
+__device__ __forceinline__ uint32_t pack_pair(float a, float b);
+template <>
+__device__ __forceinline__ uint32_t pack_pair<__half>(float a, float b) {
+  __half2 h = __floats2half2_rn(a, b);
+  return *reinterpret_cast<uint32_t*>(&h);
+}
+template <>
+__device__ __forceinline__ uint32_t pack_pair<__nv_bfloat16>(float a, float b) {
+  __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+  return *reinterpret_cast<uint32_t*>(&h);
+}
+
+// dy (N, P, Q, kK), w (kK, 4, 4, 8), dx (N, H, W, C), NHWC, C <= 8. One-dimensional grid of
+// blocks walking the tiles.
+template <class T, int kK>
+__global__ void __launch_bounds__(kBlockThreads)
+    conv_8ch_dgrad_kernel(const T* __restrict__ dy, const T* __restrict__ w, T* __restrict__ dx, DgradTiling tl,
+                          int C) {
+  constexpr int kChunks = kK / 8;  // 16-byte chunks of a dy pixel
+  constexpr int kWStride = kK + 8;
+  constexpr int kPixelStep = kBlockThreads / kChunks;  // footprint pixels between a thread's chunks
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* w_s = reinterpret_cast<T*>(smem);
+  // Buffer b (computed, not an array: a runtime index would put it in local memory).
+  auto in_s = [&](int b) { return w_s + 16 * 8 * kWStride + b * tl.fp_pixels * kK; };
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  // w_s[tap][c][k] = w[k][tap][c]: read in w's order, so consecutive threads read consecutive
+  // halves; written once per block.
+  for (int i = tid; i < kK * 128; i += kBlockThreads) w_s[(i & 127) * kWStride + (i >> 7)] = w[i];
+
+  // The footprint's pixels are stored row-major, chunk c of pixel column fc at chunk c ^ (fc % 8):
+  // eight neighbouring pixels' same chunk then fall in eight different banks. A thread copies
+  // chunk `chunk` of every kPixelStep-th pixel, starting at pixel tid / kChunks.
+  const int chunk = tid % kChunks, first_pixel = tid / kChunks;
+  const int first_row = first_pixel / tl.fc, first_col = first_pixel % tl.fc;
+  auto issue = [&](int tile, T* buf) {
+    int n, m0, j0;
+    tl.locate(tile, n, m0, j0);
+    const T* dyn = dy + static_cast<size_t>(n) * tl.P * tl.Q * kK + chunk * 8;
+    int fr = first_row, fcol = first_col;
+    for (int px = first_pixel; px < tl.fp_pixels; px += kPixelStep) {
+      const int r = m0 - 1 + fr, c = j0 - 1 + fcol;
+      const bool inside = r >= 0 && r < tl.P && c >= 0 && c < tl.Q;
+      copy_async_16(buf + px * kK + ((chunk ^ (fcol & 7)) * 8),
+                    inside ? dyn + (static_cast<size_t>(r) * tl.Q + c) * kK : dyn, inside);
+      fcol += kPixelStep;
+      while (fcol >= tl.fc) {
+        fcol -= tl.fc;
+        ++fr;
+      }
+    }
+  };
+
+  // A fragments: lane l gives row l % 8 of matrix l / 8 of each ldmatrix, the matrices being
+  // (phase pixels 0-7, k 0-7), (8-15, k 0-7), (0-7, k 8-15), (8-15, k 8-15) of an m-tile. Its
+  // footprint pixel at shift (0, 0) is pixel_base[mt]; its column's low bits are those of
+  // ld_row (J is at least 8), which the swizzle needs.
+  const int ld_row = lane & 7, ld_mat = lane >> 3, k_half = ld_mat >> 1;
+  int pixel_base[2];
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt) {
+    const int i = warp * 32 + mt * 16 + (ld_mat & 1) * 8 + ld_row;
+    pixel_base[mt] = ((i >> tl.cols_log2) + 1) * tl.fc + (i & (tl.cols - 1)) + 1;
+  }
+  // B fragments (k x 8 channels) from w_s: lanes 0-7 address channel rows for k 0-7 of the
+  // k-step, lanes 8-15 for k 8-15 (lanes 16-31 repeat them; ldmatrix .x2 ignores them).
+  const T* w_lane = w_s + (lane & 7) * kWStride + ((lane >> 3) & 1) * 8;
+  const int g = lane >> 2, t = lane & 3;  // accumulator fragment: pixel row g (+8), channels 2t, 2t+1
+
+  if (blockIdx.x < tl.total) issue(blockIdx.x, in_s(0));
+  copy_async_commit();
+  int buf = 0;
+  for (int tile = blockIdx.x; tile < tl.total; tile += gridDim.x, buf ^= 1) {
+    copy_async_wait<0>();
+    __syncthreads();  // this tile's footprint has landed; the other buffer's output is written
+    if (tile + gridDim.x < tl.total) issue(tile + gridDim.x, in_s(buf ^ 1));
+    copy_async_commit();
+    const T* in = in_s(buf);
+
+    float acc[2][2][2][4] = {};  // [py][px][m-tile][fragment]
+#pragma unroll
+    for (int sy = 0; sy < 3; ++sy)
+#pragma unroll
+      for (int sx = 0; sx < 3; ++sx) {
+        const int shift = (sy - 1) * tl.fc + (sx - 1);
+        const int swizzle = (ld_row + sx) & 7;  // (column + 1 + dj) % 8
+#pragma unroll
+        for (int ks = 0; ks < kK / 16; ++ks) {
+          uint32_t a[2][4];
+#pragma unroll
+          for (int mt = 0; mt < 2; ++mt)
+            ldmatrix_x4(a[mt], in + (pixel_base[mt] + shift) * kK + (((2 * ks + k_half) ^ swizzle) * 8));
+#pragma unroll
+          for (int py = 0; py < 2; ++py)
+#pragma unroll
+            for (int px = 0; px < 2; ++px) {
+              const int r = tap_of(py, sy), s = tap_of(px, sx);
+              if (r < 0 || s < 0) continue;
+              uint32_t b[2];
+              ldmatrix_x2(b, w_lane + (r * 4 + s) * 8 * kWStride + ks * 16);
+#pragma unroll
+              for (int mt = 0; mt < 2; ++mt) mma_16816<T>(acc[py][px][mt], a[mt], b);
+            }
+        }
+      }
+
+    __syncthreads();  // every warp has read the footprint: its buffer stages the output
+    T* out_s = in_s(buf);  // the tile's 2R x 2J output pixels, 8 channels each
+#pragma unroll
+    for (int py = 0; py < 2; ++py)
+#pragma unroll
+      for (int px = 0; px < 2; ++px)
+#pragma unroll
+        for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int i = warp * 32 + mt * 16 + g + 8 * h;
+            const int o = ((2 * (i >> tl.cols_log2) + py) << (tl.cols_log2 + 1)) + 2 * (i & (tl.cols - 1)) + px;
+            *reinterpret_cast<uint32_t*>(out_s + o * 8 + 2 * t) =
+                pack_pair<T>(acc[py][px][mt][2 * h], acc[py][px][mt][2 * h + 1]);
+          }
+    __syncthreads();
+    int n, m0, j0;
+    tl.locate(tile, n, m0, j0);
+    const int out_cols_log2 = tl.cols_log2 + 1;
+    auto out_pixel = [&](int o) {  // index of output pixel o of the tile in dx, in pixels
+      return (static_cast<size_t>(n) * tl.H + 2 * m0 + (o >> out_cols_log2)) * tl.W + 2 * j0 +
+             (o & ((1 << out_cols_log2) - 1));
+    };
+    if (C == 8) {
+      for (int o = tid; o < 4 * kPhasePixels; o += kBlockThreads)
+        *reinterpret_cast<uint4*>(dx + out_pixel(o) * 8) = *reinterpret_cast<const uint4*>(out_s + o * 8);
+    } else {
+      // Element by element, so a warp's stores cover consecutive halves of dx.
+      for (int e = tid; e < 4 * kPhasePixels * C; e += kBlockThreads) {
+        const int o = e / C, c = e - o * C;
+        dx[out_pixel(o) * C + c] = out_s[o * 8 + c];
+      }
+    }
+  }
+}
+
+template <class T, int kK>
+void launch_dgrad(const Tensor& dy, const Tensor& w, Tensor& dx, const DgradTiling& tl, CudaContext& ctx) {
+  auto kernel = conv_8ch_dgrad_kernel<T, kK>;
+  const size_t smem = dgrad_smem_bytes<kK>(tl.fp_pixels);
+  allow_dynamic_smem(kernel, dgrad_smem_bytes<kK>(kMaxFootprintPixels), dy.device().index);
+  const int blocks = grid_blocks(kernel, smem, dy.device().index, tl.total);
+  kernel<<<static_cast<unsigned>(blocks), kBlockThreads, smem, ctx.stream()>>>(
+      dy.data_as<T>(), w.data_as<T>(), dx.data_as<T>(), tl, static_cast<int>(dx.dim(1)));
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+bool conv2d_backward_data_8ch(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p) {
+  if (!conv_8ch_enabled()) return false;
+  const DType dt = dy.dtype();
+  if ((dt != DType::F16 && dt != DType::BF16) || w.dtype() != dt || dx.dtype() != dt) return false;
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&dy, &w, &dx})
+    if (t->rank() != 4 || t->format() != MemoryFormat::NHWC || !aligned16(t->data())) return false;
+  const int64_t K = w.dim(0), C = dx.dim(1);
+  if ((K != 64 && K != 128) || dy.dim(1) != K || w.dim(1) != 8 || w.dim(2) != 4 || w.dim(3) != 4 ||
+      (C != 1 && C != 3 && C != 8) || p.stride != 2 || p.pad != 1 || dy.dim(0) != dx.dim(0))
+    return false;
+  DgradTiling tl;
+  if (!choose_dgrad_tiling(dy.dim(0), dy.dim(2), dy.dim(3), dx.dim(2), dx.dim(3), tl)) return false;
+  CudaContext& ctx = context(dy.device().index);
+  GE_DISPATCH_HALF(dt, T, {
+    if (K == 64)
+      launch_dgrad<T, 64>(dy, w, dx, tl, ctx);
+    else
+      launch_dgrad<T, 128>(dy, w, dx, tl, ctx);
+  });
+  return true;
+}
+
+}  // namespace gpu
+}  // namespace ge
