@@ -370,10 +370,13 @@ struct ConvTransposeCase {
   int stride, pad;
 };
 
-// G's first layer (nz=100 -> 32 at 1x1 -> 4x4), an inner layer (16 -> 8, 8x8 -> 16x16), and an
-// odd one.
-const ConvTransposeCase kConvTransposeCases[] = {
-    {3, 100, 1, 1, 32, 4, 4, 1, 0}, {2, 16, 8, 8, 8, 4, 4, 2, 1}, {2, 5, 5, 3, 3, 3, 3, 2, 1}};
+// G's first layer (nz=100 -> 32 at 1x1 -> 4x4; in half precision its forward and weight
+// gradient are GEMMs, conv_gemm.cpp), the same as the engine runs it at batch 64 (nz padded to
+// 104, 64 output channels), an inner layer (16 -> 8, 8x8 -> 16x16), and an odd one.
+const ConvTransposeCase kConvTransposeCases[] = {{3, 100, 1, 1, 32, 4, 4, 1, 0},
+                                                 {64, 104, 1, 1, 64, 4, 4, 1, 0},
+                                                 {2, 16, 8, 8, 8, 4, 4, 2, 1},
+                                                 {2, 5, 5, 3, 3, 3, 3, 2, 1}};
 
 TEST_CASE("gpu ops: conv_transpose2d passes (DCGAN generator shapes) match the CPU") {
   GE_REQUIRE_GPU();

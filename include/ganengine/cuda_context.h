@@ -24,6 +24,7 @@ struct LaneState {
   void* workspace = nullptr;  // cuDNN workspace, grown on demand outside graph capture
   size_t workspace_bytes = 0;
   std::vector<void*> retired_workspaces;  // outgrown while a CUDA graph still referred to them
+  cublasHandle_t cublas = nullptr;        // for GEMMs inside training steps: made on first use
 };
 
 // The lane the calling thread issues work to (Main unless a ConcurrentRegion moved it).
@@ -50,6 +51,10 @@ CudaContext& context(int device_index = 0);
 // The current lane's cuDNN workspace, at least `bytes` large. Growing it synchronises that
 // lane's stream and allocates, so it throws ge::Error when asked to grow during graph capture.
 void* workspace(CudaContext& ctx, size_t bytes);
+// The current lane's cuBLAS handle, bound to its stream and to its workspace (at least `bytes`
+// of it, grown as workspace() grows it), so cuBLAS never allocates: GEMMs then run inside CUDA
+// graph captures, and the two lanes never share scratch memory.
+cublasHandle_t lane_cublas(CudaContext& ctx, size_t bytes);
 // A CUDA graph referring to the current workspaces holds a pin for as long as it lives.
 void pin_workspace(CudaContext& ctx);
 void unpin_workspace(CudaContext& ctx);  // never throws (graph destructors call it)

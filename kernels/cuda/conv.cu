@@ -22,6 +22,7 @@
 #include "ganengine/backend.h"
 #include "ganengine/conv_algo_cache.h"
 #include "conv_8ch.h"
+#include "conv_gemm.h"
 #include "conv_scalar.h"
 #include "conv_plan.h"
 #include "cuda_util.cuh"
@@ -195,7 +196,8 @@ void backward_filter_with(const Tensor& x_in, const Tensor& dy, Tensor& dw, cons
     grad = Tensor::empty(dy.shape(), dy.dtype(), dy.device(), dy.format());
     gpu::activation_backward(act->kind, *y_act, dy, grad, act->negative_slope);
   }
-  if (!conv2d_backward_filter_scalar(x, grad, dw, p, beta)) run_conv(ConvPass::BackwardFilter, x, dw, grad, p, beta);
+  if (!conv2d_backward_filter_scalar(x, grad, dw, p, beta) && !conv2d_backward_filter_gemm(x, grad, dw, p, beta))
+    run_conv(ConvPass::BackwardFilter, x, dw, grad, p, beta);
 }
 
 }  // namespace
@@ -212,7 +214,8 @@ void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx_out, con
                   ? dx_out
                   : Tensor::empty({dx_out.dim(0), w.dim(1), dx_out.dim(2), dx_out.dim(3)}, dx_out.dtype(),
                                   dx_out.device(), dx_out.format());
-  if (!conv2d_backward_data_scalar(dy, w, dx, p)) run_conv(ConvPass::BackwardData, dx, w, dy, p, 0.f);
+  if (!conv2d_backward_data_scalar(dy, w, dx, p) && !conv2d_backward_data_gemm(dy, w, dx, p))
+    run_conv(ConvPass::BackwardData, dx, w, dy, p, 0.f);
   if (dx.data() != dx_out.data()) ops::copy_padded(dx, dx_out);
 }
 

@@ -1,7 +1,8 @@
 // See conv_8ch.h. Backward-data of the 8-channel layers' convolution: dx (N, 2P, 2Q, 8, or
 // its first 1 or 3 channels) from dy (N, P, Q, K) and w (K, 4, 4, 8), K 64 or 128. It is D's
 // first layer's input gradient and G's last layer's forward (a transposed convolution), which
-// cuDNN ran with 64-channel tiles of which 8 were used: 365 us a call at batch 1024 (H200, ncu).
+// cuDNN ran with 64-channel tiles of which 8 were used: 365 us a call at batch 1024 (H200, ncu),
+// and a 46 us copy trimmed its 8 channels to the image's 3. This kernel: 108 us, no trim.
 //
 // A 4x4 stride-2 kernel splits into four 2x2 stride-1 ones, one per output phase (row parity
 // py, column parity px): dx[2m+py][2j+px] sums dy[m+dm][j+dj] * w[r][s] over two row taps,
@@ -102,10 +103,31 @@ __device__ __forceinline__ uint32_t pack_pair<__nv_bfloat16>(float a, float b) {
   return *reinterpret_cast<uint32_t*>(&h);
 }
 
-// dy (N, P, Q, kK), w (kK, 4, 4, 8), dx (N, H, W, C), NHWC, C <= 8. One-dimensional grid of
+// Writes a tile's staged output pixels (8 channels each in out_s) with their first kC channels
+// to dx: two pixels a thread at a time, kC 32-bit words (pixels pair up along a row, so a pair
+// starts at an even pixel: 4-byte aligned), neighbouring threads writing neighbouring words.
+template <int kC, class T, class PixelAt>
+__device__ __forceinline__ void write_pixel_pairs(const T* out_s, T* dx, int tid, const PixelAt& pixel_at) {
+  const uint16_t* staged = reinterpret_cast<const uint16_t*>(out_s);
+  for (int pair = tid; pair < 2 * kPhasePixels; pair += kBlockThreads) {
+    const uint16_t* two = staged + pair * 16;
+    uint32_t* dst = reinterpret_cast<uint32_t*>(dx + pixel_at(2 * pair) * kC);
+#pragma unroll
+    for (int w = 0; w < kC; ++w) {
+      const int lo = 2 * w, hi = 2 * w + 1;  // halves of the pair's 2 kC, pixel-major
+      dst[w] = two[(lo / kC) * 8 + lo % kC] | (static_cast<uint32_t>(two[(hi / kC) * 8 + hi % kC]) << 16);
+    }
+  }
+}
+
+// dy (N, P, Q, kK), w (kK, 4, 4, 8), dx (N, H, W, C), NHWC, C 1, 3 or 8. One-dimensional grid of
 // blocks walking the tiles.
+// The launch bounds name the blocks an SM holds (shared memory is the limit: three with kK 64,
+// one with 128), so the compiler may use the registers that leaves: left alone it chose 96 and
+// spilled, and the kernel took 131 us a call at batch 1024 (H200, ncu) against 108 us with 161.
+// (A single footprint buffer, four blocks an SM with kK 64, measured the same 108 us.)
 template <class T, int kK>
-__global__ void __launch_bounds__(kBlockThreads)
+__global__ void __launch_bounds__(kBlockThreads, kK == 64 ? 3 : 1)
     conv_8ch_dgrad_kernel(const T* __restrict__ dy, const T* __restrict__ w, T* __restrict__ dx, DgradTiling tl,
                           int C) {
   constexpr int kChunks = kK / 8;  // 16-byte chunks of a dy pixel
@@ -223,12 +245,10 @@ __global__ void __launch_bounds__(kBlockThreads)
     if (C == 8) {
       for (int o = tid; o < 4 * kPhasePixels; o += kBlockThreads)
         *reinterpret_cast<uint4*>(dx + out_pixel(o) * 8) = *reinterpret_cast<const uint4*>(out_s + o * 8);
+    } else if (C == 3) {
+      write_pixel_pairs<3>(out_s, dx, tid, out_pixel);
     } else {
-      // Element by element, so a warp's stores cover consecutive halves of dx.
-      for (int e = tid; e < 4 * kPhasePixels * C; e += kBlockThreads) {
-        const int o = e / C, c = e - o * C;
-        dx[out_pixel(o) * C + c] = out_s[o * 8 + c];
-      }
+      write_pixel_pairs<1>(out_s, dx, tid, out_pixel);
     }
   }
 }

@@ -114,6 +114,19 @@ void* workspace(CudaContext& ctx, size_t bytes) {
   return lane.workspace;
 }
 
+cublasHandle_t lane_cublas(CudaContext& ctx, size_t bytes) {
+  void* ws = workspace(ctx, bytes);
+  LaneState& lane = ctx.current();
+  if (!lane.cublas) {
+    CUBLAS_CHECK(cublasCreate(&lane.cublas));
+    CUBLAS_CHECK(cublasSetStream(lane.cublas, lane.stream));
+  }
+  // Every call: the workspace may have been reallocated since (always the same size asked for
+  // a given GEMM, so cuBLAS chooses the same algorithm on both lanes and every run).
+  CUBLAS_CHECK(cublasSetWorkspace(lane.cublas, ws, bytes));
+  return lane.cublas;
+}
+
 void pin_workspace(CudaContext& ctx) { ++ctx.workspace_pins; }
 
 void unpin_workspace(CudaContext& ctx) {
