@@ -36,7 +36,7 @@ if [ "${FULL:-0}" = 1 ]; then
     grep -i "first step\|cuDNN algorithms" "$OUT/first_step_$b.log" | head -3
   done
   OUT="$OUT/bench" BENCH_PT_ARGS="--configs graph_half,autocast,half,graph_fp32,fp32 --time-budget ${PT_BUDGET:-120}" \
-    timeout 280 tools/bench_suite.sh > "$OUT/bench/suite.log" 2>&1
+    timeout ${FULL_LIMIT:-280} tools/bench_suite.sh > "$OUT/bench/suite.log" 2>&1
   sed -n '/### Ratios/,/### ganengine/p' "$OUT/bench/bench_compare.md" | grep -E "^\| (64|256|1024) \| (mixed|half)"
   grep -E "O[0-3] graph +batch" "$OUT/bench/bench_ganengine.log" | cut -c1-150
 fi
