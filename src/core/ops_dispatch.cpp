@@ -56,10 +56,8 @@ void check_conv(const char* op, const Tensor& x, const Tensor& w, const Tensor& 
   GE_CHECK(x.dtype() == w.dtype() && x.dtype() == y.dtype(), op, ": dtypes differ: ", x.str(), ", ",
            w.str(), ", ", y.str());
   GE_CHECK(p.stride >= 1 && p.pad >= 0, op, ": stride ", p.stride, " pad ", p.pad);
-  GE_CHECK(x.dim(1) <= w.dim(1) && w.dim(0) == y.dim(1) &&
-               x.dim(0) == y.dim(0),
-           op, ": x ", x.str(),
-           " w ", w.str(), " y ", y.str());
+  GE_CHECK(x.dim(1) <= w.dim(1) && w.dim(0) == y.dim(1) && x.dim(0) == y.dim(0), op, ": x ", x.str(), " w ", w.str(),
+           " y ", y.str());
   GE_CHECK(conv_out_size(x.dim(2), w.dim(2), p.stride, p.pad) == y.dim(2) &&
                conv_out_size(x.dim(3), w.dim(3), p.stride, p.pad) == y.dim(3),
            op, ": spatial sizes x ", x.str(), " w ", w.str(), " y ", y.str(), " stride ", p.stride, " pad ",
