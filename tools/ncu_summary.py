@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Summarise `ncu --csv` rows (one row per kernel and metric) of one training step: time per
-kernel name, share of the step, and the Tensor Core pipes' activity weighted by time.
-Usage: ncu_summary.py ncu.csv"""
+kernel name, share of the step, and the Tensor Core pipes' activity weighted by time; with
+--launches, every launch in the order ncu ran them (which layer a kernel served follows from
+its place in the step: a replayed graph carries no NVTX ranges).
+Usage: ncu_summary.py [--launches] ncu.csv"""
 import csv
 import io
 import sys
@@ -32,8 +34,7 @@ def main(path):
     groups = defaultdict(lambda: [0, 0.0, 0.0])  # name -> launches, us, us * tensor%
     for k in kernels.values():
         us = k.get("gpu__time_duration.sum", 0.0)
-        tensor = max(k.get("sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active", 0.0),
-                     k.get("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active", 0.0))
+        tensor = tensor_activity(k)
         g = groups[k["name"][:90]]
         g[0] += 1
         g[1] += us
@@ -45,7 +46,23 @@ def main(path):
         print(f"{us:10.1f} {100 * us / max(total, 1e-9):5.1f}% {n:4d} {weighted / max(us, 1e-9):6.1f}  {name}")
     tc = sum(g[2] for g in groups.values()) / max(total, 1e-9)
     print(f"time-weighted Tensor Core pipe activity over the step: {tc:.1f}%")
+    return kernels
+
+
+def tensor_activity(k):
+    return max(k.get("sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active", 0.0),
+               k.get("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active", 0.0))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    args = sys.argv[1:]
+    launches = "--launches" in args
+    paths = [a for a in args if a != "--launches"]
+    if len(paths) != 1:
+        sys.exit(__doc__)
+    kernels = main(paths[0])
+    if launches:
+        print(f"\n{'launch':>6} {'us':>8} {'TC%':>5}  kernel")
+        for launch_id in sorted(kernels, key=int):
+            k = kernels[launch_id]
+            print(f"{launch_id:>6} {k.get('gpu__time_duration.sum', 0.0):8.1f} {tensor_activity(k):5.1f}  {k['name'][:90]}")
