@@ -1,7 +1,8 @@
-// What the two 8-channel convolution kernels (conv_8ch.cu: forward, conv_8ch_wgrad.cu:
+// What the 8-channel convolution kernels (conv_8ch.cu: forward, conv_8ch_wgrad.cu:
 // backward-filter) share: the tiling of a 4x4, stride-2, pad-1 convolution of an NHWC tensor
 // with 8 channels (one 16-byte pixel per tap), the Tensor Core instructions, and the host-side
-// choice of tiles and grid.
+// choice of tiles and grid. The backward-data kernel (conv_8ch_dgrad.cu) tiles its own way and
+// shares the instructions and the host-side helpers.
 //
 // A tile is 64 output pixels of one image: tile_rows whole output rows (when Q divides 64) or a
 // 64-wide segment of one row (when 64 divides Q). Its input footprint, the input pixels its 16
