@@ -7,14 +7,8 @@
 # Everything under $OUT in one archive.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-gpu-logs}; mkdir -p "$OUT/bench"
-source tools/gpu_env.sh
-export GE_TEST_DATA_DIR="$PWD/tests/data" GE_BINARY="$PWD/.carry/ganengine" GANENGINE_CUDNN_CACHE=off
-GE=.carry/ganengine
-if [ "${SUITE:-1}" = 1 ]; then
-  OUT="$OUT/suite" timeout ${SUITE_LIMIT:-220} tools/gpu_suite.sh | tail -1
-  grep -B3 -A12 "ERROR" "$OUT/suite/tests.log" | head -60
-fi
+source tools/dev/gpu_call_lib.sh
+if [ "${SUITE:-1}" = 1 ]; then gpu_call_suite; fi
 if [ -x .carry/ganengine_before ]; then
   for round in 1 2; do
     for which in before $( [ -x .carry/ganengine_mid ] && echo mid ) after; do
@@ -25,9 +19,7 @@ if [ -x .carry/ganengine_before ]; then
     done
   done
 fi
-for b in ${NCU_BATCHES-1024 64}; do
-  timeout 120 tools/ncu_kernels.sh O3 $b "$OUT/ncu_O3_$b" $GE > /dev/null 2> "$OUT/ncu_$b.err"; head -30 "$OUT/ncu_O3_$b.txt"
-done
+gpu_call_ncu "${NCU_BATCHES-1024 64}" 120 30 0
 # Where BatchNorm's kernels spend their time (Speed of Light, occupancy, memory): BN_DETAIL=1.
 if [ "${BN_DETAIL:-0}" = 1 ]; then
   timeout 120 ncu --clock-control none --profile-from-start off \
@@ -38,14 +30,5 @@ if [ "${BN_DETAIL:-0}" = 1 ]; then
   grep -E "reduce_channels|batchnorm_dx|normalize_kernel|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per" \
     "$OUT/ncu_bn_detail.txt" | head -120 > "$OUT/ncu_bn_detail_short.txt"
 fi
-if [ "${FULL:-0}" = 1 ]; then
-  for b in 64 1024; do
-    timeout 60 $GE train --dataset fake --batchSize $b --opt-level O2 --max-steps 2 --outf /tmp/first_$b > "$OUT/first_step_$b.log" 2>&1
-    grep -i "first step\|cuDNN algorithms" "$OUT/first_step_$b.log" | head -3
-  done
-  OUT="$OUT/bench" BENCH_PT_ARGS="--configs graph_half,autocast,half,graph_fp32,fp32 --time-budget ${PT_BUDGET:-120}" \
-    timeout 280 tools/bench_suite.sh > "$OUT/bench/suite.log" 2>&1
-  sed -n '/### Ratios/,/### ganengine/p' "$OUT/bench/bench_compare.md" | grep -E "^\| (64|256|1024) \| (mixed|half)"
-  grep -E "O[0-3] graph +batch" "$OUT/bench/bench_ganengine.log"
-fi
-tar czf /tmp/call.tgz -C "$OUT" . && rm -rf "${OUT:?}"/* && mv /tmp/call.tgz "$OUT/"
+if [ "${FULL:-0}" = 1 ]; then gpu_call_pytorch 280 0; fi
+gpu_call_pack

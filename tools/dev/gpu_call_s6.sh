@@ -10,14 +10,8 @@
 # Everything under $OUT in one archive.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-gpu-logs}; mkdir -p "$OUT/bench"
-source tools/gpu_env.sh
-export GE_TEST_DATA_DIR="$PWD/tests/data" GE_BINARY="$PWD/.carry/ganengine" GANENGINE_CUDNN_CACHE=off
-GE=.carry/ganengine
-if [ "${SUITE:-1}" = 1 ]; then
-  OUT="$OUT/suite" timeout ${SUITE_LIMIT:-220} tools/gpu_suite.sh | tail -1
-  grep -B3 -A12 "ERROR" "$OUT/suite/tests.log" | head -60
-fi
+source tools/dev/gpu_call_lib.sh
+if [ "${SUITE:-1}" = 1 ]; then gpu_call_suite; fi
 AB_BATCHES=${AB_BATCHES:-64,256,1024}
 if [ "${AB:-1}" = 1 ]; then
   for round in 1 2; do
@@ -40,17 +34,6 @@ if [ "${MEM:-1}" = 1 ]; then
     grep -E "O2 .*batch|peak .*MiB in use" "$OUT/memory_lane_$lane.log" | sed "s/^/lane $lane: /"
   done
 fi
-if [ "${FULL:-0}" = 1 ]; then
-  for b in 64 1024; do
-    timeout 60 $GE train --dataset fake --batchSize $b --opt-level O2 --max-steps 2 --outf /tmp/first_$b > "$OUT/first_step_$b.log" 2>&1
-    grep -i "first step\|cuDNN algorithms" "$OUT/first_step_$b.log" | head -3
-  done
-  OUT="$OUT/bench" BENCH_PT_ARGS="--configs graph_half,autocast,half,graph_fp32,fp32 --time-budget ${PT_BUDGET:-120}" \
-    timeout 280 tools/bench_suite.sh > "$OUT/bench/suite.log" 2>&1
-  sed -n '/### Ratios/,/### ganengine/p' "$OUT/bench/bench_compare.md" | grep -E "^\| (64|256|1024) \| (mixed|half)"
-  grep -E "O[0-3] graph +batch" "$OUT/bench/bench_ganengine.log"
-fi
-for b in ${NCU_BATCHES-}; do
-  timeout 100 tools/ncu_kernels.sh O3 $b "$OUT/ncu_O3_$b" $GE > /dev/null 2> "$OUT/ncu_$b.err"; head -24 "$OUT/ncu_O3_$b.txt" | cut -c1-150
-done
-tar czf /tmp/call.tgz -C "$OUT" . && rm -rf "${OUT:?}"/* && mv /tmp/call.tgz "$OUT/"
+if [ "${FULL:-0}" = 1 ]; then gpu_call_pytorch 280 0; fi
+gpu_call_ncu "${NCU_BATCHES-}" 100 24 150
+gpu_call_pack

@@ -1,0 +1,44 @@
+# Sourced by the per-session device-call scripts (tools/dev/gpu_call_s5.sh and later), from the
+# repository root on the GPU host: the environment every call sets up and the steps they share.
+# Everything goes under $OUT; gpu_call_pack leaves it as one archive, $OUT/call.tgz.
+OUT=${OUT:-gpu-logs}; mkdir -p "$OUT/bench"
+source tools/gpu_env.sh
+export GE_TEST_DATA_DIR="$PWD/tests/data" GE_BINARY="$PWD/.carry/ganengine" GANENGINE_CUDNN_CACHE=off
+GE=.carry/ganengine
+
+# Lines cut to $1 columns (0: whole).
+gpu_call_cut() { if [ "$1" -gt 0 ]; then cut -c1-"$1"; else cat; fi; }
+
+# The whole GPU suite (at most SUITE_LIMIT seconds): its summary line and the first errors.
+gpu_call_suite() {
+  OUT="$OUT/suite" timeout ${SUITE_LIMIT:-220} tools/gpu_suite.sh | tail -1
+  grep -B3 -A12 "ERROR" "$OUT/suite/tests.log" | head -60
+}
+
+# Process start to first step at batch 64 and 1024, then the benchmark beside PyTorch
+# (tools/bench_suite.sh, at most $1 seconds, PT_BUDGET seconds for PyTorch's configurations):
+# the ratio rows of both precisions and ganengine's lines, cut to $2 columns (0: whole).
+gpu_call_pytorch() {
+  local limit=$1 width=$2 b
+  for b in 64 1024; do
+    timeout 60 $GE train --dataset fake --batchSize $b --opt-level O2 --max-steps 2 --outf /tmp/first_$b > "$OUT/first_step_$b.log" 2>&1
+    grep -i "first step\|cuDNN algorithms" "$OUT/first_step_$b.log" | head -3
+  done
+  OUT="$OUT/bench" BENCH_PT_ARGS="--configs graph_half,autocast,half,graph_fp32,fp32 --time-budget ${PT_BUDGET:-120}" \
+    timeout $limit tools/bench_suite.sh > "$OUT/bench/suite.log" 2>&1
+  sed -n '/### Ratios/,/### ganengine/p' "$OUT/bench/bench_compare.md" | grep -E "^\| (64|256|1024) \| (mixed|half)"
+  grep -E "O[0-3] graph +batch" "$OUT/bench/bench_ganengine.log" | gpu_call_cut $width
+}
+
+# ncu kernel summaries of the O3 step at each batch size in $1 (at most $2 seconds each): the
+# first $3 lines of each, cut to $4 columns (0: whole).
+gpu_call_ncu() {
+  local batches=$1 limit=$2 lines=$3 width=$4 b
+  for b in $batches; do
+    timeout $limit tools/ncu_kernels.sh O3 $b "$OUT/ncu_O3_$b" $GE > /dev/null 2> "$OUT/ncu_$b.err"
+    head -$lines "$OUT/ncu_O3_$b.txt" | gpu_call_cut $width
+  done
+}
+
+# Everything under $OUT into $OUT/call.tgz (the device tool returns a limited number of files).
+gpu_call_pack() { tar czf /tmp/call.tgz -C "$OUT" . && rm -rf "${OUT:?}"/* && mv /tmp/call.tgz "$OUT/"; }
