@@ -68,6 +68,10 @@ std::string tag(DType dt, MemoryFormat f) { return std::string(ge::dtype_name(dt
 struct ConvCase {
   int64_t n, c, h, w, k, r, s;
   int stride, pad;
+  // The output's (and so dy's) shape: (n, k, P, Q).
+  Shape y_shape() const {
+    return {n, k, ge::conv_out_size(h, r, stride, pad), ge::conv_out_size(w, s, stride, pad)};
+  }
 };
 
 // Conv cases: DCGAN's first D layer (3->8 at 64x64, 4x4 stride 2 pad 1), an inner stride-2
@@ -91,12 +95,10 @@ const ConvCase kConvCases[] = {
 // Runs the three conv2d passes (and backward-filter accumulation) on both backends.
 void check_conv2d(const ConvCase& cc, DType dt, MemoryFormat f, bool allow_tf32 = false) {
   const ge::Conv2dParams p{cc.stride, cc.pad, allow_tf32};
-  const int64_t P = ge::conv_out_size(cc.h, cc.r, cc.stride, cc.pad);
-  const int64_t Q = ge::conv_out_size(cc.w, cc.s, cc.stride, cc.pad);
   const double tol = allow_tf32 ? 2e-3 : ge::test::tolerance_for(dt);
   const Tensor x = random_cpu({cc.n, cc.c, cc.h, cc.w}, dt, f);
   const Tensor w = random_cpu({cc.k, cc.c, cc.r, cc.s}, dt, f);
-  const Tensor dy = random_cpu({cc.n, cc.k, P, Q}, dt, f);
+  const Tensor dy = random_cpu(cc.y_shape(), dt, f);
 
   Tensor y = zeros_cpu(dy.shape(), dt, f);
   ge::ops::conv2d_forward(x, w, y, p);
@@ -177,11 +179,9 @@ TEST_CASE("gpu ops: conv2d with a fused activation matches the CPU and the two o
       CAPTURE(std::string(ge::ops::activation_name(kind)));
       const ge::ops::FusedActivation act{kind, 0.2f};
       const ge::Conv2dParams p{cc.stride, cc.pad};
-      const int64_t P = ge::conv_out_size(cc.h, cc.r, cc.stride, cc.pad);
-      const int64_t Q = ge::conv_out_size(cc.w, cc.s, cc.stride, cc.pad);
       const Tensor x = random_cpu({cc.n, cc.c, cc.h, cc.w}, c.dt, c.f);
       const Tensor w = random_cpu({cc.k, cc.c, cc.r, cc.s}, c.dt, c.f);
-      const Tensor dy = random_cpu({cc.n, cc.k, P, Q}, c.dt, c.f);
+      const Tensor dy = random_cpu(cc.y_shape(), c.dt, c.f);
 
       Tensor y = zeros_cpu(dy.shape(), c.dt, c.f);
       ge::ops::conv2d_activation_forward(x, w, y, p, act);
@@ -241,13 +241,11 @@ TEST_CASE("gpu ops: an x with 1 or 3 of w's 8 channels gives bitwise what its ze
     CAPTURE(cc.c);
     CAPTURE(cc.w);
     const ge::Conv2dParams p{cc.stride, cc.pad};
-    const int64_t P = ge::conv_out_size(cc.h, cc.r, cc.stride, cc.pad);
-    const int64_t Q = ge::conv_out_size(cc.w, cc.s, cc.stride, cc.pad);
     const Tensor x = gpu(random_cpu({cc.n, cc.c, cc.h, cc.w}, c.dt, c.f));
     Tensor xp = Tensor::empty({cc.n, 8, cc.h, cc.w}, c.dt, kGpu, c.f);
     ge::ops::copy_padded(x, xp);
     const Tensor w = gpu(random_cpu({cc.k, 8, cc.r, cc.s}, c.dt, c.f));
-    const Tensor dy = gpu(random_cpu({cc.n, cc.k, P, Q}, c.dt, c.f));
+    const Tensor dy = gpu(random_cpu(cc.y_shape(), c.dt, c.f));
     const ge::ops::FusedActivation act{Activation::LeakyReLU, 0.2f};
 
     Tensor y = poisoned_gpu(dy), yp = poisoned_gpu(dy);
@@ -332,10 +330,8 @@ TEST_CASE("gpu ops: backward-data into a dx with 1 or 3 of w's 8 channels gives 
     CAPTURE(cc.w);
     CAPTURE(cc.k);
     const ge::Conv2dParams p{cc.stride, cc.pad};
-    const int64_t P = ge::conv_out_size(cc.h, cc.r, cc.stride, cc.pad);
-    const int64_t Q = ge::conv_out_size(cc.w, cc.s, cc.stride, cc.pad);
     const Tensor w = gpu(random_cpu({cc.k, 8, cc.r, cc.s}, c.dt, c.f));
-    const Tensor dy = gpu(random_cpu({cc.n, cc.k, P, Q}, c.dt, c.f));
+    const Tensor dy = gpu(random_cpu(cc.y_shape(), c.dt, c.f));
     Tensor full = poisoned_gpu(zeros_cpu({cc.n, 8, cc.h, cc.w}, c.dt, c.f));
     ge::ops::conv2d_backward_data(dy, w, full, p);
     Tensor first = poisoned_gpu(zeros_cpu({cc.n, cc.c, cc.h, cc.w}, c.dt, c.f));
