@@ -30,7 +30,7 @@ int count_lines(const std::string& text) {
 TEST_CASE("conv algorithm cache: a stored choice is found by the next process and counted") {
   TempDir tmp;
   const std::string path = (tmp.dir / "sub" / "algos.txt").string();  // the directory is made
-  const ConvAlgoChoice fwd{1, 2, 4096}, wgrad{7, 0, 0};
+  const ConvAlgoChoice fwd{1, 2, 4096}, wgrad{7, 0, 0, "e65,2=1,28=8"};
   {
     ConvAlgoCache first(path);
     CHECK_FALSE(first.find("gpu|fwd|64"));
@@ -48,6 +48,7 @@ TEST_CASE("conv algorithm cache: a stored choice is found by the next process an
   const std::string text = read_all(path);
   CHECK(text.rfind("# ganengine cuDNN algorithm cache 1", 0) == 0);
   CHECK(text.find("gpu|fwd|64 1 2 4096\n") != std::string::npos);
+  CHECK(text.find("gpu|wgrad|64 7 0 0 e65,2=1,28=8\n") != std::string::npos);
   CHECK_THROWS_WITH_AS(next.store("has blank", fwd), doctest::Contains("blanks"), Error);
 }
 
@@ -68,9 +69,12 @@ TEST_CASE("conv algorithm cache: choices two processes store at once all reach t
 TEST_CASE("conv algorithm cache: lines it cannot read are ignored and dropped at the next write") {
   TempDir tmp;
   const std::filesystem::path path = tmp.dir / "algos.txt";
-  std::ofstream(path) << "# header\ngood 3 1 0\nbad\nworse 1 2\nnegative -1 0 0\ntrailing 1 1 1 x\n";
+  std::ofstream(path) << "# header\ngood 3 1 0\nbad\nworse 1 2\nnegative -1 0 0\ntrailing 1 1 1 x\n"
+                       "engine 1 1 1 e3,2=0\nengine_trailing 1 1 1 e3 x\n";
   ConvAlgoCache cache(path.string());
   CHECK(cache.find("good") == ConvAlgoChoice{3, 1, 0});
+  CHECK(cache.find("engine") == ConvAlgoChoice{1, 1, 1, "e3,2=0"});
+  CHECK_FALSE(cache.find("engine_trailing"));
   CHECK_FALSE(cache.find("bad"));
   CHECK_FALSE(cache.find("negative"));
   cache.store("new", {4, 0, 8});

@@ -5,6 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/build.sh >/dev/null
 rm -rf .carry && mkdir -p .carry
-cp build/ganengine build/ganengine_tests .carry/
-strip .carry/ganengine .carry/ganengine_tests 2>/dev/null || true
+cp build/ganengine build/ganengine_tests build/ganengine_conv_probe .carry/
+strip .carry/ganengine .carry/ganengine_tests .carry/ganengine_conv_probe 2>/dev/null || true
 du -sh .carry

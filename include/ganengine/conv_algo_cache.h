@@ -4,8 +4,8 @@
 // that finds its choices in this file skips the timing (0.7 s), and every process of an mpirun
 // job on one machine then uses the same algorithms.
 //
-// The file holds one line per choice, "<key> <algo> <math type> <workspace bytes>", after a
-// header line. The key names the GPU model, the cuDNN version, the algorithm preference and the
+// The file holds one line per choice, "<key> <algo> <math type> <workspace bytes> [<engine>]",
+// after a header line (<engine>: cudnn_engine.h's name of a backend configuration, no blanks). The key names the GPU model, the cuDNN version, the algorithm preference and the
 // convolution (pass, dtype, layouts, sizes, stride, padding, TF32, determinism); it has no
 // spaces. New choices are merged with what other processes wrote meanwhile and the file is
 // replaced atomically. It is a cache: lines it cannot read are ignored (with one warning) and
@@ -27,8 +27,9 @@ struct ConvAlgoChoice {
   int algo = 0;                 // a cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t
   int math = 0;                 // the cudnnMathType_t it was timed with
   uint64_t workspace_bytes = 0;
+  std::string engine;  // a cuDNN backend engine configuration for beta == 0 runs, "" for none
   bool operator==(const ConvAlgoChoice& o) const {
-    return algo == o.algo && math == o.math && workspace_bytes == o.workspace_bytes;
+    return algo == o.algo && math == o.math && workspace_bytes == o.workspace_bytes && engine == o.engine;
   }
 };
 

@@ -26,6 +26,7 @@
 #include "conv_scalar.h"
 #include "conv_plan.h"
 #include "cuda_util.cuh"
+#include "cudnn_engine.h"
 
 namespace ge {
 namespace gpu {
@@ -141,7 +142,11 @@ ConvPlan& plan_for(ConvPass pass, const Tensor& x, const Tensor& w, const Tensor
   ConvAlgoCache& persisted = process_conv_algo_cache();
   const std::string persisted_as = persisted_key(key, x.device().index);
   const std::optional<ConvAlgoChoice> cached = persisted.find(persisted_as);
-  if (!cached || !adopt_cached(*plan, pass, *cached, fma_only, ctx)) {
+  if (cached && adopt_cached(*plan, pass, *cached, fma_only, ctx)) {
+    // A stored engine configuration that no longer builds leaves the algorithm alone in charge.
+    if (!cached->engine.empty())
+      (void)adopt_engine(*plan, pass, x, w, y, p, cached->engine, key[16] != 0, ctx);
+  } else {
     // The search writes its trial results into the output, or into a scratch copy when the
     // output holds values to accumulate into.
     const Tensor& output = pass == ConvPass::Forward ? y : (pass == ConvPass::BackwardData ? x : w);
@@ -156,7 +161,10 @@ ConvPlan& plan_for(ConvPass pass, const Tensor& x, const Tensor& w, const Tensor
     // (a deadlock). Two replicas may then search the same shape; the first plan stored is the
     // one every replica uses, so they still compute identically.
     search_algorithm(*plan, pass, x, w, y, out, fma_only, key[16] != 0, ctx);
-    persisted.store(persisted_as, ConvAlgoChoice{plan->algo, static_cast<int>(plan->math), plan->workspace_bytes});
+    // Engine configurations serve beta == 0 only, so only such a first call searches them.
+    if (beta == 0.f) search_engine(*plan, pass, x, w, y, out, p, key[16] != 0, ctx);
+    persisted.store(persisted_as, ConvAlgoChoice{plan->algo, static_cast<int>(plan->math), plan->workspace_bytes,
+                                                 plan->engine ? plan->engine->name() : std::string()});
   }
   std::lock_guard<std::mutex> lock(g_plans_mutex);
   return *g_plans.emplace(key, std::move(plan)).first->second;
@@ -169,6 +177,13 @@ void run_conv(ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& y, 
   ConvPlan& plan = plan_for(pass, x, w, y, p, beta, ctx);
   void* ws = plan.workspace_bytes > 0 ? workspace(ctx, plan.workspace_bytes) : nullptr;
   void* out = pass == ConvPass::Forward ? y.data() : (pass == ConvPass::BackwardData ? x.data() : w.data());
+  if (plan.engine && beta == 0.f) {
+    const EnginePlan* engine = plan.engine->plan(ctx.cudnn());
+    GE_CHECK(engine, "cuDNN engine configuration ", plan.engine->name(), " for ", pass_name(pass), " of x ", x.str(),
+             " builds on one handle but not on this lane's (set GANENGINE_CONV_ENGINES=off to use the legacy API)");
+    CUDNN_CHECK(engine->run(ctx.cudnn(), x.data(), w.data(), y.data(), out, ws));
+    return;
+  }
   CUDNN_CHECK(run_pass(plan, pass, x.data(), w.data(), y.data(), out, ws, plan.workspace_bytes, beta, ctx));
 }
 

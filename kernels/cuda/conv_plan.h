@@ -6,10 +6,14 @@
 #pragma once
 #include "ganengine/backend.h"
 #include "ganengine/cuda_context.h"
+#include <memory>
+
 #include "cudnn_descriptors.h"
 
 namespace ge {
 namespace gpu {
+
+class EngineChoice;  // cudnn_engine.h
 
 enum class ConvPass : int { Forward = 0, BackwardData = 1, BackwardFilter = 2 };
 const char* pass_name(ConvPass pass);
@@ -27,7 +31,10 @@ struct ConvPlan {
   ConvolutionDescriptor conv_desc;  // carries the chosen algorithm's math type
   int algo = 0;                     // a cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t
   cudnnMathType_t math = CUDNN_DEFAULT_MATH;
-  size_t workspace_bytes = 0;
+  size_t workspace_bytes = 0;  // enough for the algorithm and for the engine configuration
+  // A backend engine configuration that ran faster than the algorithm (cudnn_engine.h); it
+  // serves the runs with beta == 0 (training's), the algorithm the others.
+  std::shared_ptr<EngineChoice> engine;
 };
 
 // The workspace the plan's algorithm (with the descriptor's current math type) needs; a status
@@ -50,8 +57,18 @@ cudnnStatus_t run_pass(const ConvPlan& plan, ConvPass pass, const void* x, const
 void search_algorithm(ConvPlan& plan, ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& y, void* out,
                       bool fma_only, bool deterministic_only, CudaContext& ctx);
 
-// How choices are made, for keys of anything that stores them: "tensor-core|timed" by default
-// (GANENGINE_CONV_ALGOS, GANENGINE_CONV_SEARCH).
+// After search_algorithm, for f16/bf16: searches the backend's engine configurations
+// (cudnn_engine.h) for the runs with beta == 0 and keeps one in plan.engine when it is at least
+// 3% faster than the algorithm. Off with GANENGINE_CONV_ENGINES=off.
+void search_engine(ConvPlan& plan, ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& y, void* out,
+                   const Conv2dParams& p, bool deterministic_only, CudaContext& ctx);
+
+// Takes a stored engine configuration into the plan (false when it cannot be built here).
+bool adopt_engine(ConvPlan& plan, ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& y,
+                  const Conv2dParams& p, const std::string& name, bool deterministic_only, CudaContext& ctx);
+
+// How choices are made, for keys of anything that stores them: "tensor-core|timed|engines" by
+// default (GANENGINE_CONV_ALGOS, GANENGINE_CONV_SEARCH, GANENGINE_CONV_ENGINES).
 std::string search_policy();
 
 }  // namespace gpu

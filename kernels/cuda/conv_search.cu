@@ -13,13 +13,24 @@
 // picked FMA kernels at batch 64 on the H200 that time well alone and then ran the captured step
 // at 2.5-3.6 ms instead of 1.8 ms (the choice also varied from run to run).
 // GANENGINE_CONV_ALGOS=fastest restores the plain choice.
+//
+// Every candidate is timed as a captured CUDA graph of kTimedRuns runs (graph_timing.h), as the
+// training step runs it: timed as stream calls, the legacy API's host work hid the kernels at
+// small batches.
+//
+// Then, for f16/bf16 (search_engine): cuDNN's backend engine configurations (cudnn_engine.h).
+// The legacy API runs one configuration per algorithm; on the H200 at batch 1024 its choice for
+// the 64 <-> 128-channel layers' backward-filter ran at 262 TFLOP/s where another tile with a
+// cluster of 8 along N ran at 600 (GANENGINE_CONV_ENGINES=off keeps the legacy API alone).
 #include <algorithm>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "conv_plan.h"
+#include "cudnn_engine.h"
 #include "ganengine/env_choice.h"
+#include "graph_timing.h"
 
 namespace ge {
 namespace gpu {
@@ -30,7 +41,7 @@ namespace {
 // exotic algorithm cannot take memory the activations need.
 constexpr size_t kWorkspaceCap = size_t{256} << 20;
 constexpr size_t kTimedCandidates = 4;
-constexpr int kTimedRuns = 3;
+constexpr int kTimedRuns = 5;
 
 // The search's own workspace, freed when it ends: trying algorithms needs the cap, the chosen
 // ones usually far less, and only what they need stays allocated in the context's workspace
@@ -61,20 +72,6 @@ class SearchWorkspace {
   size_t bytes_ = 0;
 };
 
-struct TimingEvents {
-  cudaEvent_t start = nullptr, stop = nullptr;
-  TimingEvents() {
-    CUDA_CHECK(cudaEventCreate(&start));
-    CUDA_CHECK(cudaEventCreate(&stop));
-  }
-  ~TimingEvents() {
-    (void)cudaEventDestroy(start);
-    (void)cudaEventDestroy(stop);
-  }
-  TimingEvents(const TimingEvents&) = delete;
-  TimingEvents& operator=(const TimingEvents&) = delete;
-};
-
 bool tensor_op_only() {
   static const bool on = env_choice("GANENGINE_CONV_ALGOS", {"tensor-core", "fastest"}) == "tensor-core";
   return on;
@@ -82,6 +79,11 @@ bool tensor_op_only() {
 
 bool search_with_find() {
   static const bool on = env_choice("GANENGINE_CONV_SEARCH", {"timed", "find"}) == "find";
+  return on;
+}
+
+bool engines_enabled() {
+  static const bool on = env_choice("GANENGINE_CONV_ENGINES", {"on", "off"}) == "on";
   return on;
 }
 
@@ -168,22 +170,14 @@ bool adopt(ConvPlan& plan, ConvPass pass, const Candidate& c, size_t cap, CudaCo
   return adopt_choice(plan, pass, c.algo, c.math, c.memory, cap, ctx);
 }
 
-// Milliseconds per run of the plan's current choice, after one untimed run; infinity when a
-// run fails (cuDNN may refuse an algorithm its heuristics listed).
+// The plan's current algorithm, timed.
 double time_choice(const ConvPlan& plan, ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& y, void* out,
                    void* ws, CudaContext& ctx, TimingEvents& ev) {
   auto run = [&] {
-    return run_pass(plan, pass, x.data(), w.data(), y.data(), out, ws, plan.workspace_bytes, 0.f, ctx);
+    return run_pass(plan, pass, x.data(), w.data(), y.data(), out, ws, plan.workspace_bytes, 0.f, ctx) ==
+           CUDNN_STATUS_SUCCESS;
   };
-  if (run() != CUDNN_STATUS_SUCCESS) return std::numeric_limits<double>::infinity();
-  CUDA_CHECK(cudaEventRecord(ev.start, ctx.stream()));
-  for (int r = 0; r < kTimedRuns; ++r)
-    if (run() != CUDNN_STATUS_SUCCESS) return std::numeric_limits<double>::infinity();
-  CUDA_CHECK(cudaEventRecord(ev.stop, ctx.stream()));
-  CUDA_CHECK(cudaEventSynchronize(ev.stop));
-  float ms = 0.f;
-  CUDA_CHECK(cudaEventElapsedTime(&ms, ev.start, ev.stop));
-  return ms / kTimedRuns;
+  return graph_time_ms(ctx.stream(), kTimedRuns, run, ev);
 }
 
 }  // namespace
@@ -202,7 +196,8 @@ cudnnMathType_t requested_math(DType t, bool allow_tf32) {
 }
 
 std::string search_policy() {
-  return std::string(tensor_op_only() ? "tensor-core" : "fastest") + (search_with_find() ? "|find" : "|timed");
+  return std::string(tensor_op_only() ? "tensor-core" : "fastest") + (search_with_find() ? "|find" : "|timed") +
+         (engines_enabled() ? "|engines" : "");
 }
 
 cudnnStatus_t workspace_needed(const ConvPlan& plan, ConvPass pass, CudaContext& ctx, size_t* needed) {
@@ -293,6 +288,49 @@ void search_algorithm(ConvPlan& plan, ConvPass pass, const Tensor& x, const Tens
   GE_CHECK(chosen, "cuDNN has no usable ", pass_name(pass), " algorithm for x ", x.str(), ", w ", w.str(), ", y ",
            y.str(), fma_only ? " without TF32" : "", deterministic_only ? " (deterministic only)" : "", " within a ",
            ws.bytes() >> 20, " MiB workspace");
+}
+
+// ---- backend engine configurations (cudnn_engine.h)
+
+namespace {
+
+// A configuration replaces the algorithm only when it is at least this much faster: the two
+// compute in different orders (results differ by rounding), so a tie keeps the algorithm.
+constexpr double kEngineMustGain = 0.97;
+constexpr double kEngineBudgetS = 0.5;  // per pass; the searches took 0.03-0.16 s on the H200
+
+}  // namespace
+
+void search_engine(ConvPlan& plan, ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& y, void* out,
+                   const Conv2dParams& p, bool deterministic_only, CudaContext& ctx) {
+  if (!engines_enabled() || x.dtype() == DType::F32) return;
+  synchronize(ctx.device);
+  const SearchWorkspace ws;
+  TimingEvents ev;
+  const double algo_ms = time_choice(plan, pass, x, w, y, out, ws.ptr(), ctx, ev);
+  const EngineConv conv = engine_conv(pass, x, w, y, p, 0.f);
+  const EngineFilter filter{deterministic_only};
+  auto time_plan = [&](const EnginePlan& ep) {
+    if (ep.workspace_bytes() > ws.bytes()) return std::numeric_limits<double>::infinity();
+    auto run = [&] {
+      return ep.run(ctx.cudnn(), x.data(), w.data(), y.data(), out, ws.ptr()) == CUDNN_STATUS_SUCCESS;
+    };
+    return graph_time_ms(ctx.stream(), kTimedRuns, run, ev);
+  };
+  const EngineSearchResult found = search_engine_config(ctx.cudnn(), conv, filter, time_plan, kEngineBudgetS);
+  if (found.name.empty() || !(found.ms < kEngineMustGain * algo_ms)) return;
+  adopt_engine(plan, pass, x, w, y, p, found.name, deterministic_only, ctx);
+}
+
+bool adopt_engine(ConvPlan& plan, ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& y,
+                  const Conv2dParams& p, const std::string& name, bool deterministic_only, CudaContext& ctx) {
+  auto choice = std::make_shared<EngineChoice>(engine_conv(pass, x, w, y, p, 0.f), name,
+                                               EngineFilter{deterministic_only});
+  const EnginePlan* built = choice->plan(ctx.cudnn());
+  if (!built) return false;
+  plan.workspace_bytes = std::max(plan.workspace_bytes, built->workspace_bytes());
+  plan.engine = std::move(choice);
+  return true;
 }
 
 }  // namespace gpu

@@ -16,7 +16,8 @@ namespace ge {
 
 namespace {
 
-constexpr const char* kHeader = "# ganengine cuDNN algorithm cache 1: <key> <algo> <math type> <workspace bytes>";
+constexpr const char* kHeader =
+    "# ganengine cuDNN algorithm cache 1: <key> <algo> <math type> <workspace bytes> [<engine>]";
 
 // Holds an exclusive flock on "<path>.lock" for the scope (or nothing if it cannot be opened):
 // two processes writing at once would otherwise each drop the other's new lines.
@@ -59,7 +60,10 @@ void ConvAlgoCache::merge_file_locked(std::map<std::string, ConvAlgoChoice>& int
     std::string key, rest;
     ConvAlgoChoice c;
     long long ws = -1;
-    if (!(fields >> key >> c.algo >> c.math >> ws) || (fields >> rest) || c.algo < 0 || c.math < 0 || ws < 0) {
+    const bool read = static_cast<bool>(fields >> key >> c.algo >> c.math >> ws);
+    if (read) fields >> c.engine;  // optional
+    const bool engine_ok = c.engine.empty() || c.engine[0] == 'e';
+    if (!read || !engine_ok || (fields >> rest) || c.algo < 0 || c.math < 0 || ws < 0) {
       ++*bad_lines;
       continue;
     }
@@ -104,7 +108,9 @@ void ConvAlgoCache::store(const std::string& key, const ConvAlgoChoice& choice) 
     for (auto& [k, c] : choices_) merged[k] = c;
     std::ostringstream out;
     out << kHeader << "\n";
-    for (auto& [k, c] : merged) out << k << ' ' << c.algo << ' ' << c.math << ' ' << c.workspace_bytes << '\n';
+    for (auto& [k, c] : merged)
+      out << k << ' ' << c.algo << ' ' << c.math << ' ' << c.workspace_bytes << (c.engine.empty() ? "" : " ")
+          << c.engine << '\n';
     write_file_atomically(path_, out.str());
   } catch (const Error& e) {
     warn_once_locked(std::string("not saved (") + e.what() +

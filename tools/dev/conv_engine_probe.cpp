@@ -1,0 +1,116 @@
+// Development probe (GPU): for the DCGAN's cuDNN-run convolution shapes, times the legacy API's
+// choice (conv_search.cu) beside the backend engine configuration cudnn_engine.h's search finds,
+// whether or not the engine would search that pass, and compares their results. One line per
+// pass and shape.
+//
+//   [GE_PROBE_BUDGET=seconds] build/ganengine_conv_probe [batch ...]        (default: 1024 64)
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "conv_plan.h"
+#include "cudnn_engine.h"
+#include "ganengine/cuda_context.h"
+#include "graph_timing.h"
+
+using namespace ge;
+using namespace ge::gpu;
+
+namespace {
+
+constexpr int kRuns = 10;
+constexpr size_t kWorkspaceCap = size_t{256} << 20;
+
+Tensor random_half(const Shape& shape, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  std::vector<float> v(static_cast<size_t>(shape_numel(shape)));
+  for (float& f : v) f = dist(rng);
+  return Tensor::from_floats(v, shape, DType::F16, Device::cuda(0), MemoryFormat::NHWC);
+}
+
+// Microseconds per run, timed as a captured graph (graph_timing.h), as the engine's search does.
+template <class F>
+double time_us(CudaContext& ctx, F run) {
+  TimingEvents ev;
+  return 1000.0 * graph_time_ms(ctx.stream(), kRuns, run, ev);
+}
+
+// Largest |a - b| relative to the largest |a|.
+double relative_diff(const Tensor& a, const Tensor& b) {
+  const std::vector<float> x = a.to_floats(), y = b.to_floats();
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    diff = std::max(diff, std::fabs(double(x[i]) - y[i]));
+    scale = std::max(scale, std::fabs(double(x[i])));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
+void probe(int64_t N, int64_t C, int64_t H, ConvPass pass, double budget_s, CudaContext& ctx) {
+  const int64_t K = 2 * C, P = H / 2;
+  const Conv2dParams p{/*stride=*/2, /*pad=*/1};
+  Tensor x = random_half({N, C, H, H}, 1), w = random_half({K, C, 4, 4}, 2), y = random_half({N, K, P, P}, 3);
+  const Tensor& out_like = pass == ConvPass::Forward ? y : (pass == ConvPass::BackwardData ? x : w);
+  Tensor legacy_out = Tensor::empty(out_like.shape(), DType::F16, Device::cuda(0), MemoryFormat::NHWC);
+  Tensor engine_out = Tensor::empty(out_like.shape(), DType::F16, Device::cuda(0), MemoryFormat::NHWC);
+  void* ws = nullptr;
+  CUDA_CHECK(cudaMalloc(&ws, kWorkspaceCap));
+
+  ConvPlan plan(x, w, y, p);
+  search_algorithm(plan, pass, x, w, y, legacy_out.data(), false, false, ctx);
+  const double legacy_us = time_us(ctx, [&] {
+    return run_pass(plan, pass, x.data(), w.data(), y.data(), legacy_out.data(), ws, plan.workspace_bytes, 0.f,
+                    ctx) == CUDNN_STATUS_SUCCESS;
+  });
+  const double flops = 2.0 * N * P * P * K * C * 16;
+
+  const auto t0 = std::chrono::steady_clock::now();
+  const EngineConv conv = engine_conv(pass, x, w, y, p, 0.f);
+  auto time_plan = [&](const EnginePlan& ep) {
+    if (ep.workspace_bytes() > kWorkspaceCap) return double(INFINITY);
+    const double us = time_us(ctx, [&] {
+      return ep.run(ctx.cudnn(), x.data(), w.data(), y.data(), engine_out.data(), ws) == CUDNN_STATUS_SUCCESS;
+    });
+    (void)cudaGetLastError();
+    return us * 1e-3;
+  };
+  const EngineSearchResult found = search_engine_config(ctx.cudnn(), conv, EngineFilter{}, time_plan, budget_s);
+  const double search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  double diff = -1;
+  if (!found.name.empty()) {
+    const std::unique_ptr<EnginePlan> ep = build_engine_plan(ctx.cudnn(), conv, found.name, EngineFilter{});
+    CUDNN_CHECK(ep->run(ctx.cudnn(), x.data(), w.data(), y.data(), engine_out.data(), ws));
+    diff = relative_diff(legacy_out, engine_out);
+  }
+  const double engine_us = found.ms * 1e3;
+  std::printf("%-15s N=%-4lld C=%3lld->%3lld: legacy algo %d %6.1f us (%3.0f TFLOP/s)  engine %6.1f us (%3.0f TFLOP/s, "
+              "%.2fx) diff %.1e  %d timed in %.2f s  %s\n",
+              pass_name(pass), (long long)N, (long long)C, (long long)K, plan.algo, legacy_us,
+              flops / legacy_us * 1e-6, engine_us, flops / engine_us * 1e-6, legacy_us / engine_us, diff, found.timed,
+              search_s, found.name.c_str());
+  CUDA_CHECK(cudaFree(ws));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // GE_PROBE_BUDGET: seconds of engine search per pass (the engine's own search: 0.6).
+  const double budget_s = std::getenv("GE_PROBE_BUDGET") ? std::atof(std::getenv("GE_PROBE_BUDGET")) : 0.6;
+  std::vector<int64_t> batches;
+  for (int i = 1; i < argc; ++i) batches.push_back(std::atoll(argv[i]));
+  if (batches.empty()) batches = {1024, 64};
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // a run cut short keeps what it printed
+  CudaContext& ctx = context(0);
+  std::printf("cuDNN %zu\n", cudnnGetVersion());
+  for (int64_t N : batches)
+    for (int64_t C : {64, 128, 256})
+      for (ConvPass pass : {ConvPass::Forward, ConvPass::BackwardData, ConvPass::BackwardFilter})
+        probe(N, C, 64 * 64 / C / 2, pass, budget_s, ctx);
+  return 0;
+}
