@@ -41,7 +41,7 @@ namespace {
 // exotic algorithm cannot take memory the activations need.
 constexpr size_t kWorkspaceCap = size_t{256} << 20;
 constexpr size_t kTimedCandidates = 4;
-constexpr int kTimedRuns = 5;
+constexpr int kTimedRuns = 3;
 
 // The search's own workspace, freed when it ends: trying algorithms needs the cap, the chosen
 // ones usually far less, and only what they need stays allocated in the context's workspace

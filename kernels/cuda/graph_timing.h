@@ -1,5 +1,5 @@
 // Timing a piece of GPU work the way a captured training step runs it: `runs` repetitions
-// captured into one CUDA graph, replayed once untimed, then once between two events. Timed as
+// captured into one CUDA graph, uploaded, then replayed once between two events. Timed as
 // back-to-back stream calls instead, work whose launch costs the host more than the GPU's run
 // (cuDNN's legacy API spends tens of microseconds a call; at batch 64 its kernels run 10-30)
 // measured the host: the search then ranked host overhead, not kernels.
@@ -44,7 +44,7 @@ double graph_time_ms(cudaStream_t stream, int runs, const Run& run, TimingEvents
   cudaGraphExec_t exec = nullptr;
   ok = ok && ended == cudaSuccess && graph && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
   float ms = 0.f;
-  ok = ok && cudaGraphLaunch(exec, stream) == cudaSuccess && cudaEventRecord(ev.start, stream) == cudaSuccess &&
+  ok = ok && cudaGraphUpload(exec, stream) == cudaSuccess && cudaEventRecord(ev.start, stream) == cudaSuccess &&
        cudaGraphLaunch(exec, stream) == cudaSuccess && cudaEventRecord(ev.stop, stream) == cudaSuccess &&
        cudaEventSynchronize(ev.stop) == cudaSuccess && cudaEventElapsedTime(&ms, ev.start, ev.stop) == cudaSuccess;
   if (exec) (void)cudaGraphExecDestroy(exec);
