@@ -15,15 +15,37 @@ gpu_call_suite() {
   grep -B3 -A12 "ERROR" "$OUT/suite/tests.log" | head -60
 }
 
-# Process start to first step at batch 64 and 1024, then the benchmark beside PyTorch
-# (tools/bench_suite.sh, at most $1 seconds, PT_BUDGET seconds for PyTorch's configurations):
-# the ratio rows of both precisions and ganengine's lines, cut to $2 columns (0: whole).
-gpu_call_pytorch() {
-  local limit=$1 width=$2 b
+# Process start to first step at batch 64 and 1024 (GANENGINE_CUDNN_CACHE=off: every
+# convolution searched, as on a fresh machine).
+gpu_call_first_step() {
+  local b
   for b in 64 1024; do
     timeout 60 $GE train --dataset fake --batchSize $b --opt-level O2 --max-steps 2 --outf /tmp/first_$b > "$OUT/first_step_$b.log" 2>&1
     grep -i "first step\|cuDNN algorithms" "$OUT/first_step_$b.log" | head -3
   done
+}
+
+# Alternating `ganengine bench` runs of VARIANTS ("name=binary[:ENV=value]" ...), ROUNDS rounds
+# (2) at AB_BATCHES (64,256,1024): each run's log and JSON, and its O2/O3 lines.
+gpu_call_ab() {
+  local round variant name spec bin envs
+  for round in $(seq 1 ${ROUNDS:-2}); do
+    for variant in ${VARIANTS-}; do
+      name=${variant%%=*} spec=${variant#*=}
+      bin=${spec%%:*} envs=$( [[ $spec == *:* ]] && echo "${spec#*:}" )
+      env $envs timeout 120 $bin bench --opt-level O2,O3 --batch-sizes ${AB_BATCHES:-64,256,1024} \
+        --json "$OUT/ab_${name}_$round.json" > "$OUT/ab_${name}_$round.log" 2>&1
+      grep -E "O[23] graph +batch" "$OUT/ab_${name}_$round.log" | cut -c1-60 | sed "s/^/$name $round: /"
+    done
+  done
+}
+
+# Process start to first step at batch 64 and 1024, then the benchmark beside PyTorch
+# (tools/bench_suite.sh, at most $1 seconds, PT_BUDGET seconds for PyTorch's configurations):
+# the ratio rows of both precisions and ganengine's lines, cut to $2 columns (0: whole).
+gpu_call_pytorch() {
+  local limit=$1 width=$2
+  gpu_call_first_step
   OUT="$OUT/bench" BENCH_PT_ARGS="--configs graph_half,autocast,half,graph_fp32,fp32 --time-budget ${PT_BUDGET:-120}" \
     timeout $limit tools/bench_suite.sh > "$OUT/bench/suite.log" 2>&1
   sed -n '/### Ratios/,/### ganengine/p' "$OUT/bench/bench_compare.md" | grep -E "^\| (64|256|1024) \| (mixed|half)"

@@ -10,15 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source tools/dev/gpu_call_lib.sh
 if [ "${SUITE:-1}" = 1 ]; then gpu_call_suite; fi
-for round in $(seq 1 ${ROUNDS:-2}); do
-  for variant in ${VARIANTS-}; do
-    name=${variant%%=*} spec=${variant#*=}
-    bin=${spec%%:*} envs=$( [[ $spec == *:* ]] && echo "${spec#*:}" )
-    env $envs timeout 120 $bin bench --opt-level O2,O3 --batch-sizes ${AB_BATCHES:-64,256,1024} \
-      --json "$OUT/ab_${name}_$round.json" > "$OUT/ab_${name}_$round.log" 2>&1
-    grep -E "O[23] graph +batch" "$OUT/ab_${name}_$round.log" | cut -c1-60 | sed "s/^/$name $round: /"
-  done
-done
+gpu_call_ab
 if [ "${MEM:-0}" = 1 ]; then
   timeout 60 $GE bench --opt-level O2 --batch-sizes 1024 --warmup 6 --steps 5 --windows 2 --memory-breakdown \
     > "$OUT/memory.log" 2>&1

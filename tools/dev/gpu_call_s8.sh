@@ -23,23 +23,12 @@ if [ "${SUITE:-0}" = 1 ]; then echo "== GPU suite"; gpu_call_suite; fi
 
 if [ -n "${VARIANTS:-}" ]; then
   echo "== A/B"
-  for round in $(seq 1 ${ROUNDS:-2}); do
-    for variant in $VARIANTS; do
-      name=${variant%%=*} spec=${variant#*=}
-      bin=${spec%%:*} envs=$( [[ $spec == *:* ]] && echo "${spec#*:}" )
-      env $envs timeout 120 $bin bench --opt-level O2,O3 --batch-sizes ${AB_BATCHES:-64,256,1024} \
-        --json "$OUT/ab_${name}_$round.json" > "$OUT/ab_${name}_$round.log" 2>&1
-      grep -E "O[23] graph +batch" "$OUT/ab_${name}_$round.log" | cut -c1-60 | sed "s/^/$name $round: /"
-    done
-  done
+  gpu_call_ab
 fi
 
 if [ "${FIRST:-0}" = 1 ]; then
   echo "== first step"
-  for b in 64 1024; do
-    timeout 60 $GE train --dataset fake --batchSize $b --opt-level O2 --max-steps 2 --outf /tmp/first_$b > "$OUT/first_step_$b.log" 2>&1
-    grep -i "first step\|cuDNN algorithms" "$OUT/first_step_$b.log" | head -3
-  done
+  gpu_call_first_step
 fi
 
 if [ "${FULL:-0}" = 1 ]; then echo "== beside PyTorch"; gpu_call_pytorch ${FULL_LIMIT:-200} 140; fi
