@@ -5,12 +5,13 @@
 // job on one machine then uses the same algorithms.
 //
 // The file holds one line per choice, "<key> <algo> <math type> <workspace bytes> [<engine>]",
-// after a header line (<engine>: cudnn_engine.h's name of a backend configuration, no blanks). The key names the GPU model, the cuDNN version, the algorithm preference and the
-// convolution (pass, dtype, layouts, sizes, stride, padding, TF32, determinism); it has no
-// spaces. New choices are merged with what other processes wrote meanwhile and the file is
-// replaced atomically. It is a cache: lines it cannot read are ignored (with one warning) and
-// rewritten, and a file or directory that cannot be written only costs the next run its
-// searches (one warning); training never fails because of it.
+// after a header line (<engine>: cudnn_engine.h's name of a backend configuration, no blanks).
+// The key names the GPU model, the cuDNN version, the algorithm preference and the convolution
+// (pass, dtype, layouts, sizes, stride, padding, TF32, determinism); it has no spaces. New
+// choices are merged with what other processes wrote meanwhile and the file is replaced
+// atomically. It is a cache: lines it cannot read are ignored (with one warning) and rewritten,
+// and a file or directory that cannot be written only costs the next run its searches (one
+// warning); training never fails because of it.
 //
 // Which file: $GANENGINE_CUDNN_CACHE (a path, or "off"), else $XDG_CACHE_HOME/ganengine/
 // cudnn_algos.txt, else $HOME/.cache/ganengine/cudnn_algos.txt.

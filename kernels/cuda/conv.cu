@@ -177,7 +177,10 @@ void run_conv(ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& y, 
   ConvPlan& plan = plan_for(pass, x, w, y, p, beta, ctx);
   void* ws = plan.workspace_bytes > 0 ? workspace(ctx, plan.workspace_bytes) : nullptr;
   void* out = pass == ConvPass::Forward ? y.data() : (pass == ConvPass::BackwardData ? x.data() : w.data());
-  if (plan.engine && beta == 0.f) {
+  // The engine's plans assume aligned data (cudnn_engine.h); a view that starts elsewhere
+  // runs on the algorithm.
+  const bool aligned = engine_aligned(x.data()) && engine_aligned(w.data()) && engine_aligned(y.data());
+  if (plan.engine && beta == 0.f && aligned) {
     const EnginePlan* engine = plan.engine->plan(ctx.cudnn());
     GE_CHECK(engine, "cuDNN engine configuration ", plan.engine->name(), " for ", pass_name(pass), " of x ", x.str(),
              " builds on one handle but not on this lane's (set GANENGINE_CONV_ENGINES=off to use the legacy API)");

@@ -4,11 +4,11 @@
 // Every pass is described with the tensors' forward-pass roles: x (N,C,H,W) the input,
 // w (K,C,R,S) the weight, y (N,K,P,Q) the output. Each pass computes one from the other two.
 #pragma once
-#include "ganengine/backend.h"
-#include "ganengine/cuda_context.h"
 #include <memory>
 
 #include "cudnn_descriptors.h"
+#include "ganengine/backend.h"
+#include "ganengine/cuda_context.h"
 
 namespace ge {
 namespace gpu {

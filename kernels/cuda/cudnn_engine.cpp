@@ -72,10 +72,11 @@ enum TensorUid : int64_t { kUidX = 1, kUidW = 2, kUidY = 3 };
 
 Desc make_tensor(int64_t uid, cudnnDataType_t dtype, const int64_t (&dims)[4], const int64_t (&strides)[4]) {
   Desc t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-  const int64_t alignment = 16;
+  const int64_t alignment = kEngineAlignment;
   const bool ok = t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dtype) &&
                   t.set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims) &&
-                  t.set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides) && t.set_int(CUDNN_ATTR_TENSOR_UNIQUE_ID, uid) &&
+                  t.set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides) &&
+                  t.set_int(CUDNN_ATTR_TENSOR_UNIQUE_ID, uid) &&
                   t.set_int(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, alignment) && t.finalize();
   return ok ? std::move(t) : Desc(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
 }
@@ -301,6 +302,8 @@ const std::string& EnginePlan::name() const { return parts_->name; }
 cudnnStatus_t EnginePlan::run(cudnnHandle_t handle, const void* x, const void* w, const void* y, void* out,
                               void* workspace) const {
   const ConvPass pass = parts_->pass;
+  for (const void* p : {x, w, y, static_cast<const void*>(out)})
+    if (!engine_aligned(p)) return CUDNN_STATUS_BAD_PARAM;
   void* ptrs[3] = {pass == ConvPass::BackwardData ? out : const_cast<void*>(x),
                    pass == ConvPass::BackwardFilter ? out : const_cast<void*>(w),
                    pass == ConvPass::Forward ? out : const_cast<void*>(y)};

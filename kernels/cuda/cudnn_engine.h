@@ -31,6 +31,10 @@ struct EngineConv {
   float beta = 0.f;  // out = pass(inputs) + beta * out, baked into the plan
 };
 
+// Plans are built for tensors whose data starts on this many bytes; run() refuses others.
+constexpr int64_t kEngineAlignment = 16;
+inline bool engine_aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % kEngineAlignment == 0; }
+
 // The description of tensors x, w, y (in their own memory formats) for this pass.
 EngineConv engine_conv(ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p,
                        float beta);
@@ -53,7 +57,8 @@ class EnginePlan {
   size_t workspace_bytes() const;
   const std::string& name() const;
   // out = pass(x, w, y) + beta * out on the handle's stream (x, w, y: the forward roles; out
-  // stands in for the pass's output).
+  // stands in for the pass's output). CUDNN_STATUS_BAD_PARAM when a pointer is not aligned to
+  // kEngineAlignment bytes.
   cudnnStatus_t run(cudnnHandle_t handle, const void* x, const void* w, const void* y, void* out,
                     void* workspace) const;
 
