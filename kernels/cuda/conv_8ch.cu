@@ -1,13 +1,20 @@
-// See conv_8ch.h. An implicit GEMM on Tensor Cores (mma.sync m16n8k16, fp32 accumulation):
-// y (pixels x 64 channels) = patches (pixels x 128) * w^T (128 = 4 x 4 taps x 8 channels).
-// Warp w of a block owns output channels 16w..16w+15: their weight fragments stay in its
-// registers for the block's whole life, and the block walks tiles of 64 output pixels
-// (conv_8ch_tile.cuh). Per tile the input footprint arrives in shared memory by cp.async (or,
-// for 1- and 3-channel inputs, through registers: FootprintLoader), issued while the previous
-// tile is computed; each warp reads its A fragments (16 pixels by one
-// tap pair) straight from the footprint with ldmatrix. The result is rounded to half once (then
-// passed through the fused activation, if any, exactly as the separate activation op would),
-// staged in shared memory and written as whole 128-byte pixel rows.
+// See conv_8ch.h. Implicit GEMMs on Tensor Cores (mma.sync m16n8k16, fp32 accumulation):
+// y (pixels x 64 channels) = patches (pixels x 4 x 4 taps x channels) * w^T. Warp w of a block
+// owns output channels 16w..16w+15: their weight fragments stay in its registers for the block's
+// whole life, and the block walks tiles of 64 output pixels (conv_8ch_tile.cuh). Per tile the
+// input footprint arrives in shared memory while the previous tile is computed; each warp reads
+// its A fragments (16 pixels by 16 of the reduction) straight from the footprint with ldmatrix.
+// The result is rounded to the dtype once (then passed through the fused activation, if any,
+// exactly as the separate activation op would), staged in shared memory and written as whole
+// 128-byte pixel rows. One kernel, two kinds of input (policies below):
+//  - 8-channel inputs (a padded tensor): a footprint pixel is 16 bytes, one tap of one output
+//    pixel, copied by cp.async; the reduction is 16 taps x 8 = 128 long.
+//  - 1- or 3-channel inputs (the image batches as they come): a footprint pixel is 4 channels, 8
+//    bytes with zeros after the image's own, so one 16-byte ldmatrix row holds two neighbouring
+//    taps and the reduction is 16 x 4 = 64 long: half the products, shared memory and ldmatrix
+//    of reading the image as 8 channels, and no padding copy. D's first layer with its
+//    LeakyReLU at batch 1024 (H200, ncu): 102 us a call, against 136 us reading 8-channel pixels
+//    through registers (session 5's loader) and 93 us for an already padded input (no activation).
 #include <initializer_list>
 #include <type_traits>
 
@@ -24,109 +31,144 @@ namespace {
 
 using namespace conv8;
 
-// How a tile's input footprint reaches shared memory in the forward, by the channels the input
-// holds:
-//  - 8 (a padded tensor): every pixel is one 16-byte cp.async, issued while the block computes
-//    the previous tile (issue); nothing is left to do afterwards (finish).
-//  - fewer (the image batches as they come: 1 or 3 channels, whose 2- or 6-byte pixels cp.async
-//    cannot move): issue loads the thread's share of pixels into registers, and finish, at the
-//    start of the tile's own iteration (a whole iteration later, as far as cp.async reaches
-//    ahead), writes them to shared memory as 16-byte pixels with zeros in the missing channels.
-//    So the padding copy the convolution would otherwise need is never made, and the image
-//    batch is held with its own channels. (The backward-filter reads 8-channel pixels only:
-//    with this loader it was slower than a padding copy and the cp.async kernel; conv.cu.)
-template <class T, int kC>
-struct FootprintLoader {
-  static_assert(kC >= 1 && kC < 8, "8-channel inputs take the cp.async loader");
-  static constexpr int kPixels = (kMaxFootprint + kBlockThreads - 1) / kBlockThreads;  // per thread, at most
-  static constexpr int kWords = (kC + 1) / 2;  // two channels a register: fewer registers, more blocks per SM
-  uint32_t v[kPixels][kWords];
-
-  // The thread's pixels are the footprint's chunks threadIdx.x, + blockDim.x, ...: walked as
-  // load_footprint_async walks them (FootprintWalk::next; a division per pixel made this loader
-  // slower than the padding copy it replaces).
-  __device__ __forceinline__ void issue(const T* __restrict__ x, T*, const Tiling& tl, const FootprintWalk& walk,
-                                        int n, int p0, int q0) {
-    const int fr = footprint_rows(tl.rows), fc = footprint_cols(tl.cols);
-    const uint16_t* xn = reinterpret_cast<const uint16_t*>(x) + static_cast<size_t>(n) * tl.H * tl.W * kC;
-    int fr_i = walk.r0, fc_i = walk.c0;
-#pragma unroll
-    for (int k = 0; k < kPixels; ++k) {
-      const int r = 2 * p0 - 1 + fr_i, c = 2 * q0 - 1 + fc_i;
-      const bool inside = fr_i < fr && r >= 0 && r < tl.H && c >= 0 && c < tl.W;
-      const uint16_t* px = xn + (static_cast<size_t>(inside ? r : 0) * tl.W + (inside ? c : 0)) * kC;
-#pragma unroll
-      for (int j = 0; j < kWords; ++j) {
-        const uint32_t lo = inside ? __ldg(px + 2 * j) : 0u;
-        const uint32_t hi = inside && 2 * j + 1 < kC ? __ldg(px + 2 * j + 1) : 0u;
-        v[k][j] = lo | (hi << 16);
-      }
-      walk.next(fr_i, fc_i, fc);
-    }
-  }
-
-  __device__ __forceinline__ void finish(T* in_s, const Tiling& tl, const FootprintWalk& walk) const {
-    const int fr = footprint_rows(tl.rows), fc = footprint_cols(tl.cols);
-    int fr_i = walk.r0, fc_i = walk.c0;
-#pragma unroll
-    for (int k = 0; k < kPixels; ++k) {
-      if (fr_i >= fr) break;
-      uint32_t word[4] = {};
-#pragma unroll
-      for (int j = 0; j < kWords; ++j) word[j] = v[k][j];
-      *reinterpret_cast<uint4*>(in_s + (fr_i * fc + tl.footprint_slot(fc_i)) * 8) =
-          make_uint4(word[0], word[1], word[2], word[3]);
-      walk.next(fr_i, fc_i, fc);
-    }
-  }
-};
-
+// How a tile's input footprint reaches shared memory, and how the kernel reads it: the two
+// kinds of input (see the top of this file) as policies of one kernel.
+//
+// PaddedInput: 8-channel pixels of 16 bytes, one cp.async each, stored in Tiling's order (even
+// footprint columns first); a k-step of 16 is two taps of 8 channels, the reduction's order
+// tap-major (w (K, 4, 4, 8) as it is in memory).
 template <class T>
-struct FootprintLoader<T, 8> {
-  __device__ __forceinline__ void issue(const T* __restrict__ x, T* in_s, const Tiling& tl, const FootprintWalk& walk,
-                                        int n, int p0, int q0) {
+struct PaddedInput {
+  static constexpr int kPixelHalves = 8;
+  static constexpr int kKSteps = 8;
+  static constexpr int kWeightHalfStep = 8;  // b1's k (2t + 8) sits 8 halves after b0's
+  FootprintWalk walk;
+  __device__ explicit PaddedInput(const Tiling& tl) : walk(tl) {}
+  __device__ __forceinline__ void issue(const T* __restrict__ x, T* in_s, const Tiling& tl, int n, int p0, int q0) {
     load_footprint_async(x, in_s, tl, walk, n, p0, q0);
   }
-  __device__ __forceinline__ void finish(T*, const Tiling&, const FootprintWalk&) const {}
+  __device__ __forceinline__ void finish(T*, const Tiling&) const {}
+  // Where k 2t of k-step ks sits in a weight row.
+  __device__ static int weight_k(int ks, int t) { return ks * 16 + 2 * t; }
+  // The footprint pixel output pixel m reads at the first tap of k-step ks (+ k_half: the second).
+  __device__ static int pixel_base(const Tiling& tl, int m) { return tl.pixel_base(m); }
+  __device__ static int tap_base(const Tiling& tl, int ks, int k_half) {
+    const int tap = 2 * ks + k_half;
+    return tl.tap_offset(tap >> 2, tap & 3);
+  }
 };
 
-// Calls f with the channel count of the kernel instantiation for c (1, 3 or 8; the host checks
-// c is one of them): `f(std::integral_constant<int, C>{})`.
-template <class F>
-void dispatch_channels(int c, F&& f) {
-  if (c == 1)
-    f(std::integral_constant<int, 1>{});
-  else if (c == 3)
-    f(std::integral_constant<int, 3>{});
-  else
-    f(std::integral_constant<int, 8>{});
-}
+// NarrowInput: the image batch's kC (1 or 3) channels as 4-channel pixels of 8 bytes, stored
+// row-major (footprint column fc_i holds input column 2 q0 - 1 + fc_i); a k-step of 16 is one
+// filter row, its taps 0-1 in one ldmatrix row and 2-3 in the other (two neighbouring pixels,
+// 16-byte aligned: the footprint's width is even and an output pixel's first tap column is). The
+// reduction runs (r, s, c) over 4 channels; w (K, 4, 4, 8) holds zeros from channel kC on, and
+// so does the footprint, so channel 3 adds nothing.
+//
+// Threads take pairs of neighbouring input pixels (columns 2k, 2k + 1: 2 kC halves in kC aligned
+// 32-bit words, W being even), walked as FootprintWalk walks pixels: pair pk of footprint row
+// fr_i is input pair q0 - 1 + pk, whose pixels land in footprint columns 2 pk - 1 and 2 pk (when
+// inside the footprint). issue() loads the thread's pairs into registers an iteration ahead
+// (cp.async cannot move 2- or 6-byte pixels); finish() stores them at the start of the tile's
+// own iteration.
+template <class T, int kC>
+struct NarrowInput {
+  static_assert(kC == 1 || kC == 3, "narrow inputs hold 1 or 3 channels");
+  static constexpr int kPixelHalves = 4;
+  static constexpr int kKSteps = 4;
+  static constexpr int kWeightHalfStep = 16;  // b1's k (2t + 8) is two taps (16 halves of w) on
+  // Pairs per thread, at most: a footprint's rows x (cols + 2) pairs are at most 390 under
+  // choose_tiling's 520-pixel bound, but 264 for every tiling but one-column tiles (Q = 1, left
+  // to cuDNN); room for a fourth pair spilled registers.
+  static constexpr int kPairs = 3;
+  uint32_t v[kPairs][kC];
+  int r0, c0, step_r, step_c;  // the thread's first pair (footprint row, pair), and its step
+
+  __device__ explicit NarrowInput(const Tiling& tl) {
+    const int per_row = tl.cols + 2;
+    r0 = threadIdx.x / per_row;
+    c0 = threadIdx.x % per_row;
+    step_r = blockDim.x / per_row;
+    step_c = blockDim.x % per_row;
+  }
+  __device__ __forceinline__ void next(int& r, int& c, int per_row) const {
+    r += step_r;
+    c += step_c;
+    if (c >= per_row) {
+      c -= per_row;
+      ++r;
+    }
+  }
+
+  __device__ __forceinline__ void issue(const T* __restrict__ x, T*, const Tiling& tl, int n, int p0, int q0) {
+    const int fr = footprint_rows(tl.rows), per_row = tl.cols + 2, row_pairs = tl.W / 2;
+    const uint32_t* xn = reinterpret_cast<const uint32_t*>(x) + static_cast<size_t>(n) * tl.H * row_pairs * kC;
+    int r = r0, c = c0;
+#pragma unroll
+    for (int j = 0; j < kPairs; ++j) {
+      const int row = 2 * p0 - 1 + r, pair = q0 - 1 + c;
+      const bool inside = r < fr && row >= 0 && row < tl.H && pair >= 0 && pair < row_pairs;
+      const uint32_t* src = xn + (static_cast<size_t>(inside ? row : 0) * row_pairs + (inside ? pair : 0)) * kC;
+#pragma unroll
+      for (int k = 0; k < kC; ++k) v[j][k] = inside ? __ldg(src + k) : 0u;
+      next(r, c, per_row);
+    }
+  }
+
+  __device__ __forceinline__ void finish(T* in_s, const Tiling& tl) const {
+    const int fr = footprint_rows(tl.rows), fc = footprint_cols(tl.cols), per_row = tl.cols + 2;
+    int r = r0, c = c0;
+#pragma unroll
+    for (int j = 0; j < kPairs; ++j) {
+      if (r >= fr) break;
+      uint32_t h[2 * kC];  // the pair's halves, pixel-major
+#pragma unroll
+      for (int k = 0; k < kC; ++k) {
+        h[2 * k] = v[j][k] & 0xffffu;
+        h[2 * k + 1] = v[j][k] >> 16;
+      }
+#pragma unroll
+      for (int px = 0; px < 2; ++px) {
+        const int col = 2 * c - 1 + px;
+        if (col < 0 || col >= fc) continue;
+        const uint32_t ch0 = h[px * kC], ch1 = kC > 1 ? h[px * kC + 1] : 0u, ch2 = kC > 2 ? h[px * kC + 2] : 0u;
+        *reinterpret_cast<uint2*>(in_s + (r * fc + col) * 4) = make_uint2(ch0 | (ch1 << 16), ch2);
+      }
+      next(r, c, per_row);
+    }
+  }
+
+  __device__ static int weight_k(int ks, int t) { return ks * 16 * 2 + (t >> 1) * 8 + 2 * (t & 1); }
+  __device__ static int pixel_base(const Tiling& tl, int m) {
+    return 2 * tl.row_of(m) * footprint_cols(tl.cols) + 2 * tl.col_of(m);
+  }
+  __device__ static int tap_base(const Tiling& tl, int ks, int k_half) {
+    return ks * footprint_cols(tl.cols) + 2 * k_half;
+  }
+};
 
 constexpr int kOutStride = kGroupChannels + 8;  // halves per staged output row: +8 spreads rows over the banks
-constexpr int kKSteps = kK / 16;                // mma k-steps: two taps each
 constexpr int kMTiles = kTilePixels / 16;
-// x (N, H, W, kC), w (K, 4, 4, 8), y (N, P, Q, K), all NHWC; channels kC..7 of x are zeros
-// (FootprintLoader). Grid (blocks walking the tiles, channel groups of 64). The launch bounds ask
-// for five blocks per SM with 8-channel inputs (96 registers, as the compiler chose them before
-// there was a bound) and four with 1 or 3 channels (left alone, the register loader's variants
-// took up to 158 registers: three blocks; bounded, 128 and a few spilled words).
-template <class T, bool kActivation, int kC>
-__global__ void __launch_bounds__(kBlockThreads, kC == 8 ? 5 : 4)
+// x (N, H, W, 8 or kC), w (K, 4, 4, 8), y (N, P, Q, K), all NHWC. Grid (blocks walking the tiles,
+// channel groups of 64). Five blocks per SM asked for: the padded kernel's 96 registers, as the
+// compiler chose them unbounded (six, 80 registers, spilled in the narrow kernel with LeakyReLU).
+template <class T, bool kActivation, class Input>
+__global__ void __launch_bounds__(kBlockThreads, 5)
     conv_8ch_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, Tiling tl, int K,
                     ops::Activation act, float slope) {
-  __shared__ alignas(16) T in_s[2][kMaxFootprint * 8];  // this tile's footprint and the next's
+  constexpr int kKSteps = Input::kKSteps, kPixel = Input::kPixelHalves;
+  __shared__ alignas(16) T in_s[2][kMaxFootprint * kPixel];  // this tile's footprint and the next's
   __shared__ alignas(16) T out_s[kTilePixels * kOutStride];
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;  // mma fragment row / column pair
   const int k0 = blockIdx.y * kGroupChannels + warp * 16;  // this warp's first output channel
 
-  const FootprintWalk walk(tl);
-  FootprintLoader<T, kC> footprint;
+  Input input(tl);
   int n, p0, q0;
   if (blockIdx.x < tl.total) {
     tl.locate(blockIdx.x, n, p0, q0);
-    footprint.issue(x, in_s[0], tl, walk, n, p0, q0);
+    input.issue(x, in_s[0], tl, n, p0, q0);
   }
   copy_async_commit();
 
@@ -137,34 +179,31 @@ __global__ void __launch_bounds__(kBlockThreads, kC == 8 ? 5 : 4)
   for (int ks = 0; ks < kKSteps; ++ks)
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt) {
-      const T* row = w + static_cast<size_t>(k0 + nt * 8 + g) * kK + ks * 16 + 2 * t;
+      const T* row = w + static_cast<size_t>(k0 + nt * 8 + g) * kK + Input::weight_k(ks, t);
       b[ks][nt][0] = *reinterpret_cast<const uint32_t*>(row);
-      b[ks][nt][1] = *reinterpret_cast<const uint32_t*>(row + 8);
+      b[ks][nt][1] = *reinterpret_cast<const uint32_t*>(row + Input::kWeightHalfStep);
     }
-  // Lane l addresses row l % 8 of matrix l / 8 in each ldmatrix: matrices (pixels 0-7, tap a),
-  // (pixels 8-15, a), (0-7, a+1), (8-15, a+1) of a 16-pixel m-tile are a0..a3. Its footprint
-  // pixel is pixel_base[mt] + tap_base[ks].
+  // Lane l addresses row l % 8 of matrix l / 8 in each ldmatrix: matrices (pixels 0-7, k 0-7),
+  // (pixels 8-15, k 0-7), (0-7, k 8-15), (8-15, k 8-15) of a 16-pixel m-tile are a0..a3. Its
+  // footprint pixel is pixel_base[mt] + tap_base[ks].
   const int ld_row = lane & 7, ld_mat = lane >> 3;
   int pixel_base[kMTiles], tap_base[kKSteps];
 #pragma unroll
-  for (int mt = 0; mt < kMTiles; ++mt) pixel_base[mt] = tl.pixel_base(mt * 16 + (ld_mat & 1) * 8 + ld_row);
+  for (int mt = 0; mt < kMTiles; ++mt) pixel_base[mt] = Input::pixel_base(tl, mt * 16 + (ld_mat & 1) * 8 + ld_row);
 #pragma unroll
-  for (int ks = 0; ks < kKSteps; ++ks) {
-    const int tap = 2 * ks + (ld_mat >> 1);
-    tap_base[ks] = tl.tap_offset(tap >> 2, tap & 3);
-  }
+  for (int ks = 0; ks < kKSteps; ++ks) tap_base[ks] = Input::tap_base(tl, ks, ld_mat >> 1);
 
   int buf = 0;
   for (int tile = blockIdx.x; tile < tl.total; tile += gridDim.x, buf ^= 1) {
     // This tile's footprint, issued an iteration ago, lands (registers to shared memory; nothing
     // to do for cp.async) before the next one's is issued. The next tile's goes into the other
     // buffer, which every thread finished reading before the previous tile's second barrier.
-    footprint.finish(in_s[buf], tl, walk);
+    input.finish(in_s[buf], tl);
     const int next = tile + gridDim.x;
     if (next < tl.total) {
       int nn, np0, nq0;
       tl.locate(next, nn, np0, nq0);
-      footprint.issue(x, in_s[buf ^ 1], tl, walk, nn, np0, nq0);
+      input.issue(x, in_s[buf ^ 1], tl, nn, np0, nq0);
     }
     copy_async_commit();
     // Located again rather than carried over from the previous iteration: carrying it raised
@@ -180,7 +219,7 @@ __global__ void __launch_bounds__(kBlockThreads, kC == 8 ? 5 : 4)
 #pragma unroll
       for (int ks = 0; ks < kKSteps; ++ks) {
         uint32_t a[4];
-        ldmatrix_x4(a, in + (pixel_base[mt] + tap_base[ks]) * 8);
+        ldmatrix_x4(a, in + (pixel_base[mt] + tap_base[ks]) * kPixel);
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt) mma_16816<T>(acc[mt][nt], a, b[ks][nt]);
       }
@@ -207,6 +246,18 @@ __global__ void __launch_bounds__(kBlockThreads, kC == 8 ? 5 : 4)
       *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(out_s + m * kOutStride + chunk * 8);
     }
   }
+}
+
+// Calls f with a null pointer to the input policy for x's c channels (1, 3 or 8; the host checks
+// c is one of them): `f(static_cast<Input*>(nullptr))`.
+template <class T, class F>
+void dispatch_input(int c, F&& f) {
+  if (c == 1)
+    f(static_cast<NarrowInput<T, 1>*>(nullptr));
+  else if (c == 3)
+    f(static_cast<NarrowInput<T, 3>*>(nullptr));
+  else
+    f(static_cast<PaddedInput<T>*>(nullptr));
 }
 
 }  // namespace
@@ -237,10 +288,15 @@ bool conv2d_forward_8ch(const Tensor& x, const Tensor& w, Tensor& y, const Conv2
   const int K = static_cast<int>(w.dim(0));
   const ops::Activation kind = act ? act->kind : ops::Activation::ReLU;
   const float slope = act ? act->negative_slope : 0.f;
+  const int C = static_cast<int>(x.dim(1));
+  // The narrow loader reads pixel pairs (W even) and holds a footprint's pairs in registers.
+  if (C != 8 && (tl.W % 2 != 0 || footprint_rows(tl.rows) * (tl.cols + 2) >
+                                      NarrowInput<__half, 1>::kPairs * kBlockThreads))
+    return false;
   GE_DISPATCH_HALF(x.dtype(), T, {
-    dispatch_channels(static_cast<int>(x.dim(1)), [&](auto channels) {
-      constexpr int kC = decltype(channels)::value;
-      auto kernel = act ? conv_8ch_kernel<T, true, kC> : conv_8ch_kernel<T, false, kC>;
+    dispatch_input<T>(C, [&](auto input) {
+      using Input = std::remove_pointer_t<decltype(input)>;
+      auto kernel = act ? conv_8ch_kernel<T, true, Input> : conv_8ch_kernel<T, false, Input>;
       const dim3 grid(static_cast<unsigned>(grid_blocks(kernel, 0, x.device().index, tl.total)),
                       static_cast<unsigned>(K / kGroupChannels));
       kernel<<<grid, kBlockThreads, 0, stream_of(x)>>>(x.data_as<T>(), w.data_as<T>(), y.data_as<T>(), tl, K, kind,

@@ -176,9 +176,9 @@ __global__ void __launch_bounds__(kSumOutputs* kSumSlices)
 bool conv2d_backward_filter_8ch(const Tensor& x, const Tensor& dy, Tensor& dw, const Conv2dParams& p, float beta,
                                 const ops::FusedActivation* act, const Tensor* y_act) {
   Tiling tl;
-  // 8 channels in memory only: for a 1- or 3-channel input, the forward's register loader made
-  // this kernel slower (H200, batch 1024: 184 us a call against 126 us, more than the 25 us of
-  // a padding copy), so the caller pads (conv.cu).
+  // 8 channels in memory only: for a 1- or 3-channel input, a register loader (the forward's of
+  // session 5, pixels of 8 channels) made this kernel slower (H200, batch 1024: 184 us a call
+  // against 126 us, more than the 25 us of a padding copy), so the caller pads (conv.cu).
   if (x.dim(1) != 8 || !tiling_for(x, dw, dy, p, tl)) return false;
   if (act && (!y_act || y_act->shape() != dy.shape() || y_act->dtype() != dy.dtype() ||
               y_act->format() != dy.format() || !aligned16(y_act->data())))
