@@ -1,8 +1,10 @@
 // BatchNorm2d with its activation fused (ops::batchnorm_activation_*): bitwise the two ops in
 // sequence on the same backend, and the GPU against the CPU reference.
+#include <cmath>
 #include <cstring>
 
 #include "ganengine/amp.h"
+#include "ganengine/backend.h"
 #include "ganengine/nn.h"
 #include "test_util.h"
 
@@ -51,8 +53,8 @@ Outputs run(bool fused, const ops::FusedActivation& act, const Inputs& in, bool 
   o.dbeta = Tensor::empty({C}, pdt, d);
   if (fused) {
     ops::batchnorm_activation_forward_train(x, gamma, beta, o.rm, o.rv, 0.1f, 1e-5f, act, o.y, o.mean, o.invstd);
-    ops::batchnorm_activation_backward(x, o.y, dx_over_dy ? o.dx : dy, gamma, o.mean, o.invstd, act, o.dx, o.dgamma,
-                                       o.dbeta);
+    ops::batchnorm_activation_backward(x, o.y, dx_over_dy ? o.dx : dy, gamma, beta, o.mean, o.invstd, act, o.dx,
+                                       o.dgamma, o.dbeta);
   } else {
     ops::batchnorm_forward_train(x, gamma, beta, o.rm, o.rv, 0.1f, 1e-5f, o.y, o.mean, o.invstd);
     ops::activation_forward(act.kind, o.y, o.y, act.negative_slope);
@@ -137,7 +139,8 @@ TEST_CASE("gpu fused batchnorm activation: bitwise the unfused GPU kernels and c
     for (DType dt : {DType::F32, DType::F16, DType::BF16})
       for (MemoryFormat f : {MemoryFormat::NCHW, MemoryFormat::NHWC})
         for (ops::Activation a : {ops::Activation::ReLU, ops::Activation::LeakyReLU}) {
-          INFO(shape_str(s), " ", dtype_name(dt), " ", format_name(f), " ", std::string(ops::activation_name(a)));
+          INFO(shape_str(s), " ", std::string(dtype_name(dt)), " ", std::string(format_name(f)), " ",
+               std::string(ops::activation_name(a)));
           const ops::FusedActivation act{a, 0.2f};
           const Inputs host = make_inputs(s, dt, f), dev = host.on(gpu);
           const Outputs fused = run(true, act, dev);
@@ -152,3 +155,58 @@ TEST_CASE("gpu fused batchnorm activation: bitwise the unfused GPU kernels and c
           CHECK(rel_error(fused.dgamma.to_doubles(), cpu.dgamma.to_doubles()) < tol);
         }
 }
+
+#if GE_WITH_CUDA  // calls the GPU backend directly, to compare with and without beta
+// The GPU's backward forms the activation's gradient without reading its output: it recomputes
+// the normalised value from x and tests only whether it rounds to a positive value of the dtype
+// (for half a compare with 2^-25, half the smallest subnormal). Normalised values at and around
+// that boundary (mean 0, invstd 1, gamma 1: the normalised value is x + beta, exactly), with y as
+// the forward writes it: bitwise what the backward reading y gives (beta not passed).
+TEST_CASE("gpu fused batchnorm backward: recomputing the activation from x is bitwise reading it at the rounding edge") {
+  GE_REQUIRE_GPU();
+  const Device gpu = Device::cuda(0);
+  const int64_t N = 2, C = 8, H = 4, W = 4;
+  const float edge = 0x1p-25f;
+  const std::vector<float> betas = {edge, std::nextafter(edge, 1.f), std::nextafter(edge, 0.f), -edge,
+                                    0.f,  -0.f,                      0x1p-24f,                   0x1p-134f};
+  const std::vector<float> xs = {0.f, 0x1p-24f, -0x1p-24f, 0x1p-23f, 1.f, -1.f, 0.f, -0x1p-26f};
+  for (DType dt : {DType::F16, DType::BF16})
+    for (ops::Activation a : {ops::Activation::ReLU, ops::Activation::LeakyReLU}) {
+      INFO(std::string(dtype_name(dt)), " ", std::string(ops::activation_name(a)));
+      const ops::FusedActivation act{a, 0.2f};
+      std::vector<float> x(N * C * H * W), z(x.size());
+      for (size_t i = 0; i < x.size(); ++i) x[i] = xs[i % xs.size()];
+      const Tensor x_t = Tensor::from_floats(x, {N, C, H, W}, dt);
+      const std::vector<double> x_rounded = x_t.to_doubles();
+      for (size_t i = 0; i < x.size(); ++i) {
+        const size_t c = (i / (H * W)) % C;
+        z[i] = std::fma(static_cast<float>(x_rounded[i]), 1.f, betas[c]);
+      }
+      // y = the activation of z rounded to the dtype, rounded again (as the forward stores it).
+      std::vector<double> r = Tensor::from_floats(z, {N, C, H, W}, dt).to_doubles();
+      std::vector<float> activated(r.size());
+      for (size_t i = 0; i < r.size(); ++i) {
+        const float v = static_cast<float>(r[i]);
+        activated[i] = a == ops::Activation::ReLU ? (v <= 0.f ? 0.f : v) : (v > 0.f ? v : v * act.negative_slope);
+      }
+      auto on_gpu = [&](const Tensor& t) { return ops::converted(t, dt, MemoryFormat::NHWC, gpu); };
+      const Tensor xg = on_gpu(x_t), yg = on_gpu(Tensor::from_floats(activated, {N, C, H, W}, dt));
+      const Tensor dyg = on_gpu(random_tensor({N, C, H, W}, dt, Device::cpu()));
+      const Tensor gamma = Tensor::from_floats(std::vector<float>(C, 1.f), {C}, DType::F32, gpu);
+      const Tensor beta = Tensor::from_floats(betas, {C}, DType::F32, gpu);
+      const Tensor mean = Tensor::zeros({C}, DType::F32, gpu);
+      const Tensor invstd = Tensor::from_floats(std::vector<float>(C, 1.f), {C}, DType::F32, gpu);
+      Outputs recomputed, read;
+      for (Outputs* o : {&recomputed, &read}) {
+        o->dx = Tensor::empty(xg.shape(), dt, gpu, MemoryFormat::NHWC);
+        o->dgamma = Tensor::empty({C}, DType::F32, gpu);
+        o->dbeta = Tensor::empty({C}, DType::F32, gpu);
+        ge::gpu::batchnorm_backward(xg, dyg, gamma, mean, invstd, o->dx, o->dgamma, o->dbeta, &act, &yg,
+                                    o == &recomputed ? &beta : nullptr, nullptr);
+      }
+      CHECK(same_bytes(recomputed.dx, read.dx));
+      CHECK(same_bytes(recomputed.dgamma, read.dgamma));
+      CHECK(same_bytes(recomputed.dbeta, read.dbeta));
+    }
+}
+#endif

@@ -17,7 +17,8 @@
                                          const Conv2dParams& p, const ops::FusedActivation& act,          \
                                          float beta);                                                     \
   /* act: an activation applied after the normalisation (nullptr: none); y_act: its output,  */ \
-  /* read by the backward to form the activation's gradient first.                         */ \
+  /* from which the backward forms the activation's gradient first. beta (with act): the   */ \
+  /* forward's shift, with which the GPU may recompute y_act from x instead of reading it. */ \
   void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,           \
                                Tensor& running_mean, Tensor& running_var, float momentum,          \
                                float eps, Tensor& y, Tensor& save_mean, Tensor& save_invstd,       \
@@ -28,7 +29,7 @@
   void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,                  \
                           const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,          \
                           Tensor& dgamma, Tensor& dbeta, const ops::FusedActivation* act,          \
-                          const Tensor* y_act, const ops::BatchNormSync* sync);                    \
+                          const Tensor* y_act, const Tensor* beta, const ops::BatchNormSync* sync); \
   void activation_forward(ops::Activation a, const Tensor& x, Tensor& y, float negative_slope);    \
   void activation_backward(ops::Activation a, const Tensor& y, const Tensor& dy, Tensor& dx,       \
                            float negative_slope);                                                  \

@@ -96,7 +96,9 @@ struct FusedActivation {
 // ---- BatchNorm2d followed by an in-place activation, as one op: bitwise the two ops in
 // sequence (the normalised value is rounded to the activation dtype before the activation, and
 // the activation's gradient before BatchNorm's backward), in fewer passes over memory on the GPU.
-// The backward reads the activation's output y and the gradient dy of that output.
+// The backward takes the activation's output y and the gradient dy of that output, and beta as
+// the forward had it (the GPU's gradient sums recompute y from x, gamma and beta instead of
+// reading it: bitwise the same gradient, one activation-sized read less).
 void batchnorm_activation_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                         Tensor& running_mean, Tensor& running_var, float momentum, float eps,
                                         const FusedActivation& act, Tensor& y, Tensor& save_mean,
@@ -105,8 +107,9 @@ void batchnorm_activation_forward_eval(const Tensor& x, const Tensor& gamma, con
                                        const Tensor& running_mean, const Tensor& running_var, float eps,
                                        const FusedActivation& act, Tensor& y);
 void batchnorm_activation_backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& gamma,
-                                   const Tensor& save_mean, const Tensor& save_invstd, const FusedActivation& act,
-                                   Tensor& dx, Tensor& dgamma, Tensor& dbeta, const BatchNormSync* sync = nullptr);
+                                   const Tensor& beta, const Tensor& save_mean, const Tensor& save_invstd,
+                                   const FusedActivation& act, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
+                                   const BatchNormSync* sync = nullptr);
 // ---- a convolution followed by an in-place activation (D's first layer and its LeakyReLU), as
 // one op: bitwise the two ops in sequence (the convolution rounded to y's dtype before the
 // activation). The backward-filter takes the activation's output y and that output's gradient

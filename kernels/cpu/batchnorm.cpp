@@ -147,8 +147,10 @@ void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& 
 
 void batchnorm_backward(const Tensor& x, const Tensor& dy_out, const Tensor& gamma, const Tensor& save_mean,
                         const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
-                        const ops::FusedActivation* act, const Tensor* y_act, const ops::BatchNormSync* sync) {
-  // With a fused activation, its gradient comes first, as the unfused layers would compute it.
+                        const ops::FusedActivation* act, const Tensor* y_act, const Tensor* /*beta*/,
+                        const ops::BatchNormSync* sync) {
+  // With a fused activation, its gradient comes first, as the unfused layers would compute it
+  // (from y_act: the reference reads what the forward wrote).
   Tensor dy = dy_out;
   if (act) {
     GE_CHECK(y_act && y_act->defined(), "batchnorm backward with a fused activation needs the activation's output");

@@ -13,10 +13,15 @@
 // A fused activation (ReLU / LeakyReLU after the BatchNorm, ops::FusedActivation) is applied to
 // the normalised value after rounding it to the activation dtype, and its gradient is rounded
 // before BatchNorm's backward uses it: bitwise what the two unfused kernels produce, in one pass.
+// The backward's gradient sums recompute the activation's output from x
+// (GANENGINE_BN_RECOMPUTE=off: read it).
+#include <type_traits>
+
 #include "activation_math.cuh"
 #include "channel_reduce.cuh"
 #include "cuda_util.cuh"
 #include "ganengine/backend.h"
+#include "ganengine/env_choice.h"
 #include "vector_pack.cuh"
 
 namespace ge {
@@ -70,19 +75,64 @@ struct GradSumsAcc {
   __device__ void set(int k, float v) { (k == 0 ? sum_dy : sum_dy_xmu) = v; }
 };
 
-// The gradient reaching BatchNorm's output: dy itself, or the fused activation's gradient from
-// its output y, rounded as the unfused activation layer would store it. (Recomputing y from x
-// instead of reading it back measured slower on the H200: the extra per-element work and
-// per-channel loads cost more than the saved read.)
+// The training forward's normalise and shift, each operation rounded as written: the backward
+// recomputes the fused activation's output with it, so it must be bitwise what the forward wrote
+// (no contraction left to the compiler's choice in either place).
+__device__ __forceinline__ float bn_affine(float x, float mean, float invstd, float gamma, float beta) {
+  return __fmaf_rn(__fmul_rn(__fsub_rn(x, mean), invstd), gamma, beta);
+}
+
+// The gradient reaching BatchNorm's output: dy itself, or the fused activation's gradient,
+// rounded as the unfused activation layer would store it. The activation's output y is read back
+// or, with kRecompute, formed again from x and the channel's mean, invstd, gamma and beta exactly
+// as the forward formed it: one activation-sized read less. The gradient sums recompute it (H200,
+// O3 batch 1024: 529 -> 403 us a step); the dx pass reads it (recomputing, it went 589 -> 625 us).
+// (A first try, session 5, loaded the four per-channel values per element and both passes
+// measured slower; here each thread loads its channels' values once, and the activation's output
+// is only tested for its sign: rounds_positive.) kRecompute is a template argument: the values
+// it needs cost registers where they are not used.
 struct ActivationGrad {
   bool fused = false;
+  bool recompute = false;  // the kernels' kRecompute
   ops::Activation kind = ops::Activation::ReLU;
   float slope = 0.f;
 };
 
+// One channel's values for bn_affine.
+struct ChannelAffine {
+  float mean, invstd, gamma, beta;
+};
+
+// Whether a normalised value z rounds to a positive T: all that ReLU's and LeakyReLU's (slope >= 0)
+// gradients ask of their output, which is positive exactly then. For half, exactly when z exceeds
+// 2^-25 (half the smallest subnormal; the tie rounds to even, zero): one compare. Rounding to
+// half and back for the output and the activation on it, as the forward does, made the
+// recomputing passes slower than reading the output (H200, batch 1024: dx 690 against 589 us).
 template <class T>
-__device__ __forceinline__ float bn_output_grad(const ActivationGrad& a, float y, float dy) {
-  return a.fused ? round_to<T>(activate_grad(a.kind, y, dy, a.slope)) : dy;
+__device__ __forceinline__ bool rounds_positive(float z) {
+  return round_to<T>(z) > 0.f;
+}
+template <>
+__device__ __forceinline__ bool rounds_positive<__half>(float z) {
+  return z > 0x1p-25f;
+}
+
+template <class T, bool kRecompute = false>
+__device__ __forceinline__ float bn_output_grad(const ActivationGrad& a, float x, float y, float dy,
+                                                const ChannelAffine& c) {
+  if (!a.fused) return dy;
+  // activate_grad's ReLU and LeakyReLU, with y > 0 as recomputed (the host recomputes for these,
+  // with slope >= 0, only).
+  if (kRecompute)
+    return round_to<T>(rounds_positive<T>(bn_affine(x, c.mean, c.invstd, c.gamma, c.beta))
+                           ? dy
+                           : (a.kind == ops::Activation::ReLU ? 0.f : dy * a.slope));
+  return round_to<T>(activate_grad(a.kind, y, dy, a.slope));
+}
+
+bool bn_recompute_enabled() {
+  static const bool on = env_choice("GANENGINE_BN_RECOMPUTE", {"on", "off"}) == "on";
+  return on;
 }
 
 template <class T>
@@ -103,44 +153,76 @@ struct StatsVisit {
   }
 };
 
+// Channel c's values for bn_affine (only the mean without a recomputed activation).
+template <class P>
+__device__ __forceinline__ ChannelAffine channel_affine(const float* mean, const float* invstd, const P* gamma,
+                                                        const P* beta, uint32_t c, bool recompute) {
+  ChannelAffine a{__ldg(mean + c), 0.f, 0.f, 0.f};
+  if (recompute) {
+    a.invstd = __ldg(invstd + c);
+    a.gamma = load_float(gamma + c);
+    a.beta = load_float(beta + c);
+  }
+  return a;
+}
+
 // Sums of the output gradient and of its product with x - mean (y: the fused activation's
-// output, null without one).
-template <class T>
+// output, read when act.fused and not kRecompute).
+template <class T, class P, bool kRecompute>
 struct GradSumsVisit {
   static constexpr int kPack = kWidePack<T>;
-  static constexpr int kUnroll = 2;  // three tensors a row
+  static constexpr int kUnroll = 2;  // up to three tensors a row
   struct Loaded {
     Pack<T, kPack> x, dy, y;
   };
-  struct Channels {
-    uint32_t c0;
+  struct Channels {  // a thread's channels stay the same: their values are loaded once
+    ChannelAffine c[kPack];
   };
   const T* x;
   const T* dy;
   const T* y;
   const float* mean;
+  const float* invstd;
+  const P* gamma;
+  const P* beta;
   ActivationGrad act;
 
-  __device__ void operator()(GradSumsAcc& acc, uint64_t i, uint32_t c) const {
-    const float g = bn_output_grad<T>(act, act.fused ? load_float(y + i) : 0.f, load_float(dy + i));
-    acc.sum_dy += g;
-    acc.sum_dy_xmu += g * (load_float(x + i) - __ldg(mean + c));
+  __device__ bool reads_y() const { return act.fused && !kRecompute; }
+  // Written out operation by operation: the fused backward (kRecompute) and the unfused one
+  // (which never recomputes) are different instantiations, and the compiler's contraction of
+  // g * (x - mean) + sum differed between them (bitwise different dgamma).
+  __device__ static void add_grad(GradSumsAcc& acc, float g, float x, float mean) {
+    acc.sum_dy = __fadd_rn(acc.sum_dy, g);
+    acc.sum_dy_xmu = __fmaf_rn(g, __fsub_rn(x, mean), acc.sum_dy_xmu);
   }
-  __device__ Channels channels(uint32_t c0) const { return {c0}; }
+  __device__ void operator()(GradSumsAcc& acc, uint64_t i, uint32_t c) const {
+    const ChannelAffine ca = channel_affine(mean, invstd, gamma, beta, c, kRecompute);
+    const float xv = load_float(x + i);
+    const float yv = reads_y() ? load_float(y + i) : 0.f;
+    const float g = bn_output_grad<T, kRecompute>(act, xv, yv, load_float(dy + i), ca);
+    add_grad(acc, g, xv, ca.mean);
+  }
+  __device__ Channels channels(uint32_t c0) const {
+    Channels ch;
+#pragma unroll
+    for (int j = 0; j < kPack; ++j) ch.c[j] = channel_affine(mean, invstd, gamma, beta, c0 + j, kRecompute);
+    return ch;
+  }
   __device__ Loaded load(uint64_t i) const {
-    using P = Pack<T, kPack>;
+    using Packed = Pack<T, kPack>;
     Loaded v;
-    v.x = *reinterpret_cast<const P*>(x + i);
-    v.dy = *reinterpret_cast<const P*>(dy + i);
-    if (act.fused) v.y = *reinterpret_cast<const P*>(y + i);
+    v.x = *reinterpret_cast<const Packed*>(x + i);
+    v.dy = *reinterpret_cast<const Packed*>(dy + i);
+    if (reads_y()) v.y = *reinterpret_cast<const Packed*>(y + i);
     return v;
   }
   __device__ void add(GradSumsAcc (&acc)[kPack], const Loaded& v, const Channels& ch) const {
 #pragma unroll
     for (int j = 0; j < kPack; ++j) {
-      const float g = bn_output_grad<T>(act, act.fused ? load_float(&v.y.v[j]) : 0.f, load_float(&v.dy.v[j]));
-      acc[j].sum_dy += g;
-      acc[j].sum_dy_xmu += g * (load_float(&v.x.v[j]) - __ldg(mean + ch.c0 + j));
+      const float xv = load_float(&v.x.v[j]);
+      const float yv = reads_y() ? load_float(&v.y.v[j]) : 0.f;
+      const float g = bn_output_grad<T, kRecompute>(act, xv, yv, load_float(&v.dy.v[j]), ch.c[j]);
+      add_grad(acc[j], g, xv, ch.c[j].mean);
     }
   }
 };
@@ -319,7 +401,7 @@ __global__ void normalize_kernel(const T* x, T* y, const float* mean, const floa
     Pack<T, V> out;
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-      float v = (load_float(&in.v[j]) - m[j]) * s[j] * ga[j] + be[j];
+      float v = bn_affine(load_float(&in.v[j]), m[j], s[j], ga[j], be[j]);
       if (fused) v = activate(act, round_to<T>(v), slope);
       store_float(&out.v[j], v);
     }
@@ -327,7 +409,7 @@ __global__ void normalize_kernel(const T* x, T* y, const float* mean, const floa
   }
 }
 
-// fixed_channels: as normalize_kernel's.
+// fixed_channels: as normalize_kernel's. The activation's output is read back (bn_output_grad).
 template <class T, int V>
 __global__ void batchnorm_dx_kernel(const T* x, const T* dy, const T* y, T* dx, const float* mean,
                                     const float* coef, ChannelGeometry g, uint32_t packs, bool vector_loads,
@@ -350,8 +432,10 @@ __global__ void batchnorm_dx_kernel(const T* x, const T* dy, const T* y, T* dx, 
     Pack<T, V> out;
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-      const float grad = bn_output_grad<T>(act, act.fused ? load_float(&yv.v[j]) : 0.f, load_float(&gv.v[j]));
-      const float xmu = load_float(&xv.v[j]) - m[j];
+      const float xf = load_float(&xv.v[j]);
+      const float grad = bn_output_grad<T>(act, xf, act.fused ? load_float(&yv.v[j]) : 0.f, load_float(&gv.v[j]),
+                                           {m[j], 0.f, 0.f, 0.f});
+      const float xmu = xf - m[j];
       store_float(&out.v[j], k0[j] * (grad - k1[j] - xmu * k2[j]));
     }
     reinterpret_cast<Pack<T, V>*>(dx)[p] = out;
@@ -516,7 +600,8 @@ void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& 
 
 void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,
                         const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
-                        const ops::FusedActivation* act, const Tensor* y_act, const ops::BatchNormSync* sync) {
+                        const ops::FusedActivation* act, const Tensor* y_act, const Tensor* beta,
+                        const ops::BatchNormSync* sync) {
   check_activation_pair(x, dy, "x/dy");
   check_activation_pair(x, dx, "x/dx");
   check_params(x, gamma, {&dgamma, &dbeta});
@@ -527,7 +612,14 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
   if (act) {
     GE_CHECK(y_act && y_act->defined(), "batchnorm backward with a fused activation needs the activation's output");
     check_activation_pair(x, *y_act, "x/y");
-    agrad = ActivationGrad{true, act->kind, act->negative_slope};
+    // bn_output_grad's recomputation holds for ReLU and LeakyReLU with slope >= 0 (a negative
+    // slope makes negative inputs' outputs positive).
+    const bool recompute = beta && (x.dtype() == DType::F16 || x.dtype() == DType::BF16) &&
+                           (act->kind == ops::Activation::ReLU ||
+                            (act->kind == ops::Activation::LeakyReLU && act->negative_slope >= 0.f)) &&
+                           bn_recompute_enabled();
+    if (recompute) check_channel_vector(*beta, x.dim(1), gamma.dtype(), x, "beta");
+    agrad = ActivationGrad{true, recompute, act->kind, act->negative_slope};
   }
   const ChannelGeometry g = channel_geometry(x);
   GE_CHECK(g.M > 0 && g.C > 0, "batchnorm: empty input ", x.str());
@@ -541,26 +633,40 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
   const float* invstd = save_invstd.data_as<float>();
 
   GE_DISPATCH_FLOAT(x.dtype(), T, {
-    const T* y = act ? y_act->data_as<T>() : nullptr;
-    const GradSumsVisit<T> visit{x.data_as<T>(), dy.data_as<T>(), y, mean, agrad};
+    const T* y = act ? y_act->data_as<T>() : nullptr;  // the dx pass reads it
     const bool vector_ok = aligned16(x.data()) && aligned16(dy.data()) && (!y || aligned16(y));
     GE_DISPATCH_FLOAT(gamma.dtype(), P, {
-      if (sync) {
-        Tensor sums = Tensor::empty({2 * int64_t{g.C}}, DType::F32, x.device());
-        reduce_channels<GradSumsAcc>(visit, g, splits, partials.data_as<float>(),
-                                     FinishSyncGradsLocal<P>{g.C, invstd, dgamma.data_as<P>(), dbeta.data_as<P>(),
-                                                             sums.data_as<float>()},
-                                     stream, vector_ok);
-        sync->all_reduce_sum(sums);
-        sync_grads_coef_kernel<P><<<static_cast<unsigned>(ceil_div(g.C, kPerChannelThreads)), kPerChannelThreads, 0,
-                                    stream>>>(sums.data_as<float>(), g.C, sync->total_count.data_as<float>(),
-                                              gamma.data_as<P>(), invstd, coef.data_as<float>());
-        CUDA_CHECK_LAUNCH();
+      auto reduce = [&](auto recompute) {
+        constexpr bool kRecompute = decltype(recompute)::value;
+        const GradSumsVisit<T, P, kRecompute> visit{
+            x.data_as<T>(), dy.data_as<T>(), kRecompute ? nullptr : y, mean, invstd, gamma.data_as<P>(),
+            kRecompute ? beta->data_as<P>() : nullptr, agrad};
+        if (sync) {
+          Tensor sums = Tensor::empty({2 * int64_t{g.C}}, DType::F32, x.device());
+          reduce_channels<GradSumsAcc>(visit, g, splits, partials.data_as<float>(),
+                                       FinishSyncGradsLocal<P>{g.C, invstd, dgamma.data_as<P>(), dbeta.data_as<P>(),
+                                                               sums.data_as<float>()},
+                                       stream, vector_ok);
+          sync->all_reduce_sum(sums);
+          sync_grads_coef_kernel<P><<<static_cast<unsigned>(ceil_div(g.C, kPerChannelThreads)), kPerChannelThreads,
+                                      0, stream>>>(sums.data_as<float>(), g.C, sync->total_count.data_as<float>(),
+                                                   gamma.data_as<P>(), invstd, coef.data_as<float>());
+          CUDA_CHECK_LAUNCH();
+        } else {
+          reduce_channels<GradSumsAcc>(visit, g, splits, partials.data_as<float>(),
+                                       FinishGrads<P>{g.C, g.M, gamma.data_as<P>(), invstd, dgamma.data_as<P>(),
+                                                      dbeta.data_as<P>(), coef.data_as<float>()},
+                                       stream, vector_ok);
+        }
+      };
+      // Recomputing pays on 16-bit activations (memory-bound passes); f32 keeps one variant.
+      if constexpr (sizeof(T) == 2) {
+        if (agrad.recompute)
+          reduce(std::true_type{});
+        else
+          reduce(std::false_type{});
       } else {
-        reduce_channels<GradSumsAcc>(visit, g, splits, partials.data_as<float>(),
-                                     FinishGrads<P>{g.C, g.M, gamma.data_as<P>(), invstd, dgamma.data_as<P>(),
-                                                    dbeta.data_as<P>(), coef.data_as<float>()},
-                                     stream, vector_ok);
+        reduce(std::false_type{});
       }
     });
     constexpr int W = kWidePack<T>;

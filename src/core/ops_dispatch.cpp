@@ -196,17 +196,19 @@ void batchnorm_activation_forward_eval(const Tensor& x, const Tensor& gamma, con
 }
 
 void batchnorm_activation_backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& gamma,
-                                   const Tensor& save_mean, const Tensor& save_invstd, const FusedActivation& act,
-                                   Tensor& dx, Tensor& dgamma, Tensor& dbeta, const BatchNormSync* sync) {
+                                   const Tensor& beta, const Tensor& save_mean, const Tensor& save_invstd,
+                                   const FusedActivation& act, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
+                                   const BatchNormSync* sync) {
   check_fusable(act, "batchnorm_activation_backward");
-  same_device("batchnorm_activation_backward", {&x, &y, &dy, &gamma, &save_mean, &save_invstd, &dx, &dgamma, &dbeta});
-  check_bn_params("batchnorm_activation_backward", x, {&gamma, &save_mean, &save_invstd, &dgamma, &dbeta});
+  same_device("batchnorm_activation_backward",
+              {&x, &y, &dy, &gamma, &beta, &save_mean, &save_invstd, &dx, &dgamma, &dbeta});
+  check_bn_params("batchnorm_activation_backward", x, {&gamma, &beta, &save_mean, &save_invstd, &dgamma, &dbeta});
   for (const Tensor* t : std::initializer_list<const Tensor*>{&y, &dy, &dx})
     GE_CHECK(t->shape() == x.shape() && t->dtype() == x.dtype() && t->format() == x.format(),
              "batchnorm_activation_backward: x ", x.str(), ", y, dy and dx must match it, got ", t->str());
-  GE_CHECK(dgamma.dtype() == gamma.dtype() && dbeta.dtype() == gamma.dtype(),
-           "batchnorm_activation_backward: parameter grads must have gamma's dtype");
-  GE_DISPATCH(x, batchnorm_backward(x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta, &act, &y, sync));
+  GE_CHECK(dgamma.dtype() == gamma.dtype() && dbeta.dtype() == gamma.dtype() && beta.dtype() == gamma.dtype(),
+           "batchnorm_activation_backward: beta and the parameter grads must have gamma's dtype");
+  GE_DISPATCH(x, batchnorm_backward(x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta, &act, &y, &beta, sync));
 }
 
 void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
@@ -226,7 +228,8 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
            "batchnorm_backward: x ", x.str(), " dy ", dy.str(), " dx ", dx.str());
   GE_CHECK(dgamma.dtype() == gamma.dtype() && dbeta.dtype() == gamma.dtype(),
            "batchnorm_backward: parameter grads must have gamma's dtype");
-  GE_DISPATCH(x, batchnorm_backward(x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta, nullptr, nullptr, sync));
+  GE_DISPATCH(x, batchnorm_backward(x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta, nullptr, nullptr, nullptr,
+                                    sync));
 }
 
 const char* activation_name(Activation a) {

@@ -73,8 +73,8 @@ Tensor BatchNorm2d::backward(Tensor dy, bool want_param_grads, bool want_input_g
   Tensor dbeta = want_param_grads ? beta_.model_grad : Tensor::empty({channels_}, beta_.value.dtype(), where_.device);
   const ops::BatchNormSync* sync = sync_ && synced_forward_ ? &*sync_ : nullptr;
   if (fused_)
-    ops::batchnorm_activation_backward(saved_x_, saved_y_, dy, gamma_.value, save_mean_, save_invstd_, *fused_, dx,
-                                       dgamma, dbeta, sync);
+    ops::batchnorm_activation_backward(saved_x_, saved_y_, dy, gamma_.value, beta_.value, save_mean_, save_invstd_,
+                                       *fused_, dx, dgamma, dbeta, sync);
   else
     ops::batchnorm_backward(saved_x_, dy, gamma_.value, save_mean_, save_invstd_, dx, dgamma, dbeta, sync);
   saved_x_ = Tensor();  // released after use (Conv2d::backward says why)
