@@ -66,7 +66,7 @@ struct PaddedInput {
 // so does the footprint, so channel 3 adds nothing.
 //
 // Threads take pairs of neighbouring input pixels (columns 2k, 2k + 1: 2 kC halves in kC aligned
-// 32-bit words, W being even), walked as FootprintWalk walks pixels: pair pk of footprint row
+// 32-bit words, W being even), walked as GridWalk walks a grid: pair pk of footprint row
 // fr_i is input pair q0 - 1 + pk, whose pixels land in footprint columns 2 pk - 1 and 2 pk (when
 // inside the footprint). issue() loads the thread's pairs into registers an iteration ahead
 // (cp.async cannot move 2- or 6-byte pixels); finish() stores them at the start of the tile's
@@ -82,28 +82,14 @@ struct NarrowInput {
   // to cuDNN); room for a fourth pair spilled registers.
   static constexpr int kPairs = 3;
   uint32_t v[kPairs][kC];
-  int r0, c0, step_r, step_c;  // the thread's first pair (footprint row, pair), and its step
+  GridWalk walk;  // over the footprint's rows of cols + 2 pairs
 
-  __device__ explicit NarrowInput(const Tiling& tl) {
-    const int per_row = tl.cols + 2;
-    r0 = threadIdx.x / per_row;
-    c0 = threadIdx.x % per_row;
-    step_r = blockDim.x / per_row;
-    step_c = blockDim.x % per_row;
-  }
-  __device__ __forceinline__ void next(int& r, int& c, int per_row) const {
-    r += step_r;
-    c += step_c;
-    if (c >= per_row) {
-      c -= per_row;
-      ++r;
-    }
-  }
+  __device__ explicit NarrowInput(const Tiling& tl) : walk(tl.cols + 2) {}
 
   __device__ __forceinline__ void issue(const T* __restrict__ x, T*, const Tiling& tl, int n, int p0, int q0) {
     const int fr = footprint_rows(tl.rows), per_row = tl.cols + 2, row_pairs = tl.W / 2;
     const uint32_t* xn = reinterpret_cast<const uint32_t*>(x) + static_cast<size_t>(n) * tl.H * row_pairs * kC;
-    int r = r0, c = c0;
+    int r = walk.r0, c = walk.c0;
 #pragma unroll
     for (int j = 0; j < kPairs; ++j) {
       const int row = 2 * p0 - 1 + r, pair = q0 - 1 + c;
@@ -111,13 +97,13 @@ struct NarrowInput {
       const uint32_t* src = xn + (static_cast<size_t>(inside ? row : 0) * row_pairs + (inside ? pair : 0)) * kC;
 #pragma unroll
       for (int k = 0; k < kC; ++k) v[j][k] = inside ? __ldg(src + k) : 0u;
-      next(r, c, per_row);
+      walk.next(r, c, per_row);
     }
   }
 
   __device__ __forceinline__ void finish(T* in_s, const Tiling& tl) const {
     const int fr = footprint_rows(tl.rows), fc = footprint_cols(tl.cols), per_row = tl.cols + 2;
-    int r = r0, c = c0;
+    int r = walk.r0, c = walk.c0;
 #pragma unroll
     for (int j = 0; j < kPairs; ++j) {
       if (r >= fr) break;
@@ -134,7 +120,7 @@ struct NarrowInput {
         const uint32_t ch0 = h[px * kC], ch1 = kC > 1 ? h[px * kC + 1] : 0u, ch2 = kC > 2 ? h[px * kC + 2] : 0u;
         *reinterpret_cast<uint2*>(in_s + (r * fc + col) * 4) = make_uint2(ch0 | (ch1 << 16), ch2);
       }
-      next(r, c, per_row);
+      walk.next(r, c, per_row);
     }
   }
 

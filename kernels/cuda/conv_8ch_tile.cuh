@@ -137,28 +137,32 @@ __device__ __forceinline__ void copy_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(pending));
 }
 
-// Where a thread's share of a footprint starts: its first chunk's footprint row and column
-// (chunk threadIdx.x), and how far each step of blockDim.x chunks moves. The same for every
-// tile, so a kernel computes it once.
-struct FootprintWalk {
+// A thread's share of a row-major grid of `per_row` columns (a footprint's pixels, or pixel
+// pairs): its first item's row and column (item threadIdx.x), and how far each step of
+// blockDim.x items moves. The same for every tile, so a kernel computes it once.
+struct GridWalk {
   int r0, c0, step_r, step_c;
-  __device__ explicit FootprintWalk(const Tiling& tl) {
-    const int fc = footprint_cols(tl.cols);
-    r0 = threadIdx.x / fc;
-    c0 = threadIdx.x % fc;
-    step_r = blockDim.x / fc;
-    step_c = blockDim.x % fc;
+  __device__ explicit GridWalk(int per_row) {
+    r0 = threadIdx.x / per_row;
+    c0 = threadIdx.x % per_row;
+    step_r = blockDim.x / per_row;
+    step_c = blockDim.x % per_row;
   }
-  // Moves footprint row fr_i, column fc_i (of fc columns) on to the thread's next chunk,
-  // blockDim.x chunks further: additions only (a division per pixel is slow under cp.async).
-  __device__ __forceinline__ void next(int& fr_i, int& fc_i, int fc) const {
-    fr_i += step_r;
-    fc_i += step_c;
-    if (fc_i >= fc) {
-      fc_i -= fc;
-      ++fr_i;
+  // Moves row r, column c on to the thread's next item, blockDim.x items further: additions
+  // only (a division per pixel is slow under cp.async).
+  __device__ __forceinline__ void next(int& r, int& c, int per_row) const {
+    r += step_r;
+    c += step_c;
+    if (c >= per_row) {
+      c -= per_row;
+      ++r;
     }
   }
+};
+
+// The walk over a tile's input footprint, one 16-byte pixel an item.
+struct FootprintWalk : GridWalk {
+  __device__ explicit FootprintWalk(const Tiling& tl) : GridWalk(footprint_cols(tl.cols)) {}
 };
 
 // Starts copying tile (n, p0, q0)'s input footprint from x (N, H, W, 8) into in_s, zeros outside.
