@@ -613,7 +613,8 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
     GE_CHECK(y_act && y_act->defined(), "batchnorm backward with a fused activation needs the activation's output");
     check_activation_pair(x, *y_act, "x/y");
     // bn_output_grad's recomputation holds for ReLU and LeakyReLU with slope >= 0 (a negative
-    // slope makes negative inputs' outputs positive).
+    // slope makes negative inputs' outputs positive); it pays on 16-bit activations, whose
+    // passes are memory-bound.
     const bool recompute = beta && (x.dtype() == DType::F16 || x.dtype() == DType::BF16) &&
                            (act->kind == ops::Activation::ReLU ||
                             (act->kind == ops::Activation::LeakyReLU && act->negative_slope >= 0.f)) &&
@@ -659,15 +660,10 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
                                        stream, vector_ok);
         }
       };
-      // Recomputing pays on 16-bit activations (memory-bound passes); f32 keeps one variant.
-      if constexpr (sizeof(T) == 2) {
-        if (agrad.recompute)
-          reduce(std::true_type{});
-        else
-          reduce(std::false_type{});
-      } else {
+      if (agrad.recompute)
+        reduce(std::true_type{});
+      else
         reduce(std::false_type{});
-      }
     });
     constexpr int W = kWidePack<T>;
     // coef's three vectors start at 0, C and 2C: aligned when C is a whole number of packs.
