@@ -4,6 +4,7 @@
 
 #include "cli_runner.h"
 #include "ganengine/allocator.h"
+#include "ganengine/backend.h"
 #include "ganengine/cuda_graph.h"
 #include "ganengine/ops.h"
 #include "ganengine/state_dict.h"
@@ -129,6 +130,32 @@ TEST_CASE("gpu trainer graph: 8 replayed steps are bitwise the eager steps at O0
     CHECK(stats.nodes > 0);
   }
 }
+
+#if GE_WITH_CUDA  // switches the GPU backend's launches
+// Our kernels launch with programmatic dependent launch: a kernel's blocks may be placed while the
+// kernel before it finishes, and wait for it before touching memory. A kernel that touched memory
+// before waiting would read stale values or overwrite ones still being read: the steps would
+// differ from those of kernels launched strictly one after another.
+TEST_CASE("gpu trainer graph: steps whose kernels launch early are bitwise steps launched one after another") {
+  GE_REQUIRE_GPU();
+  DeterministicConvolutions deterministic;
+  for (OptLevel level : {OptLevel::O2, OptLevel::O3}) {
+    INFO(opt_level_name(level));
+    const TrainerConfig cfg = graph_config(small_config(level, Device::cuda(0)));
+    const std::vector<int64_t> sizes(8, 8);
+    gpu::set_early_launch(gpu::EarlyLaunch::Off);
+    DcganTrainer in_turn(cfg);
+    const std::vector<StepRecord> a = run_steps(in_turn, sizes);
+    gpu::set_early_launch(gpu::EarlyLaunch::On);
+    DcganTrainer early(cfg);
+    const std::vector<StepRecord> b = run_steps(early, sizes);
+    gpu::set_early_launch(gpu::EarlyLaunch::FromEnv);
+    for (size_t s = 0; s < sizes.size(); ++s) expect_same_record(a[s], b[s], s);
+    expect_same_state(in_turn, early);
+    CHECK(early.graph_stats().replays == 5);
+  }
+}
+#endif
 
 TEST_CASE("gpu trainer graph: dynamic-scale overflows and skipped steps inside the graph match eager") {
   GE_REQUIRE_GPU();

@@ -56,6 +56,11 @@ GE_BACKEND_OPS
 }
 namespace gpu {
 GE_BACKEND_OPS
+// Whether our kernels launch with programmatic dependent launch (kernels/cuda/kernel_launch.cuh):
+// FromEnv follows GANENGINE_PDL (on by default). For tests and measurements; set it before
+// launching work, it applies to launches (and captures) from then on.
+enum class EarlyLaunch { FromEnv, On, Off };
+void set_early_launch(EarlyLaunch choice);
 }
 // True when this build has the CUDA backend and a usable GPU is present.
 bool cuda_available();

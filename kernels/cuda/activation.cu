@@ -6,6 +6,7 @@
 #include "activation_math.cuh"
 #include "cuda_util.cuh"
 #include "ganengine/backend.h"
+#include "kernel_launch.cuh"
 #include "vector_pack.cuh"
 
 namespace ge {
@@ -14,6 +15,7 @@ namespace {
 
 template <class T, int V>
 __global__ void activation_forward_kernel(ops::Activation a, const T* x, T* y, int64_t packs, float slope) {
+  await_previous_kernel();
   for (int64_t p = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; p < packs; p += (int64_t)gridDim.x * blockDim.x) {
     const Pack<T, V> in = reinterpret_cast<const Pack<T, V>*>(x)[p];
     Pack<T, V> out;
@@ -26,6 +28,7 @@ __global__ void activation_forward_kernel(ops::Activation a, const T* x, T* y, i
 template <class T, int V>
 __global__ void activation_backward_kernel(ops::Activation a, const T* y, const T* dy, T* dx, int64_t packs,
                                            float slope) {
+  await_previous_kernel();
   for (int64_t p = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; p < packs; p += (int64_t)gridDim.x * blockDim.x) {
     const Pack<T, V> yv = reinterpret_cast<const Pack<T, V>*>(y)[p];
     const Pack<T, V> gv = reinterpret_cast<const Pack<T, V>*>(dy)[p];
@@ -52,11 +55,11 @@ void activation_forward(ops::Activation a, const Tensor& x, Tensor& y, float neg
   GE_DISPATCH_FLOAT(x.dtype(), T, {
     constexpr int W = kWidePack<T>;
     if (pack_width<T>(n, 0, {x.data(), y.data()}) == W)
-      activation_forward_kernel<T, W><<<grid_for(n / W), kThreads, 0, stream>>>(a, x.data_as<T>(), y.data_as<T>(),
-                                                                                 n / W, negative_slope);
+      launch_kernel(activation_forward_kernel<T, W>, grid_for(n / W), kThreads, 0, stream, a, x.data_as<T>(),
+                    y.data_as<T>(), n / W, negative_slope);
     else
-      activation_forward_kernel<T, 1><<<grid_for(n), kThreads, 0, stream>>>(a, x.data_as<T>(), y.data_as<T>(), n,
-                                                                             negative_slope);
+      launch_kernel(activation_forward_kernel<T, 1>, grid_for(n), kThreads, 0, stream, a, x.data_as<T>(),
+                    y.data_as<T>(), n, negative_slope);
     CUDA_CHECK_LAUNCH();
   });
 }
@@ -71,11 +74,11 @@ void activation_backward(ops::Activation a, const Tensor& y, const Tensor& dy, T
   GE_DISPATCH_FLOAT(y.dtype(), T, {
     constexpr int W = kWidePack<T>;
     if (pack_width<T>(n, 0, {y.data(), dy.data(), dx.data()}) == W)
-      activation_backward_kernel<T, W><<<grid_for(n / W), kThreads, 0, stream>>>(
-          a, y.data_as<T>(), dy.data_as<T>(), dx.data_as<T>(), n / W, negative_slope);
+      launch_kernel(activation_backward_kernel<T, W>, grid_for(n / W), kThreads, 0, stream, a, y.data_as<T>(),
+                    dy.data_as<T>(), dx.data_as<T>(), n / W, negative_slope);
     else
-      activation_backward_kernel<T, 1><<<grid_for(n), kThreads, 0, stream>>>(
-          a, y.data_as<T>(), dy.data_as<T>(), dx.data_as<T>(), n, negative_slope);
+      launch_kernel(activation_backward_kernel<T, 1>, grid_for(n), kThreads, 0, stream, a, y.data_as<T>(),
+                    dy.data_as<T>(), dx.data_as<T>(), n, negative_slope);
     CUDA_CHECK_LAUNCH();
   });
 }

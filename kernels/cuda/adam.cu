@@ -9,9 +9,10 @@
 // a one-thread kernel on the same stream, so no block can see a half-updated step.
 #include <vector>
 
+#include "cuda_util.cuh"
 #include "ganengine/adam_math.h"
 #include "ganengine/backend.h"
-#include "cuda_util.cuh"
+#include "kernel_launch.cuh"
 #include "multi_tensor.cuh"
 
 namespace ge {
@@ -31,6 +32,7 @@ __device__ __forceinline__ bool any_flag(const float* skip, int count) {
 
 __global__ void adam_kernel(AdamTable table, const float* step, const float* skip, int skip_count, double lr,
                             double beta1, double beta2, double eps) {
+  await_previous_kernel();
   if (any_flag(skip, skip_count)) return;  // the step overflowed: leave every buffer as it is
   int tensor;
   int64_t begin, end;
@@ -79,6 +81,7 @@ __global__ void adam_kernel(AdamTable table, const float* step, const float* ski
 
 // Runs after every adam_kernel of the step, in stream order.
 __global__ void advance_step_kernel(float* step, const float* skip, int skip_count) {
+  await_previous_kernel();
   if (!any_flag(skip, skip_count)) step[0] += 1.f;
 }
 
@@ -137,12 +140,12 @@ void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
   const float* skip_ptr = skip.data_as<float>();
   if (n > 0) {
     for_each_table<kAdamBuffers, kAdamTensors>(buffers, [&](const AdamTable& table, int blocks) {
-      adam_kernel<<<blocks, kThreads, 0, stream>>>(table, step_ptr, skip_ptr, skip_count, cfg.lr, cfg.beta1,
-                                                   cfg.beta2, cfg.eps);
+      launch_kernel(adam_kernel, blocks, kThreads, 0, stream, table, step_ptr, skip_ptr, skip_count, cfg.lr, cfg.beta1,
+                    cfg.beta2, cfg.eps);
       CUDA_CHECK_LAUNCH();
     });
   }
-  advance_step_kernel<<<1, 1, 0, stream>>>(step.data_as<float>(), skip_ptr, skip_count);
+  launch_kernel(advance_step_kernel, 1, 1, 0, stream, step.data_as<float>(), skip_ptr, skip_count);
   CUDA_CHECK_LAUNCH();
   // A copy laid out differently is refreshed by a layout-converting cast. Doing it even on a
   // skipped step is harmless: the copy is then the unchanged master rounded again, as before.

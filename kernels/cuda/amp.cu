@@ -6,8 +6,9 @@
 //  - loss_scaler_update: Apex's dynamic scale rule, run by a single thread.
 #include <vector>
 
-#include "ganengine/backend.h"
 #include "cuda_util.cuh"
+#include "ganengine/backend.h"
+#include "kernel_launch.cuh"
 #include "multi_tensor.cuh"
 
 namespace ge {
@@ -20,6 +21,7 @@ using UnscaleTable = TensorTable<2, kUnscaleTensors>;  // buffer 0: src (any dty
 // dst = src / scale (+ dst). The inverse scale is read on the device; scales are powers of two,
 // so multiplying by the inverse is exact.
 __global__ void unscale_kernel(UnscaleTable table, const float* scale, float* found_inf, bool accumulate) {
+  await_previous_kernel();
   int tensor;
   int64_t begin, end;
   locate_chunk(table, blockIdx.x, tensor, begin, end);
@@ -56,6 +58,7 @@ __global__ void unscale_kernel(UnscaleTable table, const float* scale, float* fo
 
 template <class T>
 __global__ void scale_kernel(T* data, int64_t n, float factor) {
+  await_previous_kernel();
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x)
     store_float(data + i, load_float(data + i) * factor);
@@ -66,6 +69,7 @@ __global__ void scale_kernel(T* data, int64_t n, float factor) {
 // ceiling).
 __global__ void loss_scaler_update_kernel(float* state, const float* found_inf, int growth_interval,
                                           float max_scale, float min_scale) {
+  await_previous_kernel();
   float scale = state[0];
   float clean_steps = state[1];
   if (found_inf[0] != 0.f) {
@@ -111,7 +115,7 @@ void unscale_grads(const std::vector<Tensor>& src, const std::vector<Tensor>& ds
   const float* scale_ptr = scale.data_as<float>();
   float* found_inf_ptr = found_inf.data_as<float>();
   for_each_table<2, kUnscaleTensors>(buffers, [&](const UnscaleTable& table, int blocks) {
-    unscale_kernel<<<blocks, kThreads, 0, stream>>>(table, scale_ptr, found_inf_ptr, accumulate);
+    launch_kernel(unscale_kernel, blocks, kThreads, 0, stream, table, scale_ptr, found_inf_ptr, accumulate);
     CUDA_CHECK_LAUNCH();
   });
 }
@@ -121,7 +125,7 @@ void scale_inplace(const Tensor& t, float factor) {
   const int64_t n = t.numel();
   if (n == 0) return;
   GE_DISPATCH_FLOAT(t.dtype(), T, {
-    scale_kernel<T><<<grid_for(n), kThreads, 0, stream_of(t)>>>(t.data_as<T>(), n, factor);
+    launch_kernel(scale_kernel<T>, grid_for(n), kThreads, 0, stream_of(t), t.data_as<T>(), n, factor);
     CUDA_CHECK_LAUNCH();
   });
 }
@@ -132,10 +136,8 @@ void loss_scaler_update(Tensor& state, const Tensor& found_inf, const ops::Scale
   if (!cfg.dynamic) return;  // a static scale never changes
   GE_CHECK(cfg.growth_interval > 0, "loss scaler growth_interval must be positive, is ",
            cfg.growth_interval);
-  loss_scaler_update_kernel<<<1, 1, 0, stream_of(state)>>>(state.data_as<float>(),
-                                                           found_inf.data_as<float>(),
-                                                           cfg.growth_interval, cfg.max_scale,
-                                                           cfg.min_scale);
+  launch_kernel(loss_scaler_update_kernel, 1, 1, 0, stream_of(state), state.data_as<float>(),
+                found_inf.data_as<float>(), cfg.growth_interval, cfg.max_scale, cfg.min_scale);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -22,6 +22,7 @@
 #include "cuda_util.cuh"
 #include "ganengine/backend.h"
 #include "ganengine/env_choice.h"
+#include "kernel_launch.cuh"
 #include "vector_pack.cuh"
 
 namespace ge {
@@ -386,6 +387,7 @@ template <class T, class P, int V>
 __global__ void normalize_kernel(const T* x, T* y, const float* mean, const float* invstd, const P* gamma,
                                  const P* beta, ChannelGeometry g, uint32_t packs, bool vector_loads,
                                  bool fixed_channels, bool fused, ops::Activation act, float slope) {
+  await_previous_kernel();
   float m[V], s[V], ga[V], be[V];
   auto load_channels = [&](uint32_t c0) {
     channel_values<V>(mean, c0, g.nhwc, vector_loads, m);
@@ -414,6 +416,7 @@ template <class T, int V>
 __global__ void batchnorm_dx_kernel(const T* x, const T* dy, const T* y, T* dx, const float* mean,
                                     const float* coef, ChannelGeometry g, uint32_t packs, bool vector_loads,
                                     bool fixed_channels, ActivationGrad act) {
+  await_previous_kernel();
   float m[V], k0[V], k1[V], k2[V];
   auto load_channels = [&](uint32_t c0) {
     channel_values<V>(mean, c0, g.nhwc, vector_loads, m);
@@ -508,14 +511,14 @@ void launch_normalize(const Tensor& x, Tensor& y, const float* mean, const float
       packs_aligned<W, float>({mean, invstd}) && packs_aligned<W, P>({gamma.data(), beta.data()});
   if (bn_pack_width<T>(g, n, {x.data(), y.data()}) == W) {
     const unsigned blocks = grid_for(n / W);
-    normalize_kernel<T, P, W><<<blocks, kThreads, 0, stream>>>(
-        x.data_as<T>(), y.data_as<T>(), mean, invstd, gamma.data_as<P>(), beta.data_as<P>(), g, n / W, vector_loads,
-        channels_fixed_per_thread(g, blocks, W), fused, kind, slope);
+    launch_kernel(normalize_kernel<T, P, W>, blocks, kThreads, 0, stream, x.data_as<T>(), y.data_as<T>(), mean, invstd,
+                  gamma.data_as<P>(), beta.data_as<P>(), g, n / W, vector_loads,
+                  channels_fixed_per_thread(g, blocks, W), fused, kind, slope);
   } else {
     const unsigned blocks = grid_for(n);
-    normalize_kernel<T, P, 1><<<blocks, kThreads, 0, stream>>>(
-        x.data_as<T>(), y.data_as<T>(), mean, invstd, gamma.data_as<P>(), beta.data_as<P>(), g, n, false,
-        channels_fixed_per_thread(g, blocks, 1), fused, kind, slope);
+    launch_kernel(normalize_kernel<T, P, 1>, blocks, kThreads, 0, stream, x.data_as<T>(), y.data_as<T>(), mean, invstd,
+                  gamma.data_as<P>(), beta.data_as<P>(), g, n, false, channels_fixed_per_thread(g, blocks, 1), fused,
+                  kind, slope);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -670,14 +673,14 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
     const bool vector_loads = packs_aligned<W, float>({mean, coef.data()}) && g.C % W == 0;
     if (bn_pack_width<T>(g, n, {x.data(), dy.data(), y, dx.data()}) == W) {
       const unsigned blocks = grid_for(n / W);
-      batchnorm_dx_kernel<T, W><<<blocks, kThreads, 0, stream>>>(
-          x.data_as<T>(), dy.data_as<T>(), y, dx.data_as<T>(), mean, coef.data_as<float>(), g, n / W, vector_loads,
-          channels_fixed_per_thread(g, blocks, W), agrad);
+      launch_kernel(batchnorm_dx_kernel<T, W>, blocks, kThreads, 0, stream, x.data_as<T>(), dy.data_as<T>(), y,
+                    dx.data_as<T>(), mean, coef.data_as<float>(), g, n / W, vector_loads,
+                    channels_fixed_per_thread(g, blocks, W), agrad);
     } else {
       const unsigned blocks = grid_for(n);
-      batchnorm_dx_kernel<T, 1><<<blocks, kThreads, 0, stream>>>(
-          x.data_as<T>(), dy.data_as<T>(), y, dx.data_as<T>(), mean, coef.data_as<float>(), g, n, false,
-          channels_fixed_per_thread(g, blocks, 1), agrad);
+      launch_kernel(batchnorm_dx_kernel<T, 1>, blocks, kThreads, 0, stream, x.data_as<T>(), dy.data_as<T>(), y,
+                    dx.data_as<T>(), mean, coef.data_as<float>(), g, n, false, channels_fixed_per_thread(g, blocks, 1),
+                    agrad);
     }
     CUDA_CHECK_LAUNCH();
   });

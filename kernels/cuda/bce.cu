@@ -5,8 +5,9 @@
 // cost is nothing at this size, and the loss is then as exact as its fp32 result can be.
 // Backward: element-wise, with the loss scale read on the device (no host round trip, so the
 // step can be captured in a CUDA graph).
-#include "ganengine/backend.h"
 #include "cuda_util.cuh"
+#include "ganengine/backend.h"
+#include "kernel_launch.cuh"
 
 namespace ge {
 namespace gpu {
@@ -29,6 +30,7 @@ __device__ __forceinline__ float sigmoid(float x) {
 template <class T>
 __global__ void __launch_bounds__(kBceThreads)
     bce_forward_kernel(const T* logits, int64_t n, float target, float* loss, float* mean_sigmoid) {
+  await_previous_kernel();
   __shared__ double loss_part[kBceThreads];
   __shared__ double prob_part[kBceThreads];
   double loss_sum = 0.0, prob_sum = 0.0;
@@ -57,6 +59,7 @@ __global__ void __launch_bounds__(kBceThreads)
 template <class T>
 __global__ void bce_backward_kernel(const T* logits, int64_t n, float target, const float* scale,
                                     T* dlogits) {
+  await_previous_kernel();
   const float factor = scale[0] / static_cast<float>(n);
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x)
@@ -78,8 +81,8 @@ void bce_with_logits_forward(const Tensor& logits, float target, Tensor& loss, T
   GE_CHECK(n > 0, "bce_with_logits_forward: no logits");
   float* mean_sigmoid_ptr = mean_sigmoid.defined() ? mean_sigmoid.data_as<float>() : nullptr;
   GE_DISPATCH_FLOAT(logits.dtype(), T, {
-    bce_forward_kernel<T><<<1, kBceThreads, 0, stream_of(logits)>>>(
-        logits.data_as<T>(), n, target, loss.data_as<float>(), mean_sigmoid_ptr);
+    launch_kernel(bce_forward_kernel<T>, 1, kBceThreads, 0, stream_of(logits), logits.data_as<T>(), n, target,
+                  loss.data_as<float>(), mean_sigmoid_ptr);
     CUDA_CHECK_LAUNCH();
   });
 }
@@ -92,8 +95,8 @@ void bce_with_logits_backward(const Tensor& logits, float target, const Tensor& 
   const int64_t n = logits.numel();
   GE_CHECK(n > 0, "bce_with_logits_backward: no logits");
   GE_DISPATCH_FLOAT(logits.dtype(), T, {
-    bce_backward_kernel<T><<<grid_for(n), kThreads, 0, stream_of(logits)>>>(
-        logits.data_as<T>(), n, target, scale.data_as<float>(), dlogits.data_as<T>());
+    launch_kernel(bce_backward_kernel<T>, grid_for(n), kThreads, 0, stream_of(logits), logits.data_as<T>(), n, target,
+                  scale.data_as<float>(), dlogits.data_as<T>());
     CUDA_CHECK_LAUNCH();
   });
 }

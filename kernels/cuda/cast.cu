@@ -3,6 +3,7 @@
 // same result as the CPU reference for every non-NaN input.
 #include "cuda_util.cuh"
 #include "ganengine/backend.h"
+#include "kernel_launch.cuh"
 
 namespace ge {
 namespace gpu {
@@ -17,6 +18,7 @@ struct alignas(4 * sizeof(T)) Pack4 {
 // Same layout: element i to element i. Pack-aligned buffers move four elements per access.
 template <class S, class D>
 __global__ void cast_linear_vec4(const S* __restrict__ src, D* __restrict__ dst, int64_t packs) {
+  await_previous_kernel();
   for (int64_t p = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; p < packs;
        p += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const Pack4<S> in = reinterpret_cast<const Pack4<S>*>(src)[p];
@@ -29,6 +31,7 @@ __global__ void cast_linear_vec4(const S* __restrict__ src, D* __restrict__ dst,
 
 template <class S, class D>
 __global__ void cast_linear(const S* __restrict__ src, D* __restrict__ dst, int64_t n) {
+  await_previous_kernel();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     store_float(dst + i, load_float(src + i));
@@ -43,6 +46,7 @@ constexpr int kTileRowsPerPass = 8;
 template <class S, class D>
 __global__ void cast_transpose(const S* __restrict__ src, D* __restrict__ dst, int64_t batch, int64_t rows,
                                int64_t cols) {
+  await_previous_kernel();
   __shared__ float tile[kTile][kTile + 1];  // +1: columns fall in different banks
   const int64_t col_tiles_start = static_cast<int64_t>(blockIdx.x) * kTile;
   const int64_t row_tiles = (rows + kTile - 1) / kTile;
@@ -76,9 +80,9 @@ void launch_linear(const Tensor& src, Tensor& dst, cudaStream_t stream) {
   D* d = dst.data_as<D>();
   // Pack4 of any of our types is at most 16 bytes, so 16-byte alignment of both suffices.
   if (n % 4 == 0 && aligned16(s) && aligned16(d)) {
-    cast_linear_vec4<S, D><<<grid_for(n / 4), kThreads, 0, stream>>>(s, d, n / 4);
+    launch_kernel(cast_linear_vec4<S, D>, grid_for(n / 4), kThreads, 0, stream, s, d, n / 4);
   } else {
-    cast_linear<S, D><<<grid_for(n), kThreads, 0, stream>>>(s, d, n);
+    launch_kernel(cast_linear<S, D>, grid_for(n), kThreads, 0, stream, s, d, n);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -93,7 +97,7 @@ void launch_transpose(const Tensor& src, Tensor& dst, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(ceil_div(cols, kTile)),
                   static_cast<unsigned>(std::min<int64_t>(ceil_div(rows, kTile), 65535)),
                   static_cast<unsigned>(std::min<int64_t>(N, 65535)));
-  cast_transpose<S, D><<<grid, block, 0, stream>>>(src.data_as<S>(), dst.data_as<D>(), N, rows, cols);
+  launch_kernel(cast_transpose<S, D>, grid, block, 0, stream, src.data_as<S>(), dst.data_as<D>(), N, rows, cols);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -21,6 +21,7 @@
 #include <algorithm>
 
 #include "cuda_util.cuh"
+#include "kernel_launch.cuh"
 
 namespace ge {
 namespace gpu {
@@ -147,6 +148,7 @@ template <class Acc, class Visit>
 __global__ void __launch_bounds__(kReduceThreadsNchw)
     reduce_channels_nchw_kernel(Visit visit, ChannelGeometry g, uint32_t splits, uint32_t length,
                                 float* partials) {
+  await_previous_kernel();
   __shared__ float shared[Acc::kFields][kReduceThreadsNchw][1];
   const uint32_t c = blockIdx.x, split = blockIdx.y, tid = threadIdx.x;
   const uint32_t begin = split * length, end = min(g.M, begin + length);
@@ -184,6 +186,7 @@ template <class Acc, class Visit>
 __global__ void __launch_bounds__(kTileChannels* kTileRows)
     reduce_channels_nhwc_kernel(Visit visit, ChannelGeometry g, uint32_t splits, uint32_t length,
                                 float* partials) {
+  await_previous_kernel();
   __shared__ float shared[Acc::kFields][kTileRows][kTileChannels];
   const uint32_t tx = threadIdx.x, ty = threadIdx.y;
   const uint32_t c = blockIdx.x * kTileChannels + tx, split = blockIdx.y;
@@ -227,6 +230,7 @@ template <class Acc, class Visit, int V>
 __global__ void __launch_bounds__(kVecLanes* kVecRows)
     reduce_channels_nhwc_vec_kernel(Visit visit, ChannelGeometry g, uint32_t splits, uint32_t length,
                                     float* partials) {
+  await_previous_kernel();
   constexpr int kCols = kVecLanes * V;
   __shared__ float shared[Acc::kFields][kVecRows][kCols];
   const uint32_t tx = threadIdx.x, ty = threadIdx.y;
@@ -273,6 +277,7 @@ __global__ void __launch_bounds__(kVecLanes* kVecRows)
 // fences, atomics and merges in that one block took longer than this launch.)
 template <class Acc, class Finish>
 __global__ void finish_partials_kernel(const float* partials, uint32_t splits, uint32_t C, Finish finish) {
+  await_previous_kernel();
   const Acc total = merge_partials_tile<Acc>(partials, splits, C);
   const uint32_t c = blockIdx.x * kTileChannels + threadIdx.x;
   if (threadIdx.y == 0 && c < C) finish(c, total);
@@ -289,19 +294,20 @@ void reduce_channels(const Visit& visit, const ChannelGeometry& g, uint32_t spli
   constexpr int V = Visit::kPack;
   if (g.nhwc && vector_ok && g.C % V == 0) {
     dim3 grid(static_cast<unsigned>(ceil_div(g.C, kVecLanes * V)), splits);
-    reduce_channels_nhwc_vec_kernel<Acc, Visit, V>
-        <<<grid, dim3(kVecLanes, kVecRows), 0, stream>>>(visit, g, splits, length, partials);
+    launch_kernel(reduce_channels_nhwc_vec_kernel<Acc, Visit, V>, grid, dim3(kVecLanes, kVecRows), 0, stream, visit, g,
+                  splits, length, partials);
   } else if (g.nhwc) {
     dim3 grid(static_cast<unsigned>(ceil_div(g.C, kTileChannels)), splits);
-    reduce_channels_nhwc_kernel<Acc, Visit>
-        <<<grid, dim3(kTileChannels, kTileRows), 0, stream>>>(visit, g, splits, length, partials);
+    launch_kernel(reduce_channels_nhwc_kernel<Acc, Visit>, grid, dim3(kTileChannels, kTileRows), 0, stream, visit, g,
+                  splits, length, partials);
   } else {
     dim3 grid(g.C, splits);
-    reduce_channels_nchw_kernel<Acc, Visit>
-        <<<grid, kReduceThreadsNchw, 0, stream>>>(visit, g, splits, length, partials);
+    launch_kernel(reduce_channels_nchw_kernel<Acc, Visit>, grid, kReduceThreadsNchw, 0, stream, visit, g, splits,
+                  length, partials);
   }
   CUDA_CHECK_LAUNCH();
-  finish_partials_kernel<Acc, Finish><<<merge_grid(g.C), merge_block(), 0, stream>>>(partials, splits, g.C, finish);
+  launch_kernel(finish_partials_kernel<Acc, Finish>, merge_grid(g.C), merge_block(), 0, stream, partials, splits, g.C,
+                finish);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -22,6 +22,7 @@
 #include "conv_8ch.h"
 #include "conv_8ch_tile.cuh"
 #include "ganengine/env_choice.h"
+#include "kernel_launch.cuh"
 #include "vector_pack.cuh"
 
 namespace ge {
@@ -142,6 +143,7 @@ template <class T, bool kActivation, class Input>
 __global__ void __launch_bounds__(kBlockThreads, 5)
     conv_8ch_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, Tiling tl, int K,
                     ops::Activation act, float slope) {
+  await_previous_kernel();
   constexpr int kKSteps = Input::kKSteps, kPixel = Input::kPixelHalves;
   __shared__ alignas(16) T in_s[2][kMaxFootprint * kPixel];  // this tile's footprint and the next's
   __shared__ alignas(16) T out_s[kTilePixels * kOutStride];
@@ -285,8 +287,8 @@ bool conv2d_forward_8ch(const Tensor& x, const Tensor& w, Tensor& y, const Conv2
       auto kernel = act ? conv_8ch_kernel<T, true, Input> : conv_8ch_kernel<T, false, Input>;
       const dim3 grid(static_cast<unsigned>(grid_blocks(kernel, 0, x.device().index, tl.total)),
                       static_cast<unsigned>(K / kGroupChannels));
-      kernel<<<grid, kBlockThreads, 0, stream_of(x)>>>(x.data_as<T>(), w.data_as<T>(), y.data_as<T>(), tl, K, kind,
-                                                       slope);
+      launch_kernel(kernel, grid, kBlockThreads, 0, stream_of(x), x.data_as<T>(), w.data_as<T>(), y.data_as<T>(), tl, K,
+                    kind, slope);
     });
   });
   CUDA_CHECK_LAUNCH();

@@ -21,6 +21,7 @@
 
 #include "conv_8ch.h"
 #include "conv_8ch_tile.cuh"
+#include "kernel_launch.cuh"
 #include "vector_pack.cuh"
 
 namespace ge {
@@ -130,6 +131,7 @@ template <class T, int kK>
 __global__ void __launch_bounds__(kBlockThreads, kK == 64 ? 3 : 1)
     conv_8ch_dgrad_kernel(const T* __restrict__ dy, const T* __restrict__ w, T* __restrict__ dx, DgradTiling tl,
                           int C) {
+  await_previous_kernel();
   constexpr int kChunks = kK / 8;  // 16-byte chunks of a dy pixel
   constexpr int kWStride = kK + 8;
   constexpr int kPixelStep = kBlockThreads / kChunks;  // footprint pixels between a thread's chunks
@@ -259,8 +261,8 @@ void launch_dgrad(const Tensor& dy, const Tensor& w, Tensor& dx, const DgradTili
   const size_t smem = dgrad_smem_bytes<kK>(tl.fp_pixels);
   allow_dynamic_smem(kernel, dgrad_smem_bytes<kK>(kMaxFootprintPixels), dy.device().index);
   const int blocks = grid_blocks(kernel, smem, dy.device().index, tl.total);
-  kernel<<<static_cast<unsigned>(blocks), kBlockThreads, smem, ctx.stream()>>>(
-      dy.data_as<T>(), w.data_as<T>(), dx.data_as<T>(), tl, static_cast<int>(dx.dim(1)));
+  launch_kernel(kernel, static_cast<unsigned>(blocks), kBlockThreads, smem, ctx.stream(), dy.data_as<T>(),
+                w.data_as<T>(), dx.data_as<T>(), tl, static_cast<int>(dx.dim(1)));
   CUDA_CHECK_LAUNCH();
 }
 

@@ -11,6 +11,7 @@
 #include "activation_math.cuh"
 #include "conv_8ch.h"
 #include "conv_8ch_tile.cuh"
+#include "kernel_launch.cuh"
 #include "vector_pack.cuh"
 
 namespace ge {
@@ -51,6 +52,7 @@ template <class T, bool kActivation>
 __global__ void __launch_bounds__(kBlockThreads)
     conv_8ch_wgrad_kernel(const T* __restrict__ x, const T* __restrict__ dy, const T* __restrict__ y_act,
                           float* __restrict__ partial, Tiling tl, int K, ops::Activation act, float slope) {
+  await_previous_kernel();
   extern __shared__ __align__(16) unsigned char smem[];
   // Buffer b of each kind (computed, not an array: a runtime index would put it in local memory).
   auto in_s = [&](int b) { return reinterpret_cast<T*>(smem + b * kFootprintBytes); };
@@ -154,6 +156,7 @@ constexpr int kSumOutputs = 32, kSumSlices = 8;
 template <class T>
 __global__ void __launch_bounds__(kSumOutputs* kSumSlices)
     sum_partials_kernel(const float* __restrict__ partial, int blocks, T* __restrict__ dw, float beta) {
+  await_previous_kernel();
   __shared__ float part[kSumSlices][kSumOutputs];
   const int o = threadIdx.x, slice = threadIdx.y;
   const int index = blockIdx.x * kSumOutputs + o;  // into dw, (group, channel, column)
@@ -202,11 +205,11 @@ bool conv2d_backward_filter_8ch(const Tensor& x, const Tensor& dy, Tensor& dw, c
     float* partial =
         static_cast<float*>(workspace(ctx, static_cast<size_t>(groups) * blocks * kPartial * sizeof(float)));
     const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(groups));
-    kernel<<<grid, kBlockThreads, smem, ctx.stream()>>>(
-        x.data_as<T>(), dy.data_as<T>(), act ? y_act->data_as<T>() : nullptr, partial, tl, K, kind, slope);
+    launch_kernel(kernel, grid, kBlockThreads, smem, ctx.stream(), x.data_as<T>(), dy.data_as<T>(),
+                  act ? y_act->data_as<T>() : nullptr, partial, tl, K, kind, slope);
     CUDA_CHECK_LAUNCH();
-    sum_partials_kernel<T><<<static_cast<unsigned>(groups * kPartial / kSumOutputs), dim3(kSumOutputs, kSumSlices),
-                             0, ctx.stream()>>>(partial, blocks, dw.data_as<T>(), beta);
+    launch_kernel(sum_partials_kernel<T>, static_cast<unsigned>(groups * kPartial / kSumOutputs),
+                  dim3(kSumOutputs, kSumSlices), 0, ctx.stream(), partial, blocks, dw.data_as<T>(), beta);
     CUDA_CHECK_LAUNCH();
   });
   return true;

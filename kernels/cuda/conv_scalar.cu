@@ -8,6 +8,7 @@
 
 #include "conv_scalar.h"
 #include "cuda_util.cuh"
+#include "kernel_launch.cuh"
 #include "vector_pack.cuh"
 
 namespace ge {
@@ -30,6 +31,7 @@ __device__ __forceinline__ float dot_pack(const Pack<T, kPack>& a, const Pack<T,
 template <class T>
 __global__ void __launch_bounds__(kForwardThreads)
     scalar_forward_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int K) {
+  await_previous_kernel();
   __shared__ float warp_sums[kForwardThreads / 32];
   const int n = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const auto* xn = reinterpret_cast<const Pack<T, kPack>*>(x + static_cast<size_t>(n) * K);
@@ -51,6 +53,7 @@ __global__ void __launch_bounds__(kForwardThreads)
 template <class T>
 __global__ void scalar_backward_data_kernel(const T* __restrict__ dy, const T* __restrict__ w, T* __restrict__ dx,
                                             int N, int K) {
+  await_previous_kernel();
   const int packs_per_image = K / kPack;
   const int64_t total = static_cast<int64_t>(N) * packs_per_image;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
@@ -69,6 +72,7 @@ __global__ void scalar_backward_data_kernel(const T* __restrict__ dy, const T* _
 template <class T>
 __global__ void scalar_backward_filter_kernel(const T* __restrict__ x, const T* __restrict__ dy,
                                               float* __restrict__ partial, int N, int K, int slices) {
+  await_previous_kernel();
   const int pack = blockIdx.x * blockDim.x + threadIdx.x, slice = blockIdx.y;
   if (pack >= K / kPack) return;
   const int per_slice = (N + slices - 1) / slices;
@@ -87,6 +91,7 @@ __global__ void scalar_backward_filter_kernel(const T* __restrict__ x, const T* 
 template <class T>
 __global__ void scalar_sum_slices_kernel(const float* __restrict__ partial, int slices, int K, T* __restrict__ dw,
                                          float beta) {
+  await_previous_kernel();
   const int k = blockIdx.x * blockDim.x + threadIdx.x;
   if (k >= K) return;
   float total = 0.f;
@@ -117,8 +122,8 @@ bool conv2d_forward_scalar(const Tensor& x, const Tensor& w, Tensor& y, const Co
   if (K == 0) return false;
   const int N = static_cast<int>(x.dim(0));
   GE_DISPATCH_HALF(x.dtype(), T, {
-    scalar_forward_kernel<T><<<static_cast<unsigned>(N), kForwardThreads, 0, stream_of(x)>>>(
-        x.data_as<T>(), w.data_as<T>(), y.data_as<T>(), static_cast<int>(K));
+    launch_kernel(scalar_forward_kernel<T>, static_cast<unsigned>(N), kForwardThreads, 0, stream_of(x), x.data_as<T>(),
+                  w.data_as<T>(), y.data_as<T>(), static_cast<int>(K));
   });
   CUDA_CHECK_LAUNCH();
   return true;
@@ -129,8 +134,8 @@ bool conv2d_backward_data_scalar(const Tensor& dy, const Tensor& w, Tensor& dx, 
   if (K == 0 || !aligned16(dx.data())) return false;
   const int N = static_cast<int>(dx.dim(0));
   GE_DISPATCH_HALF(dx.dtype(), T, {
-    scalar_backward_data_kernel<T><<<grid_for(N * K / kPack), kThreads, 0, stream_of(dx)>>>(
-        dy.data_as<T>(), w.data_as<T>(), dx.data_as<T>(), N, static_cast<int>(K));
+    launch_kernel(scalar_backward_data_kernel<T>, grid_for(N * K / kPack), kThreads, 0, stream_of(dx), dy.data_as<T>(),
+                  w.data_as<T>(), dx.data_as<T>(), N, static_cast<int>(K));
   });
   CUDA_CHECK_LAUNCH();
   return true;
@@ -145,11 +150,11 @@ bool conv2d_backward_filter_scalar(const Tensor& x, const Tensor& dy, Tensor& dw
   GE_DISPATCH_HALF(x.dtype(), T, {
     constexpr int threads = 128;
     const dim3 grid(static_cast<unsigned>(ceil_div(K / kPack, threads)), static_cast<unsigned>(slices));
-    scalar_backward_filter_kernel<T><<<grid, threads, 0, ctx.stream()>>>(x.data_as<T>(), dy.data_as<T>(), partial, N,
-                                                                       static_cast<int>(K), slices);
+    launch_kernel(scalar_backward_filter_kernel<T>, grid, threads, 0, ctx.stream(), x.data_as<T>(), dy.data_as<T>(),
+                  partial, N, static_cast<int>(K), slices);
     CUDA_CHECK_LAUNCH();
-    scalar_sum_slices_kernel<T><<<static_cast<unsigned>(ceil_div(K, kThreads)), kThreads, 0, ctx.stream()>>>(
-        partial, slices, static_cast<int>(K), dw.data_as<T>(), beta);
+    launch_kernel(scalar_sum_slices_kernel<T>, static_cast<unsigned>(ceil_div(K, kThreads)), kThreads, 0, ctx.stream(),
+                  partial, slices, static_cast<int>(K), dw.data_as<T>(), beta);
   });
   CUDA_CHECK_LAUNCH();
   return true;

@@ -4,6 +4,7 @@
 // kernel). The reference is kernels/cpu/pad.cpp.
 #include "cuda_util.cuh"
 #include "ganengine/backend.h"
+#include "kernel_launch.cuh"
 #include "vector_pack.cuh"
 
 namespace ge {
@@ -19,6 +20,7 @@ struct PadGeometry {
 // Index is 32-bit whenever the tensors allow: 64-bit division made this kernel 6% of an O2 step.
 template <class Bits, class Index>
 __global__ void copy_padded_kernel(const Bits* __restrict__ src, Bits* __restrict__ dst, PadGeometry<Index> g) {
+  await_previous_kernel();
   const Index total = g.dN * g.dC * g.HW;
   for (Index i = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<Index>(gridDim.x) * blockDim.x) {
@@ -46,6 +48,7 @@ __global__ void copy_padded_kernel(const Bits* __restrict__ src, Bits* __restric
 template <class Index>
 __global__ void copy_padded_nhwc_runs_kernel(const uint16_t* __restrict__ src, Pack<uint16_t, 8>* __restrict__ dst,
                                              PadGeometry<Index> g) {
+  await_previous_kernel();
   const Index runs_per_pixel = g.dC / 8;
   const Index total = g.dN * g.HW * runs_per_pixel;
   for (Index j = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x; j < total;
@@ -66,6 +69,7 @@ __global__ void copy_padded_nhwc_runs_kernel(const uint16_t* __restrict__ src, P
 template <class Index>
 __global__ void copy_trimmed_nhwc_pixels_kernel(const Pack<uint16_t, 8>* __restrict__ src, uint16_t* __restrict__ dst,
                                                 PadGeometry<Index> g) {
+  await_previous_kernel();
   const Index total = g.dN * g.HW;  // pixels: dN <= sN when trimming channels only
   for (Index p = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x; p < total;
        p += static_cast<Index>(gridDim.x) * blockDim.x) {
@@ -80,14 +84,14 @@ void launch(const Tensor& src, Tensor& dst, cudaStream_t stream) {
                              static_cast<Index>(src.dim(0)), static_cast<Index>(src.dim(1)),
                              static_cast<Index>(dst.dim(2) * dst.dim(3)), dst.format() == MemoryFormat::NHWC};
   if (sizeof(Bits) == 2 && g.nhwc && g.sC == 8 && g.dC < 8 && g.dN <= g.sN && aligned16(src.data())) {
-    copy_trimmed_nhwc_pixels_kernel<Index><<<grid_for(dst.numel() / g.dC), kThreads, 0, stream>>>(
-        static_cast<const Pack<uint16_t, 8>*>(src.data()), static_cast<uint16_t*>(dst.data()), g);
+    launch_kernel(copy_trimmed_nhwc_pixels_kernel<Index>, grid_for(dst.numel() / g.dC), kThreads, 0, stream,
+                  static_cast<const Pack<uint16_t, 8>*>(src.data()), static_cast<uint16_t*>(dst.data()), g);
   } else if (sizeof(Bits) == 2 && g.nhwc && g.dC % 8 == 0 && aligned16(dst.data())) {
-    copy_padded_nhwc_runs_kernel<Index><<<grid_for(dst.numel() / 8), kThreads, 0, stream>>>(
-        static_cast<const uint16_t*>(src.data()), static_cast<Pack<uint16_t, 8>*>(dst.data()), g);
+    launch_kernel(copy_padded_nhwc_runs_kernel<Index>, grid_for(dst.numel() / 8), kThreads, 0, stream,
+                  static_cast<const uint16_t*>(src.data()), static_cast<Pack<uint16_t, 8>*>(dst.data()), g);
   } else {
-    copy_padded_kernel<Bits, Index><<<grid_for(dst.numel()), kThreads, 0, stream>>>(
-        static_cast<const Bits*>(src.data()), static_cast<Bits*>(dst.data()), g);
+    launch_kernel(copy_padded_kernel<Bits, Index>, grid_for(dst.numel()), kThreads, 0, stream,
+                  static_cast<const Bits*>(src.data()), static_cast<Bits*>(dst.data()), g);
   }
   CUDA_CHECK_LAUNCH();
 }
