@@ -156,6 +156,27 @@ TEST_CASE("gpu fused batchnorm activation: bitwise the unfused GPU kernels and c
         }
 }
 
+// Layers larger than the GPU holds threads for at once: each thread of the element-wise passes
+// takes several packs, with the same channels in each (64 channels) or not (40: the grid's
+// stride is not a whole number of pixels).
+TEST_CASE("gpu fused batchnorm activation: threads that take several packs match the unfused kernels and the CPU") {
+  GE_REQUIRE_GPU();
+  const Device gpu = Device::cuda(0);
+  for (const Shape& s : {Shape{40, 64, 32, 32}, Shape{64, 40, 32, 32}})
+    for (ops::Activation a : {ops::Activation::ReLU, ops::Activation::LeakyReLU}) {
+      INFO(shape_str(s), " ", std::string(ops::activation_name(a)));
+      const ops::FusedActivation act{a, 0.2f};
+      const Inputs host = make_inputs(s, DType::F16, MemoryFormat::NHWC), dev = host.on(gpu);
+      const Outputs fused = run(true, act, dev);
+      expect_same(fused, run(false, act, dev));
+      const Outputs cpu = run(true, act, host);
+      CHECK(rel_error(fused.y.to_doubles(), cpu.y.to_doubles()) < 2e-2);
+      CHECK(rel_error(fused.dx.to_doubles(), cpu.dx.to_doubles()) < 2e-2);
+      CHECK(rel_error(fused.dgamma.to_doubles(), cpu.dgamma.to_doubles()) < 2e-2);
+      CHECK(rel_error(fused.rm.to_doubles(), cpu.rm.to_doubles()) < 1e-3);
+    }
+}
+
 #if GE_WITH_CUDA  // calls the GPU backend directly, to compare with and without beta
 // The GPU's backward forms the activation's gradient without reading its output: it recomputes
 // the normalised value from x and tests only whether it rounds to a positive value of the dtype

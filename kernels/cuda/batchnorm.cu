@@ -131,6 +131,20 @@ __device__ __forceinline__ float bn_output_grad(const ActivationGrad& a, float x
   return round_to<T>(activate_grad(a.kind, y, dy, a.slope));
 }
 
+// Blocks of an element-wise pass over `packs` packs: no more than are resident at once, each
+// thread then taking several packs with its channels' values loaded once (fixed_channels). With
+// grid_for's up to 4096 blocks, a pass over a layer of a few million values ran as several waves
+// of blocks whose threads each loaded the four per-channel values, then one or two packs (H200,
+// side by side: O3 steps 2.6% shorter at batch 256 with one wave, 0.3-0.8% at 64 and 1024).
+template <class Kernel>
+unsigned elementwise_blocks(Kernel kernel, int64_t packs) {
+  int device = 0, sms = 0, per_sm = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0));
+  return static_cast<unsigned>(std::min<int64_t>(grid_for(packs), int64_t{sms} * std::max(per_sm, 1)));
+}
+
 bool bn_recompute_enabled() {
   static const bool on = env_choice("GANENGINE_BN_RECOMPUTE", {"on", "off"}) == "on";
   return on;
@@ -510,7 +524,7 @@ void launch_normalize(const Tensor& x, Tensor& y, const float* mean, const float
   const bool vector_loads =
       packs_aligned<W, float>({mean, invstd}) && packs_aligned<W, P>({gamma.data(), beta.data()});
   if (bn_pack_width<T>(g, n, {x.data(), y.data()}) == W) {
-    const unsigned blocks = grid_for(n / W);
+    const unsigned blocks = elementwise_blocks(normalize_kernel<T, P, W>, n / W);
     launch_kernel(normalize_kernel<T, P, W>, blocks, kThreads, 0, stream, x.data_as<T>(), y.data_as<T>(), mean, invstd,
                   gamma.data_as<P>(), beta.data_as<P>(), g, n / W, vector_loads,
                   channels_fixed_per_thread(g, blocks, W), fused, kind, slope);
@@ -672,7 +686,7 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
     // coef's three vectors start at 0, C and 2C: aligned when C is a whole number of packs.
     const bool vector_loads = packs_aligned<W, float>({mean, coef.data()}) && g.C % W == 0;
     if (bn_pack_width<T>(g, n, {x.data(), dy.data(), y, dx.data()}) == W) {
-      const unsigned blocks = grid_for(n / W);
+      const unsigned blocks = elementwise_blocks(batchnorm_dx_kernel<T, W>, n / W);
       launch_kernel(batchnorm_dx_kernel<T, W>, blocks, kThreads, 0, stream, x.data_as<T>(), dy.data_as<T>(), y,
                     dx.data_as<T>(), mean, coef.data_as<float>(), g, n / W, vector_loads,
                     channels_fixed_per_thread(g, blocks, W), agrad);
