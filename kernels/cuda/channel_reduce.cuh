@@ -144,6 +144,39 @@ __device__ Acc merge_partials_tile(const float* partials, uint32_t splits, uint3
 inline dim3 merge_grid(uint32_t C) { return dim3(static_cast<unsigned>(ceil_div(C, kTileChannels))); }
 inline dim3 merge_block() { return dim3(kTileChannels, kMergeRows); }
 
+// Channel c's partials merged by one warp: lane l takes splits l, l + 32, ... in order and the
+// lanes are merged in merge_rows' tree (lane r takes lane r + half): merge_partials_tile's sums
+// in its order, so bitwise its result. Valid in lane 0.
+template <class Acc>
+__device__ Acc merge_partials_warp(const float* partials, uint32_t splits, uint32_t C, uint32_t c, uint32_t lane) {
+  Acc acc = Acc::zero();
+  constexpr uint32_t U = 4;
+  uint32_t s = lane;
+  for (; s + (U - 1) * 32 < splits; s += U * 32) {
+    Acc part[U];
+#pragma unroll
+    for (uint32_t u = 0; u < U; ++u) part[u] = load_partial<Acc>(partials, splits, s + u * 32, C, c);
+#pragma unroll
+    for (uint32_t u = 0; u < U; ++u) acc.merge(part[u]);
+  }
+  for (; s < splits; s += 32) acc.merge(load_partial<Acc>(partials, splits, s, C, c));
+  for (uint32_t half = 16; half > 0; half /= 2) {
+    Acc other = Acc::zero();
+#pragma unroll
+    for (int k = 0; k < Acc::kFields; ++k) other.set(k, __shfl_down_sync(0xffffffffu, acc.get(k), half));
+    if (lane < half) acc.merge(other);
+  }
+  return acc;
+}
+
+constexpr int kMergeWarpThreads = 256;  // 8 channels a block
+
+// Merges of at most this many partials take a warp per channel (finish_partials_warp_kernel),
+// longer ones a 32x32 block per 32 channels (finish_partials_kernel): the same result. Side by
+// side on the H200 the warps made O2/O3 steps 1.6% shorter at batch 64 (where every layer has
+// 4-256 partials); for every merge they were 1.4% slower at batch 256 and 0.5% at 1024.
+constexpr uint32_t kWarpMergeMaxSplits = 64;
+
 template <class Acc, class Visit>
 __global__ void __launch_bounds__(kReduceThreadsNchw)
     reduce_channels_nchw_kernel(Visit visit, ChannelGeometry g, uint32_t splits, uint32_t length,
@@ -283,6 +316,16 @@ __global__ void finish_partials_kernel(const float* partials, uint32_t splits, u
   if (threadIdx.y == 0 && c < C) finish(c, total);
 }
 
+template <class Acc, class Finish>
+__global__ void __launch_bounds__(kMergeWarpThreads)
+    finish_partials_warp_kernel(const float* partials, uint32_t splits, uint32_t C, Finish finish) {
+  await_previous_kernel();
+  const uint32_t c = blockIdx.x * (kMergeWarpThreads / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (c >= C) return;  // whole warps: c is the same for all 32 lanes
+  const Acc total = merge_partials_warp<Acc>(partials, splits, C, c, lane);
+  if (lane == 0) finish(c, total);
+}
+
 // Reduces every channel and calls finish(c, total) once per channel, on the device. partials:
 // partials_floats<Acc>(g, splits) floats of scratch. vector_ok: the visitor's buffers are
 // 16-byte aligned, so NHWC tensors whose channel count divides by Visit::kPack take the vector
@@ -306,7 +349,12 @@ void reduce_channels(const Visit& visit, const ChannelGeometry& g, uint32_t spli
                   length, partials);
   }
   CUDA_CHECK_LAUNCH();
-  launch_kernel(finish_partials_kernel<Acc, Finish>, merge_grid(g.C), merge_block(), 0, stream, partials, splits, g.C,
+  if (splits <= kWarpMergeMaxSplits)
+    launch_kernel(finish_partials_warp_kernel<Acc, Finish>,
+                  static_cast<unsigned>(ceil_div(g.C, kMergeWarpThreads / 32)), kMergeWarpThreads, 0, stream,
+                  partials, splits, g.C, finish);
+  else
+    launch_kernel(finish_partials_kernel<Acc, Finish>, merge_grid(g.C), merge_block(), 0, stream, partials, splits, g.C,
                 finish);
   CUDA_CHECK_LAUNCH();
 }
