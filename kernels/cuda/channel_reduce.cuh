@@ -173,8 +173,8 @@ constexpr int kMergeWarpThreads = 256;  // 8 channels a block
 
 // Merges of at most this many partials take a warp per channel (finish_partials_warp_kernel),
 // longer ones a 32x32 block per 32 channels (finish_partials_kernel): the same result. Side by
-// side on the H200 the warps made O2/O3 steps 1.6% shorter at batch 64 (where every layer has
-// 4-256 partials); for every merge they were 1.4% slower at batch 256 and 0.5% at 1024.
+// side on the H200 this made O2/O3 steps 1.6-1.7% shorter at batch 64 (where the layers have
+// 4-256 partials); a warp for every merge was 1.3-1.5% slower at batch 256, 0.5-0.8% at 1024.
 constexpr uint32_t kWarpMergeMaxSplits = 64;
 
 template <class Acc, class Visit>
@@ -354,8 +354,8 @@ void reduce_channels(const Visit& visit, const ChannelGeometry& g, uint32_t spli
                   static_cast<unsigned>(ceil_div(g.C, kMergeWarpThreads / 32)), kMergeWarpThreads, 0, stream,
                   partials, splits, g.C, finish);
   else
-    launch_kernel(finish_partials_kernel<Acc, Finish>, merge_grid(g.C), merge_block(), 0, stream, partials, splits, g.C,
-                finish);
+    launch_kernel(finish_partials_kernel<Acc, Finish>, merge_grid(g.C), merge_block(), 0, stream, partials, splits,
+                  g.C, finish);
   CUDA_CHECK_LAUNCH();
 }
 

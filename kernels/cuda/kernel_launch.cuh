@@ -1,14 +1,12 @@
 // Launching our kernels with programmatic dependent launch (sm_90 and later).
 //
-// A step's graph is a chain of about 160 kernels, many of them a few
-// microseconds long, and each waits for the one before it to finish, flush and
-// hand over before its blocks are even placed on the GPU. Launched through
-// launch_kernel, a kernel's blocks may be placed while the kernel before it in
-// the stream is still finishing; each such kernel must begin with
-// await_previous_kernel(), before it reads or writes any memory, which waits
-// until the previous kernel has completed and its writes are visible, and then
-// lets the next kernel's blocks be placed in turn. Kernels launched otherwise
-// (cuDNN's, cuBLAS's, <<<>>>) wait for the whole previous kernel as usual.
+// A step's graph is a chain of about 160 kernels, many of them a few microseconds long, and each
+// waits for the one before it to finish, flush and hand over before its blocks are even placed on
+// the GPU. Launched through launch_kernel, a kernel's blocks may be placed while the kernel before
+// it in the stream is still finishing; each such kernel must begin with await_previous_kernel(),
+// before it reads or writes any memory, which waits until the previous kernel has completed and
+// its writes are visible, and then lets the next kernel's blocks be placed in turn. Kernels
+// launched otherwise (cuDNN's, cuBLAS's, <<<>>>) wait for the whole previous kernel as usual.
 // GANENGINE_PDL=off launches every kernel the usual way.
 #pragma once
 #include <cuda_runtime.h>
