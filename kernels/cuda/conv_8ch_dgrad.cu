@@ -39,12 +39,16 @@ struct DgradTiling {
   int rows = 0, cols = 0, cols_log2 = 0;  // R, J
   int fc = 0, fp_pixels = 0;              // footprint columns J + 2, pixels (R + 2)(J + 2)
   int per_image = 0, total = 0;           // tiles
+  FastDivmod per_image_div;               // by per_image
+  FastDivmod segments_div;                // by Q / J, a row's tiles
   // Where tile t starts: image n, dy row m0 and column j0.
   __device__ __forceinline__ void locate(int t, int& n, int& m0, int& j0) const {
-    n = t / per_image;
-    const int i = t % per_image, segments = Q / cols;
-    m0 = (i / segments) * rows;
-    j0 = (i % segments) * cols;
+    uint32_t image, i, row, segment;
+    per_image_div.divmod(static_cast<uint32_t>(t), image, i);
+    segments_div.divmod(i, row, segment);
+    n = static_cast<int>(image);
+    m0 = static_cast<int>(row) * rows;
+    j0 = static_cast<int>(segment) * cols;
   }
 };
 
@@ -71,6 +75,8 @@ bool choose_dgrad_tiling(int64_t N, int64_t P, int64_t Q, int64_t H, int64_t W, 
   t.fp_pixels = (t.rows + 2) * t.fc;
   t.per_image = static_cast<int>(per_image);
   t.total = static_cast<int>(total);
+  t.per_image_div = FastDivmod(static_cast<uint32_t>(per_image));
+  t.segments_div = FastDivmod(static_cast<uint32_t>(Q / t.cols));
   return true;
 }
 
@@ -88,20 +94,6 @@ constexpr size_t dgrad_smem_bytes(int fp_pixels) {
   // The weights, as 16 taps x 8 channels x kK (+8 halves a row: rows in different banks), then
   // two footprint buffers.
   return (16 * 8 * (kK + 8) + 2 * static_cast<size_t>(fp_pixels) * kK) * 2;
-}
-
-// Two floats rounded to the dtype (as store_float rounds), as one 32-bit word.
-template <class T>
-__device__ __forceinline__ uint32_t pack_pair(float a, float b);
-template <>
-__device__ __forceinline__ uint32_t pack_pair<__half>(float a, float b) {
-  __half2 h = __floats2half2_rn(a, b);
-  return *reinterpret_cast<uint32_t*>(&h);
-}
-template <>
-__device__ __forceinline__ uint32_t pack_pair<__nv_bfloat16>(float a, float b) {
-  __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-  return *reinterpret_cast<uint32_t*>(&h);
 }
 
 // Writes a tile's staged output pixels (8 channels each in out_s) with their first kC channels
@@ -141,9 +133,17 @@ __global__ void __launch_bounds__(kBlockThreads, kK == 64 ? 3 : 1)
   auto in_s = [&](int b) { return w_s + 16 * 8 * kWStride + b * tl.fp_pixels * kK; };
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  // w_s[tap][c][k] = w[k][tap][c]: read in w's order, so consecutive threads read consecutive
-  // halves; written once per block.
-  for (int i = tid; i < kK * 128; i += kBlockThreads) w_s[(i & 127) * kWStride + (i >> 7)] = w[i];
+  // w_s[tap][c][k] = w[k][tap][c], written once per block: a thread reads one (k, tap)'s 8
+  // channels as one 16-byte load and stores them down a column of w_s, consecutive threads
+  // taking consecutive k (neighbouring halves of a row: no bank conflicts). Reading w's halves
+  // one at a time in w's order and storing each 72 halves from its neighbour's (8-way bank
+  // conflicts) took 7% of the kernel's time (ncu source counters, batch 1024).
+  for (int i = tid; i < kK * 16; i += kBlockThreads) {
+    const int k = i % kK, tap = i / kK;
+    const Pack<T, 8> v = *reinterpret_cast<const Pack<T, 8>*>(w + (k * 16 + tap) * 8);
+#pragma unroll
+    for (int c = 0; c < 8; ++c) w_s[(tap * 8 + c) * kWStride + k] = v.v[c];
+  }
 
   // The footprint's pixels are stored row-major, chunk c of pixel column fc at chunk c ^ (fc % 8):
   // eight neighbouring pixels' same chunk then fall in eight different banks. A thread copies
@@ -161,7 +161,7 @@ __global__ void __launch_bounds__(kBlockThreads, kK == 64 ? 3 : 1)
       copy_async_16(buf + px * kK + ((chunk ^ (fcol & 7)) * 8),
                     inside ? dyn + (static_cast<size_t>(r) * tl.Q + c) * kK : dyn, inside);
       fcol += kPixelStep;
-      while (fcol >= tl.fc) {
+      while (fcol >= tl.fc) {  // kPixelStep (8 or 16) may exceed a footprint row (J + 2, 10 at least)
         fcol -= tl.fc;
         ++fr;
       }

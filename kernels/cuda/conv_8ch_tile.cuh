@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "cuda_util.cuh"
+#include "ganengine/fast_divmod.h"
 #include "ganengine/ops.h"
 
 namespace ge {
@@ -37,12 +38,16 @@ struct Tiling {
   int cols_log2 = 0;            // cols is a power of two (it divides 64, or is 64)
   int per_image = 0, total = 0;  // tiles
   int H = 0, W = 0, P = 0, Q = 0;  // input and output sizes
+  FastDivmod per_image_div;        // by per_image
+  FastDivmod segments_div;         // by Q / cols, a row's tiles
   // Where tile `t` starts: image n, output row p0 and column q0.
   __device__ __forceinline__ void locate(int t, int& n, int& p0, int& q0) const {
-    n = t / per_image;
-    const int i = t % per_image, segments = Q / cols;
-    p0 = (i / segments) * rows;
-    q0 = (i % segments) * cols;
+    uint32_t image, i, row, segment;
+    per_image_div.divmod(static_cast<uint32_t>(t), image, i);
+    segments_div.divmod(i, row, segment);
+    n = static_cast<int>(image);
+    p0 = static_cast<int>(row) * rows;
+    q0 = static_cast<int>(segment) * cols;
   }
   // Where footprint column c is stored within its row: even columns first, then odd ones. A tap
   // reads every other column, so eight neighbouring output pixels then read eight neighbouring
@@ -86,6 +91,8 @@ inline bool choose_tiling(int64_t N, int64_t H, int64_t W, int64_t P, int64_t Q,
   if (total > (int64_t{1} << 30) || H * W > (int64_t{1} << 30)) return false;
   t.per_image = static_cast<int>(per_image);
   t.total = static_cast<int>(total);
+  t.per_image_div = FastDivmod(static_cast<uint32_t>(per_image));
+  t.segments_div = FastDivmod(static_cast<uint32_t>(Q / t.cols));
   t.H = static_cast<int>(H);
   t.W = static_cast<int>(W);
   t.P = static_cast<int>(P);
@@ -120,6 +127,37 @@ int grid_blocks(Kernel kernel, size_t dynamic_smem, int device, int tiles) {
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kBlockThreads, dynamic_smem));
   return static_cast<int>(std::min<int64_t>(tiles, int64_t{sms} * std::max(per_sm, 1)));
+}
+
+// Two floats rounded to the dtype (as store_float rounds each), as one 32-bit word: one
+// conversion instruction and one store for two outputs.
+template <class T>
+__device__ __forceinline__ uint32_t pack_pair(float a, float b);
+template <>
+__device__ __forceinline__ uint32_t pack_pair<__half>(float a, float b) {
+  __half2 h = __floats2half2_rn(a, b);
+  return *reinterpret_cast<uint32_t*>(&h);
+}
+template <>
+__device__ __forceinline__ uint32_t pack_pair<__nv_bfloat16>(float a, float b) {
+  __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+  return *reinterpret_cast<uint32_t*>(&h);
+}
+
+// a and b as the dtype holds them (round_to of each), rounded together.
+template <class T>
+__device__ __forceinline__ void round_pair(float& a, float& b);
+template <>
+__device__ __forceinline__ void round_pair<__half>(float& a, float& b) {
+  const float2 f = __half22float2(__floats2half2_rn(a, b));
+  a = f.x;
+  b = f.y;
+}
+template <>
+__device__ __forceinline__ void round_pair<__nv_bfloat16>(float& a, float& b) {
+  const float2 f = __bfloat1622float2(__floats2bfloat162_rn(a, b));
+  a = f.x;
+  b = f.y;
 }
 
 // Asynchronous 16-byte copies from global to shared memory (cp.async): a block issues the next

@@ -38,11 +38,12 @@ constexpr size_t smem_bytes(bool activation) {
 template <class T>
 __device__ __forceinline__ void load_dy_tile_async(const T* __restrict__ t, T* tile_s, const Tiling& tl, int K, int n,
                                                    int p0, int q0, int k0) {
+  // The tile's first value in 64-bit arithmetic once, each pixel's offset from it in 32-bit.
+  const T* tile_t = t + ((static_cast<size_t>(n) * tl.P + p0) * tl.Q + q0) * K + k0;
   for (int i = threadIdx.x; i < kTilePixels * (kGroupChannels / 8); i += blockDim.x) {
     const int m = i / (kGroupChannels / 8), chunk = i % (kGroupChannels / 8);
-    const size_t at =
-        ((static_cast<size_t>(n) * tl.P + p0 + tl.row_of(m)) * tl.Q + q0 + tl.col_of(m)) * K + k0 + chunk * 8;
-    copy_async_16(tile_s + m * kDyStride + chunk * 8, t + at, true);
+    copy_async_16(tile_s + m * kDyStride + chunk * 8, tile_t + (tl.row_of(m) * tl.Q + tl.col_of(m)) * K + chunk * 8,
+                  true);
   }
 }
 
@@ -99,10 +100,15 @@ __global__ void __launch_bounds__(kBlockThreads)
         const int at = (i / (kGroupChannels / 8)) * kDyStride + (i % (kGroupChannels / 8)) * 8;
         Pack<T, 8> g = *reinterpret_cast<const Pack<T, 8>*>(dyt + at);
         const Pack<T, 8> ya = *reinterpret_cast<const Pack<T, 8>*>(yt + at);
+        // Two channels at a time: one conversion rounds both (bitwise store_float of each).
+        uint32_t out[4];
 #pragma unroll
-        for (int e = 0; e < 8; ++e)
-          store_float(&g.v[e], activate_grad(act, load_float(&ya.v[e]), load_float(&g.v[e]), slope));
-        *reinterpret_cast<Pack<T, 8>*>(dyt + at) = g;
+        for (int e = 0; e < 8; e += 2) {
+          const float g0 = activate_grad(act, load_float(&ya.v[e]), load_float(&g.v[e]), slope);
+          const float g1 = activate_grad(act, load_float(&ya.v[e + 1]), load_float(&g.v[e + 1]), slope);
+          out[e / 2] = pack_pair<T>(g0, g1);
+        }
+        *reinterpret_cast<uint4*>(dyt + at) = make_uint4(out[0], out[1], out[2], out[3]);
       }
       __syncthreads();
     }
