@@ -158,6 +158,10 @@ void copy_padded(const Tensor& src, Tensor& dst);
 // t itself when its second dimension already holds `channels`, else a copy (copy_padded) with
 // that many: zeros added, or the last ones cut.
 Tensor with_channels(const Tensor& t, int64_t channels);
+// write(t) when t's second dimension holds `channels`, else write(full) into a tensor like t
+// with that many, trimmed (copy_padded) into t afterwards: for kernels that write every channel
+// of a wider result when the caller wants only the first ones (a narrow backward-data).
+void write_with_channels(Tensor& t, int64_t channels, const std::function<void(Tensor&)>& write);
 
 // Dynamic loss scaler state: f32 scale (1), i32-as-f32 clean-step counter (1).
 struct ScalerConfig {

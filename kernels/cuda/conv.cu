@@ -227,14 +227,11 @@ void conv2d_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dPar
 void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx_out, const Conv2dParams& p) {
   check_conv(dx_out, w, dy, p, ConvPass::BackwardData);
   if (conv2d_backward_data_8ch(dy, w, dx_out, p)) return;
-  // The other kernels write all of w's channels: into a full-width copy, then trimmed.
-  Tensor dx = dx_out.dim(1) == w.dim(1)
-                  ? dx_out
-                  : Tensor::empty({dx_out.dim(0), w.dim(1), dx_out.dim(2), dx_out.dim(3)}, dx_out.dtype(),
-                                  dx_out.device(), dx_out.format());
-  if (!conv2d_backward_data_scalar(dy, w, dx, p) && !conv2d_backward_data_gemm(dy, w, dx, p))
-    run_conv(ConvPass::BackwardData, dx, w, dy, p, 0.f);
-  if (dx.data() != dx_out.data()) ops::copy_padded(dx, dx_out);
+  // The other kernels write all of w's channels.
+  ops::write_with_channels(dx_out, w.dim(1), [&](Tensor& dx) {
+    if (!conv2d_backward_data_scalar(dy, w, dx, p) && !conv2d_backward_data_gemm(dy, w, dx, p))
+      run_conv(ConvPass::BackwardData, dx, w, dy, p, 0.f);
+  });
 }
 
 void conv2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw, const Conv2dParams& p, float beta) {

@@ -43,12 +43,7 @@ struct DgradTiling {
   FastDivmod segments_div;                // by Q / J, a row's tiles
   // Where tile t starts: image n, dy row m0 and column j0.
   __device__ __forceinline__ void locate(int t, int& n, int& m0, int& j0) const {
-    uint32_t image, i, row, segment;
-    per_image_div.divmod(static_cast<uint32_t>(t), image, i);
-    segments_div.divmod(i, row, segment);
-    n = static_cast<int>(image);
-    m0 = static_cast<int>(row) * rows;
-    j0 = static_cast<int>(segment) * cols;
+    locate_tile(per_image_div, segments_div, rows, cols, t, n, m0, j0);
   }
 };
 

@@ -33,6 +33,18 @@ constexpr int kMaxFootprint = 520;   // input pixels a tile reads, at most (choo
 __host__ __device__ constexpr int footprint_rows(int rows) { return 2 * rows + 2; }
 __host__ __device__ constexpr int footprint_cols(int cols) { return 2 * cols + 2; }
 
+// Where tile t of a batch starts, the tiles being `rows` x `cols` pixels, per_image of them an
+// image and per_row of them across a row of tiles: image n, row r0 and column c0.
+__device__ __forceinline__ void locate_tile(const FastDivmod& per_image, const FastDivmod& per_row, int rows,
+                                            int cols, int t, int& n, int& r0, int& c0) {
+  uint32_t image, i, row, segment;
+  per_image.divmod(static_cast<uint32_t>(t), image, i);
+  per_row.divmod(i, row, segment);
+  n = static_cast<int>(image);
+  r0 = static_cast<int>(row) * rows;
+  c0 = static_cast<int>(segment) * cols;
+}
+
 struct Tiling {
   int rows = 0, cols = 0;       // of one tile, in output pixels
   int cols_log2 = 0;            // cols is a power of two (it divides 64, or is 64)
@@ -42,12 +54,7 @@ struct Tiling {
   FastDivmod segments_div;         // by Q / cols, a row's tiles
   // Where tile `t` starts: image n, output row p0 and column q0.
   __device__ __forceinline__ void locate(int t, int& n, int& p0, int& q0) const {
-    uint32_t image, i, row, segment;
-    per_image_div.divmod(static_cast<uint32_t>(t), image, i);
-    segments_div.divmod(i, row, segment);
-    n = static_cast<int>(image);
-    p0 = static_cast<int>(row) * rows;
-    q0 = static_cast<int>(segment) * cols;
+    locate_tile(per_image_div, segments_div, rows, cols, t, n, p0, q0);
   }
   // Where footprint column c is stored within its row: even columns first, then odd ones. A tap
   // reads every other column, so eight neighbouring output pixels then read eight neighbouring
@@ -123,10 +130,7 @@ void allow_dynamic_smem(Kernel kernel, size_t bytes, int device) {
 // walks several tiles, loading what every tile shares once), never more than the tiles.
 template <class Kernel>
 int grid_blocks(Kernel kernel, size_t dynamic_smem, int device, int tiles) {
-  int sms = 0, per_sm = 0;
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kBlockThreads, dynamic_smem));
-  return static_cast<int>(std::min<int64_t>(tiles, int64_t{sms} * std::max(per_sm, 1)));
+  return std::min(tiles, resident_blocks(kernel, kBlockThreads, dynamic_smem, device));
 }
 
 // Two floats rounded to the dtype (as store_float rounds each), as one 32-bit word: one

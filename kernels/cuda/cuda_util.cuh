@@ -100,6 +100,17 @@ inline unsigned grid_for(int64_t n, int threads = kThreads, int64_t max_blocks =
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// Blocks of `kernel` resident at once on `device` (the current device) with `threads` threads and
+// `dynamic_smem` bytes of dynamic shared memory each: SMs x blocks per SM, at least one per SM.
+// Grids of that size walk their work in one wave. Asked of the runtime once per kernel, block
+// shape and device (resident_blocks.cpp): an occupancy query per launch cost host time on every
+// eager step.
+int resident_blocks(const void* kernel, int threads, size_t dynamic_smem, int device);
+template <class Kernel>
+int resident_blocks(Kernel* kernel, int threads, size_t dynamic_smem, int device) {
+  return resident_blocks(reinterpret_cast<const void*>(kernel), threads, dynamic_smem, device);
+}
+
 // ---- argument checks and the stream of a tensor's device
 inline void check_gpu_float(const Tensor& t, const char* what) {
   GE_CHECK(t.defined(), what, " is undefined");

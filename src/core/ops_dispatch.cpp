@@ -80,14 +80,12 @@ void conv2d_forward(const Tensor& x_in, const Tensor& w, Tensor& y, const Conv2d
 
 void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p) {
   check_conv("conv2d_backward_data", dx, w, dy, p);
-  if (dx.dim(1) < w.dim(1) && !dx.device().is_cuda()) {
-    // The CPU kernel writes all of w's channels: into a full-width copy, then trimmed.
-    Tensor full = Tensor::empty({dx.dim(0), w.dim(1), dx.dim(2), dx.dim(3)}, dx.dtype(), dx.device(), dx.format());
-    GE_DISPATCH(dy, conv2d_backward_data(dy, w, full, p));
-    copy_padded(full, dx);
+  if (dx.device().is_cuda()) {  // the GPU backend handles a narrower dx itself
+    GE_DISPATCH(dy, conv2d_backward_data(dy, w, dx, p));
     return;
   }
-  GE_DISPATCH(dy, conv2d_backward_data(dy, w, dx, p));
+  // The CPU kernel writes all of w's channels.
+  write_with_channels(dx, w.dim(1), [&](Tensor& full) { GE_DISPATCH(dy, conv2d_backward_data(dy, w, full, p)); });
 }
 
 void conv2d_backward_filter(const Tensor& x_in, const Tensor& dy, Tensor& dw, const Conv2dParams& p, float beta) {
@@ -316,6 +314,17 @@ void copy_padded(const Tensor& src, Tensor& dst) {
            "copy_padded: ", src.str(), " -> ", dst.str(),
            " (expected 4-D tensors of one dtype and layout that differ only in their first two sizes)");
   GE_DISPATCH(src, copy_padded(src, dst));
+}
+
+void write_with_channels(Tensor& t, int64_t channels, const std::function<void(Tensor&)>& write) {
+  GE_CHECK(t.rank() == 4, "write_with_channels: ", t.str(), " is not 4-D");
+  if (t.dim(1) == channels) {
+    write(t);
+    return;
+  }
+  Tensor full = Tensor::empty({t.dim(0), channels, t.dim(2), t.dim(3)}, t.dtype(), t.device(), t.format());
+  write(full);
+  copy_padded(full, t);
 }
 
 Tensor with_channels(const Tensor& t, int64_t channels) {
