@@ -62,5 +62,21 @@ gpu_call_ncu() {
   done
 }
 
+# ncu --set full of the kernels matching regex $1 in one O3 step at batch $2 (at most $3 of them):
+# the details page and the per-line source page (CUDA + SASS, with stall reasons), then the
+# headline numbers of each kernel.
+gpu_call_ncu_detail() {
+  local regex=$1 batch=$2 count=$3
+  timeout ${NCU_DETAIL_LIMIT:-240} ncu --clock-control none --profile-from-start off --set full --import-source yes \
+    -k "regex:$regex" -c $count -o "$OUT/detail" \
+    $GE bench --opt-level O3 --batch-sizes $batch --warmup 8 --steps 1 --windows 1 --profile \
+    > "$OUT/detail_run.log" 2>&1
+  echo "rc $?"
+  ncu -i "$OUT/detail.ncu-rep" --page details > "$OUT/detail.txt" 2>&1
+  ncu -i "$OUT/detail.ncu-rep" --page source --csv --print-source cuda,sass > "$OUT/detail_source.csv" 2>&1
+  grep -E "^  [a-z_ ]*void|Duration|Registers Per|Achieved Occupancy|DRAM Throughput|Compute \(SM\) Throughput" \
+    "$OUT/detail.txt" | cut -c1-140
+}
+
 # Everything under $OUT into $OUT/call.tgz (the device tool returns a limited number of files).
 gpu_call_pack() { tar czf /tmp/call.tgz -C "$OUT" . && rm -rf "${OUT:?}"/* && mv /tmp/call.tgz "$OUT/"; }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 8's device calls (run from the repository root on the GPU host, binaries staged by
+# Session 8's device calls, and later sessions' (run from the repository root on the GPU host, binaries staged by
 # tools/stage_gpu.sh into .carry/). Switches:
 #   PROBE="1024 64"   tools/dev/conv_engine_probe.cpp at these batch sizes (PROBE_LIMIT s)
 #   SUITE=1           the GPU suite (SUITE_LIMIT s)
@@ -7,11 +7,18 @@
 #   FIRST=1           process start to first step at batch 64 and 1024 (cold algorithm cache)
 #   FULL=1            first step and the benchmark beside PyTorch (FULL_LIMIT s, PT_BUDGET s)
 #   NCU_BATCHES="64 1024"  ncu summaries of the O3 step (NCU_LINES lines each)
+#   NCU_DETAIL="REGEX" NCU_DETAIL_BATCH=1024 NCU_DETAIL_COUNT=9   ncu --set full of the kernels
+#                     matching REGEX in one O3 step, with per-line source counters (first)
 # Results and logs under $OUT, packed into $OUT/call.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source tools/dev/gpu_call_lib.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
+
+if [ -n "${NCU_DETAIL:-}" ]; then
+  echo "== ncu detail ($NCU_DETAIL)"
+  gpu_call_ncu_detail "$NCU_DETAIL" ${NCU_DETAIL_BATCH:-1024} ${NCU_DETAIL_COUNT:-9}
+fi
 
 if [ -n "${PROBE:-}" ]; then
   echo "== conv engine probe ($PROBE)"
