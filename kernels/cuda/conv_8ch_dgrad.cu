@@ -61,7 +61,8 @@ bool choose_dgrad_tiling(int64_t N, int64_t P, int64_t Q, int64_t H, int64_t W, 
   if (P % t.rows != 0) return false;
   while ((1 << t.cols_log2) < t.cols) ++t.cols_log2;
   const int64_t per_image = (P / t.rows) * (Q / t.cols), total = per_image * N;
-  if (total > (int64_t{1} << 30) || P * Q > (int64_t{1} << 28)) return false;
+  // Offsets within one image's dy (at most 128 channels) in 32 bits.
+  if (total > (int64_t{1} << 30) || P * Q > (int64_t{1} << 24)) return false;
   t.P = static_cast<int>(P);
   t.Q = static_cast<int>(Q);
   t.H = static_cast<int>(H);
@@ -143,22 +144,32 @@ __global__ void __launch_bounds__(kBlockThreads, kK == 64 ? 3 : 1)
   // The footprint's pixels are stored row-major, chunk c of pixel column fc at chunk c ^ (fc % 8):
   // eight neighbouring pixels' same chunk then fall in eight different banks. A thread copies
   // chunk `chunk` of every kPixelStep-th pixel, starting at pixel tid / kChunks.
+  // The walk is the same for every tile but for where the footprint sits in dy, so it runs on
+  // additions and 32-bit offsets within an image's dy (choose_dgrad_tiling), the destination as
+  // a shared-memory address: this loop was the kernel's largest share of issue slots (ncu
+  // source counters, batch 1024).
   const int chunk = tid % kChunks, first_pixel = tid / kChunks;
   const int first_row = first_pixel / tl.fc, first_col = first_pixel % tl.fc;
-  auto issue = [&](int tile, T* buf) {
+  auto issue = [&](int tile, uint32_t buf) {
     int n, m0, j0;
     tl.locate(tile, n, m0, j0);
     const T* dyn = dy + static_cast<size_t>(n) * tl.P * tl.Q * kK + chunk * 8;
-    int fr = first_row, fcol = first_col;
+    int fcol = first_col;
+    int r = m0 - 1 + first_row, c = j0 - 1 + first_col;  // the dy pixel footprint pixel px reads
+    uint32_t offset = (first_pixel * kK + chunk * 8) * sizeof(T);  // in the buffer, unswizzled
     for (int px = first_pixel; px < tl.fp_pixels; px += kPixelStep) {
-      const int r = m0 - 1 + fr, c = j0 - 1 + fcol;
-      const bool inside = r >= 0 && r < tl.P && c >= 0 && c < tl.Q;
-      copy_async_16(buf + px * kK + ((chunk ^ (fcol & 7)) * 8),
-                    inside ? dyn + (static_cast<size_t>(r) * tl.Q + c) * kK : dyn, inside);
+      const bool inside = static_cast<unsigned>(r) < static_cast<unsigned>(tl.P) &&
+                          static_cast<unsigned>(c) < static_cast<unsigned>(tl.Q);
+      // The swizzle, chunk ^ (fcol % 8) where chunk stood: the pixel's own bits start above the
+      // chunk's (a pixel is 128 or 256 bytes).
+      copy_async_16(buf + (offset ^ ((fcol & 7) * 8 * sizeof(T))), inside ? dyn + (r * tl.Q + c) * kK : dyn, inside);
+      offset += kPixelStep * kK * sizeof(T);
       fcol += kPixelStep;
+      c += kPixelStep;
       while (fcol >= tl.fc) {  // kPixelStep (8 or 16) may exceed a footprint row (J + 2, 10 at least)
         fcol -= tl.fc;
-        ++fr;
+        c -= tl.fc;
+        ++r;
       }
     }
   };
@@ -179,13 +190,14 @@ __global__ void __launch_bounds__(kBlockThreads, kK == 64 ? 3 : 1)
   const T* w_lane = w_s + (lane & 7) * kWStride + ((lane >> 3) & 1) * 8;
   const int g = lane >> 2, t = lane & 3;  // accumulator fragment: pixel row g (+8), channels 2t, 2t+1
 
-  if (blockIdx.x < tl.total) issue(blockIdx.x, in_s(0));
+  const uint32_t in_s_address = shared_address(in_s(0)), buffer_bytes = tl.fp_pixels * kK * sizeof(T);
+  if (blockIdx.x < tl.total) issue(blockIdx.x, in_s_address);
   copy_async_commit();
   int buf = 0;
   for (int tile = blockIdx.x; tile < tl.total; tile += gridDim.x, buf ^= 1) {
     copy_async_wait<0>();
     __syncthreads();  // this tile's footprint has landed; the other buffer's output is written
-    if (tile + gridDim.x < tl.total) issue(tile + gridDim.x, in_s(buf ^ 1));
+    if (tile + gridDim.x < tl.total) issue(tile + gridDim.x, in_s_address + (buf ^ 1) * buffer_bytes);
     copy_async_commit();
     const T* in = in_s(buf);
 

@@ -5,8 +5,9 @@
 // shares the instructions and the host-side helpers.
 //
 // A tile is 64 output pixels of one image: tile_rows whole output rows (when Q divides 64) or a
-// 64-wide segment of one row (when 64 divides Q). Its input footprint, the input pixels its 16
-// taps read, is copied into shared memory once, with zeros where the padding is.
+// 64-wide segment of one row (when 64 divides Q). Either way its pixels are consecutive in an
+// NHWC output: tile pixel m is the tile's first plus m. Its input footprint, the input pixels
+// its 16 taps read, is copied into shared memory once, with zeros where the padding is.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -167,9 +168,16 @@ __device__ __forceinline__ void round_pair<__nv_bfloat16>(float& a, float& b) {
 // Asynchronous 16-byte copies from global to shared memory (cp.async): a block issues the next
 // tile's copies before it works on the current one, so loads and Tensor Core work overlap.
 // With valid false the 16 bytes are zero-filled and nothing is read.
+// The destination as a shared-memory address (shared_address) or as a generic pointer.
+__device__ __forceinline__ void copy_async_16(uint32_t smem_address, const void* global, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address), "l"(global),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ uint32_t shared_address(const void* smem) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+}
 __device__ __forceinline__ void copy_async_16(void* smem, const void* global, bool valid) {
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(global), "r"(valid ? 16 : 0));
+  copy_async_16(shared_address(smem), global, valid);
 }
 // Closes the group of copies issued since the last commit.
 __device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }

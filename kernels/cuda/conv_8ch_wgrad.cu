@@ -38,12 +38,12 @@ constexpr size_t smem_bytes(bool activation) {
 template <class T>
 __device__ __forceinline__ void load_dy_tile_async(const T* __restrict__ t, T* tile_s, const Tiling& tl, int K, int n,
                                                    int p0, int q0, int k0) {
-  // The tile's first value in 64-bit arithmetic once, each pixel's offset from it in 32-bit.
+  // The tile's pixels are consecutive in t (conv_8ch_tile.cuh): its first value in 64-bit
+  // arithmetic once, each pixel K values further.
   const T* tile_t = t + ((static_cast<size_t>(n) * tl.P + p0) * tl.Q + q0) * K + k0;
   for (int i = threadIdx.x; i < kTilePixels * (kGroupChannels / 8); i += blockDim.x) {
     const int m = i / (kGroupChannels / 8), chunk = i % (kGroupChannels / 8);
-    copy_async_16(tile_s + m * kDyStride + chunk * 8, tile_t + (tl.row_of(m) * tl.Q + tl.col_of(m)) * K + chunk * 8,
-                  true);
+    copy_async_16(tile_s + m * kDyStride + chunk * 8, tile_t + m * K + chunk * 8, true);
   }
 }
 
