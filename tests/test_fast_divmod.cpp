@@ -30,8 +30,8 @@ void check_divisor(uint32_t d, const std::vector<uint32_t>& dividends) {
 std::vector<uint32_t> dividends_for(uint32_t d, std::mt19937& rng) {
   std::vector<uint32_t> n;
   for (uint32_t i = 0; i < 300; ++i) n.push_back(i);
-  for (uint64_t k : {uint64_t{1}, uint64_t{2}, uint64_t{3}, uint64_t{1000}, (uint64_t{1} << 31) / d - 1,
-                     (uint64_t{1} << 31) / d})
+  for (uint64_t k :
+       {uint64_t{1}, uint64_t{2}, uint64_t{3}, uint64_t{1000}, (uint64_t{1} << 31) / d - 1, (uint64_t{1} << 31) / d})
     for (int delta = -2; delta <= 2; ++delta) {
       const int64_t v = static_cast<int64_t>(k * d) + delta;
       if (v >= 0 && v < int64_t{ge::FastDivmod::kLimit}) n.push_back(static_cast<uint32_t>(v));

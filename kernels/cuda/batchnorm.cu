@@ -151,8 +151,8 @@ struct StatsVisit {
   static constexpr int kPack = kWidePack<T>;
   // Eight rows loaded before any is added. Four left the statistics' warps waiting on those
   // loads (ncu source counters, batch 1024); with eight (63 registers: four blocks per SM
-  // instead of five, still more than the 3.9 per SM of a pass's 512 blocks at batch 1024) O2/O3 steps
-  // were 0.4-0.8% shorter at batch 64 and 1024 on the H200, side by side.
+  // instead of five, still more than the 3.9 per SM of a pass's 512 blocks at batch 1024)
+  // O2/O3 steps were 0.4-0.8% shorter at batch 64 and 1024 on the H200, side by side.
   static constexpr int kUnroll = 8;
   using Loaded = Pack<T, kPack>;
   struct Channels {};

@@ -36,8 +36,8 @@ __host__ __device__ constexpr int footprint_cols(int cols) { return 2 * cols + 2
 
 // Where tile t of a batch starts, the tiles being `rows` x `cols` pixels, per_image of them an
 // image and per_row of them across a row of tiles: image n, row r0 and column c0.
-__device__ __forceinline__ void locate_tile(const FastDivmod& per_image, const FastDivmod& per_row, int rows,
-                                            int cols, int t, int& n, int& r0, int& c0) {
+__device__ __forceinline__ void locate_tile(const FastDivmod& per_image, const FastDivmod& per_row, int rows, int cols,
+                                            int t, int& n, int& r0, int& c0) {
   uint32_t image, i, row, segment;
   per_image.divmod(static_cast<uint32_t>(t), image, i);
   per_row.divmod(i, row, segment);
@@ -170,8 +170,7 @@ __device__ __forceinline__ void round_pair<__nv_bfloat16>(float& a, float& b) {
 // With valid false the 16 bytes are zero-filled and nothing is read.
 // The destination as a shared-memory address (shared_address) or as a generic pointer.
 __device__ __forceinline__ void copy_async_16(uint32_t smem_address, const void* global, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address), "l"(global),
-               "r"(valid ? 16 : 0));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address), "l"(global), "r"(valid ? 16 : 0));
 }
 __device__ __forceinline__ uint32_t shared_address(const void* smem) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(smem));
