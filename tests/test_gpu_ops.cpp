@@ -168,7 +168,7 @@ TEST_CASE("gpu ops: conv2d with a fused activation matches the CPU and the two o
       {{70, 512, 4, 4, 1, 4, 4, 1, 0}, DType::F16, MemoryFormat::NHWC, false},  // D's last layer's kernels
   };
   for (const Case& c : cases)
-    for (const Activation kind : {Activation::LeakyReLU, Activation::ReLU}) {
+    for (const Activation kind : {Activation::LeakyReLU, Activation::ReLU, Activation::Tanh}) {
       const ConvCase& cc = c.shape;
       CAPTURE(tag(c.dt, c.f));
       CAPTURE(cc.n);

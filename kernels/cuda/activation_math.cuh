@@ -13,6 +13,13 @@ __device__ __forceinline__ float activate(ops::Activation a, float x, float slop
   return tanhf(x);
 }
 
+// activate() for ReLU and LeakyReLU only (the same expressions, so the same bits): for unrolled
+// epilogues, where tanhf inlined at every output doubled a kernel's code (conv_8ch.cu).
+__device__ __forceinline__ float rectify(ops::Activation a, float x, float slope) {
+  if (a == ops::Activation::ReLU) return x <= 0.f ? 0.f : x;
+  return x > 0.f ? x : x * slope;
+}
+
 // d(activation)/dx written in terms of the output y, which is all an in-place layer keeps.
 __device__ __forceinline__ float activate_grad(ops::Activation a, float y, float dy, float slope) {
   if (a == ops::Activation::ReLU) return y > 0.f ? dy : 0.f;

@@ -222,10 +222,10 @@ __global__ void __launch_bounds__(kBlockThreads, 5)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           float v0 = acc[mt][nt][2 * h], v1 = acc[mt][nt][2 * h + 1];
-          if (kActivation) {
+          if (kActivation) {  // ReLU or LeakyReLU (the host applies Tanh after the kernel)
             round_pair<T>(v0, v1);
-            v0 = activate(act, v0, slope);
-            v1 = activate(act, v1, slope);
+            v0 = rectify(act, v0, slope);
+            v1 = rectify(act, v1, slope);
           }
           *reinterpret_cast<uint32_t*>(out_s + (mt * 16 + g + 8 * h) * kOutStride + warp * 16 + nt * 8 + 2 * t) =
               pack_pair<T>(v0, v1);
@@ -280,8 +280,12 @@ bool conv2d_forward_8ch(const Tensor& x, const Tensor& w, Tensor& y, const Conv2
   Tiling tl;
   if (!tiling_for(x, w, y, p, tl)) return false;
   const int K = static_cast<int>(w.dim(0));
-  const ops::Activation kind = act ? act->kind : ops::Activation::ReLU;
-  const float slope = act ? act->negative_slope : 0.f;
+  // Tanh runs after the kernel, as the separate op: inside it, tanhf inlined at each of a
+  // thread's 32 outputs made the kernel's code twice as long (24-26 KB), and the fused LeakyReLU
+  // kernel's warps spent a fifth of their stalls waiting for instructions (ncu, batch 1024).
+  const ops::FusedActivation* fused = act && act->kind != ops::Activation::Tanh ? act : nullptr;
+  const ops::Activation kind = fused ? fused->kind : ops::Activation::ReLU;
+  const float slope = fused ? fused->negative_slope : 0.f;
   const int C = static_cast<int>(x.dim(1));
   // The narrow loader reads pixel pairs (W even) and holds a footprint's pairs in registers.
   if (C != 8 && (tl.W % 2 != 0 || footprint_rows(tl.rows) * (tl.cols + 2) >
@@ -290,7 +294,7 @@ bool conv2d_forward_8ch(const Tensor& x, const Tensor& w, Tensor& y, const Conv2
   GE_DISPATCH_HALF(x.dtype(), T, {
     dispatch_input<T>(C, [&](auto input) {
       using Input = std::remove_pointer_t<decltype(input)>;
-      auto kernel = act ? conv_8ch_kernel<T, true, Input> : conv_8ch_kernel<T, false, Input>;
+      auto kernel = fused ? conv_8ch_kernel<T, true, Input> : conv_8ch_kernel<T, false, Input>;
       const dim3 grid(static_cast<unsigned>(grid_blocks(kernel, 0, x.device().index, tl.total)),
                       static_cast<unsigned>(K / kGroupChannels));
       launch_kernel(kernel, grid, kBlockThreads, 0, stream_of(x), x.data_as<T>(), w.data_as<T>(), y.data_as<T>(), tl, K,
@@ -298,6 +302,7 @@ bool conv2d_forward_8ch(const Tensor& x, const Tensor& w, Tensor& y, const Conv2
     });
   });
   CUDA_CHECK_LAUNCH();
+  if (act && !fused) gpu::activation_forward(act->kind, y, y, act->negative_slope);
   return true;
 }
 
