@@ -148,7 +148,8 @@ TEST_CASE("gpu ops: conv2d forward backward-data backward-filter (beta 0 and 1) 
 
 // conv2d followed by an activation as one op (D's first layer and its LeakyReLU): against the
 // CPU's two ops in sequence, and bitwise against the GPU's two ops in sequence where the
-// hand-written 8-channel kernels run both (they are deterministic; cuDNN's choices need not be).
+// hand-written 8-channel kernels run both (they are deterministic; cuDNN's choices need not be;
+// with Tanh the forward kernel runs the convolution and the activation kernel follows).
 // The batch of 64 images of 64x64 has more tiles (1024) than the kernels launch blocks, so
 // blocks walk several tiles; the 3x3 case goes to cuDNN and the separate activation kernels.
 TEST_CASE("gpu ops: conv2d with a fused activation matches the CPU and the two ops in sequence") {
