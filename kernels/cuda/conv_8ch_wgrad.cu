@@ -98,7 +98,7 @@ __global__ void __launch_bounds__(kBlockThreads)
       const T* yt = y_s(buf);
       for (int i = tid; i < kTilePixels * (kGroupChannels / 8); i += kBlockThreads) {
         const int at = (i / (kGroupChannels / 8)) * kDyStride + (i % (kGroupChannels / 8)) * 8;
-        Pack<T, 8> g = *reinterpret_cast<const Pack<T, 8>*>(dyt + at);
+        const Pack<T, 8> g = *reinterpret_cast<const Pack<T, 8>*>(dyt + at);
         const Pack<T, 8> ya = *reinterpret_cast<const Pack<T, 8>*>(yt + at);
         // Two channels at a time: one conversion rounds both (bitwise store_float of each).
         uint32_t out[4];
