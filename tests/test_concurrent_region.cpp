@@ -99,31 +99,109 @@ TEST_CASE("gpu concurrent region: on_side keeps its tensors until the join and i
   CHECK(x.to_floats() == std::vector<float>{6, 12, 18, 24});
 }
 
-TEST_CASE("gpu trainer lanes: steps with the side lane are bitwise the steps without it") {
+TEST_CASE("gpu concurrent region: the branch lane's blocks and the main lane's stay apart until join_branch") {
+  GE_REQUIRE_GPU();
+  const Device d = Device::cuda(0);
+  ConcurrentRegion region(d);
+  Tensor a = Tensor::empty(kShape, DType::F32, d);
+  const void* pa = a.data();
+  region.fork_branch();
+  region.on_branch([&] { a = Tensor(); });  // freed by the branch lane
+  Tensor b = Tensor::empty(kShape, DType::F32, d);
+  CHECK(b.data() != pa);  // the branch's work may still use it
+  // The main lane's side lane frees a block and joins the main lane while the branch runs on.
+  const void* pb = b.data();
+  region.on_side({}, [&] { b = Tensor(); });
+  region.join();
+  Tensor branch_block;
+  region.on_branch([&] { branch_block = Tensor::empty(kShape, DType::F32, d); });
+  CHECK(branch_block.data() == pa);  // the branch lane reuses its own block, not the joined side's
+  Tensor main_block = Tensor::empty(kShape, DType::F32, d);
+  CHECK(main_block.data() == pb);  // the main lane takes what its side lane freed once joined
+  region.on_branch([&] {
+    branch_block = Tensor();
+    main_block = Tensor();  // the main lane's block, freed on the branch: held for the branch
+  });
+  CHECK_FALSE(side_lane_hands_out(region, pa));
+  region.join();
+  CHECK_FALSE(side_lane_hands_out(region, pb));
+  region.join_branch();
+  // Every lane joined: both blocks are free for any lane.
+  CHECK(side_lane_hands_out(region, pa));
+  region.join();
+  CHECK(side_lane_hands_out(region, pb));
+}
+
+TEST_CASE("gpu concurrent region: branch work runs after its fork and its results are there after join_branch") {
+  GE_REQUIRE_GPU();
+  const Device d = Device::cuda(0);
+  Tensor x = Tensor::from_floats({1, 2, 3, 4}, {4}, DType::F32, d);
+  Tensor y = Tensor::empty({4}, DType::F32, d);
+  Tensor busy = Tensor::zeros({1 << 26}, DType::F32, d);  // 256 MiB of main-lane work before the mark
+  ConcurrentRegion::Mark scaled;
+  {
+    ConcurrentRegion region(d);
+    for (int i = 0; i < 8; ++i) ops::scale_inplace(busy, 0.5f);
+    ops::scale_inplace(x, 3.f);
+    scaled = region.mark();
+    region.fork_branch();
+    // The main lane frees a block while the branch is open, and joins its side lane: the block
+    // stays held for the main lane, whose work may still use it, and is not handed to the branch.
+    Tensor before = Tensor::empty(kShape, DType::F32, d);
+    const void* pbefore = before.data();
+    before.fill_zero();
+    before = Tensor();
+    region.on_side({}, [] {});
+    region.join();
+    region.on_branch([&] {
+      y.copy_from(x);
+      ops::scale_inplace(y, 2.f);
+      const Tensor taken = Tensor::empty(kShape, DType::F32, d);
+      CHECK(taken.data() != pbefore);
+    });
+    region.join_branch();
+    CHECK(y.to_floats() == std::vector<float>{6, 12, 18, 24});
+    region.wait(scaled);  // a mark of this region, already waited for: nothing changes
+  }
+  CHECK(x.to_floats() == std::vector<float>{3, 6, 9, 12});
+  // A mark of an earlier region is already satisfied, as is an empty one; a region that is off
+  // makes empty marks.
+  ConcurrentRegion next(d);
+  next.wait(scaled);
+  next.wait(ConcurrentRegion::Mark{});
+  ConcurrentRegion off(Device::cpu());
+  CHECK(off.mark().region == 0);
+}
+
+TEST_CASE("gpu trainer lanes: steps with the side lane and the fake branch are bitwise the steps without them") {
   GE_REQUIRE_GPU();
   DeterministicConvolutions deterministic;
-  for (OptLevel level : {OptLevel::O0, OptLevel::O2, OptLevel::O3}) {
-    for (bool graph : {false, true}) {
-      INFO(opt_level_name(level), graph ? " graph" : " eager");
-      TrainerConfig cfg = small_trainer_config(level, Device::cuda(0), 16, 32);
-      cfg.cuda_graph = graph;
-      cfg.side_lane = TrainerConfig::SideLane::On;
-      TrainerConfig serial = cfg;
-      serial.side_lane = TrainerConfig::SideLane::Off;
-      // One trainer after the other: two graph pools on one device would take each other's
-      // cached blocks between warm-up and capture.
-      std::vector<StepRecord> records[2];
-      DcganTrainer a(cfg), b(serial);
-      for (DcganTrainer* t : {&a, &b})
-        for (int64_t s = 0; s < 7; ++s) {
-          Tensor real, noise;
-          synthetic_step_inputs(s, 8, 32, 19, real, noise);
-          t->step(real, noise);
-          records[t == &b].push_back(t->record());
-        }
-      for (size_t s = 0; s < 7; ++s) expect_same_record(records[0][s], records[1][s], s);
-      expect_same_state(a, b);
-      if (graph) CHECK(a.graph_stats().replays == 4);
+  using Choice = TrainerConfig::LaneChoice;
+  for (OptLevel level : {OptLevel::O0, OptLevel::O1, OptLevel::O2, OptLevel::O3}) {
+    for (Choice branch : {Choice::Off, Choice::On}) {
+      for (bool graph : {false, true}) {
+        INFO(opt_level_name(level), graph ? " graph" : " eager", branch == Choice::On ? ", fake branch" : "");
+        TrainerConfig cfg = small_trainer_config(level, Device::cuda(0), 16, 32);
+        cfg.cuda_graph = graph;
+        cfg.side_lane = Choice::On;
+        cfg.fake_branch = branch;
+        TrainerConfig serial = cfg;
+        serial.side_lane = Choice::Off;
+        // One trainer after the other: two graph pools on one device would take each other's
+        // cached blocks between warm-up and capture.
+        std::vector<StepRecord> records[2];
+        DcganTrainer a(cfg), b(serial);
+        for (DcganTrainer* t : {&a, &b})
+          for (int64_t s = 0; s < 7; ++s) {
+            Tensor real, noise;
+            synthetic_step_inputs(s, 8, 32, 19, real, noise);
+            t->step(real, noise);
+            records[t == &b].push_back(t->record());
+          }
+        for (size_t s = 0; s < 7; ++s) expect_same_record(records[0][s], records[1][s], s);
+        expect_same_state(a, b);
+        if (graph) CHECK(a.graph_stats().replays == 4);
+      }
     }
   }
 }

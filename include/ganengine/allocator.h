@@ -36,13 +36,15 @@ size_t cuda_workspace_bytes(int device_index = 0);
 // CUDA graph still refers to it. Benchmarks call it so each configuration counts only its own.
 void cuda_release_workspace(int device_index = 0);
 
-// Two lanes of work on a device (cuda_context.h, concurrent_region.h). open: from now on a
-// freed block is held for the lane the freeing thread issues to (the main lane for other
-// threads), and only that lane's allocations reuse it. join: call after the main lane has been
-// made to wait for the side lane; the held blocks go back as usual (lanes stay open). close:
-// join and stop holding.
+// Lanes of work on a device (cuda_context.h, concurrent_region.h). open: from now on a freed
+// block is held for the lane the freeing thread issues to (the main lane for other threads),
+// and only that lane's allocations reuse it. join: call after the main lane has been made to
+// wait for every other lane; the held blocks go back as usual (lanes stay open). merge: call
+// after lane `into` has been made to wait for lane `from` (its side lane, while other lanes may
+// still run): what `from` held is held for `into`. close: join and stop holding.
 void cuda_allocator_open_lanes(int device_index);
 void cuda_allocator_join_lanes(int device_index);
+void cuda_allocator_merge_held(int device_index, int from_lane, int into_lane);
 void cuda_allocator_close_lanes(int device_index);
 
 // Memory pools for CUDA graphs (cuda_graph.h). A graph bakes in the address of every buffer its

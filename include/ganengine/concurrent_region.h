@@ -1,20 +1,32 @@
 // Independent parts of a training step running side by side on one GPU. At batch 64 most of
-// the step's kernels fill a fraction of the H200, so a second stream lets, for example, G's
-// forward run beside D's pass on the real batch, and a layer's filter gradient beside the rest
-// of the backward pass. Captured into a CUDA graph, the two streams become parallel branches.
+// the step's kernels fill a fraction of the H200, so more streams let, for example, D's pass on
+// the fake batch (with G's forward before it) run beside its pass on the real batch, and a
+// layer's filter gradient beside the rest of the backward pass. Captured into a CUDA graph, the
+// streams become parallel branches.
 //
-// A region is opened on a device by the one thread driving it; while it is open, on_side()
-// hands work to the device's side lane (cuda_context.h) and everything else keeps going to the
-// main lane. The caching allocator holds each freed block for the lane that freed it until the
-// lanes join (allocator.h), so neither lane reuses memory the other may still be using.
+// A region is opened on a device by the one thread driving it. While it is open:
+// - fork_branch() opens the device's branch lane (cuda_context.h) at the main lane's current
+//   point; on_branch() hands it work, which runs after that point only; join_branch() makes
+//   the main lane wait for all of it.
+// - on_side() hands work to the side lane of the lane the caller issues to (the main lane's or
+//   the branch lane's); join() makes that lane wait for its side lane.
+// - mark() / wait() order one lane after a point of another (what must happen in a fixed order
+//   across lanes, such as updates of one running statistic).
+// The caching allocator holds each freed block for the lane that freed it until the lanes it
+// could still be used by have been waited for (allocator.h), so no lane reuses memory another
+// may still be using.
 //
-// What the caller must keep in mind: work given to the side lane may still run after the host
+// What the caller must keep in mind: work given to another lane may still run after the host
 // has moved on. Tensors it reads or writes that the caller could release before the next join
-// go into on_side's `keep` list; results it writes may be read on the main lane only after a
-// join (the destructor joins).
+// go into on_side's `keep` list; results it writes may be read on the issuing lane only after a
+// join. A tensor the branch lane uses must be released either on the branch lane (inside
+// on_branch) or after join_branch (the destructor joins everything).
 //
-// Off on a CPU device, or when not wanted: on_side then runs its work in place on the main lane.
+// Off on a CPU device, or when not wanted: every lane is the main lane, on_side and on_branch
+// run their work in place, marks are empty and waits do nothing.
 #pragma once
+#include <array>
+#include <cstdint>
 #include <functional>
 #include <vector>
 
@@ -24,31 +36,68 @@ namespace ge {
 
 class ConcurrentRegion {
  public:
+  // A point in one lane's work; wait() orders another lane after it. A mark left by an earlier
+  // region needs no waiting: that region joined every lane into the main lane when it closed.
+  struct Mark {
+    uint64_t region = 0;  // the region's serial number; 0: no point (a region that is off)
+    int index = -1;
+  };
+
   // wanted false: a region that runs everything in place (on_side runs fn at once).
   explicit ConcurrentRegion(Device device, bool wanted = true);
-  ~ConcurrentRegion();  // joins; never throws
+  ~ConcurrentRegion();  // joins every lane; never throws
   ConcurrentRegion(const ConcurrentRegion&) = delete;
   ConcurrentRegion& operator=(const ConcurrentRegion&) = delete;
 
-  // fn's device work goes to the side lane, ordered after everything the main lane has been
-  // given so far; the host runs fn now. `keep` stays alive until the next join. To bound what is
-  // kept, a call with a non-empty `keep` joins first if an earlier call's tensors are still kept.
+  // fn's device work goes to the calling lane's side lane, ordered after everything the calling
+  // lane has been given so far; the host runs fn now. `keep` stays alive until that side lane's
+  // next join. To bound what is kept, a call with a non-empty `keep` joins first if an earlier
+  // call's tensors are still kept.
   void on_side(std::vector<Tensor> keep, const std::function<void()>& fn);
-  // The main lane waits for everything given to the side lane so far.
+  // The calling lane waits for everything given to its side lane so far.
   void join();
+
+  // Opens the branch lane at the main lane's current point: work given to it later
+  // (on_branch) runs after this point only, beside whatever the main lane is given meanwhile.
+  // Until join_branch, no block the main lane frees goes to the branch lane, or the other way.
+  void fork_branch();
+  // fn's device work goes to the branch lane, after the fork and the branch lane's earlier
+  // work; the host runs fn now, from the main lane. fn's side work has joined the branch lane
+  // when on_branch returns.
+  void on_branch(const std::function<void()>& fn);
+  // The main lane waits for everything given to the branch lane (and the side lanes) so far.
+  void join_branch();
+
+  // The current point of the calling lane's work.
+  Mark mark();
+  // The calling lane's later work runs after `m`. An empty mark, or one an earlier region left,
+  // is already satisfied.
+  void wait(const Mark& m);
 
   // The region this thread has open on `device`, or null.
   static ConcurrentRegion* active(Device device);
 
  private:
-  Device device_;
-  bool enabled_ = false;
-  bool side_pending_ = false;  // side work given since the last join
-  std::vector<Tensor> keep_;
-  ConcurrentRegion* outer_ = nullptr;  // this thread's region on another device, if any
-  void* fork_event_ = nullptr;  // cudaEvent_t
-  void* join_event_ = nullptr;
-};
+  // A lane that issues work and the side lane it hands filter gradients to.
+  struct LanePair {
+    bool side_pending = false;  // side work given since the last join
+    std::vector<Tensor> keep;
+  };
+  LanePair& calling_pair();
+  void join_pair(LanePair& pair);
+  void release_after_join();
 
+  Device device_;
+  uint64_t serial_ = 0;  // distinct for every enabled region of the process
+  bool enabled_ = false;
+  bool branch_pending_ = false;  // forked and not joined yet
+  bool branch_work_ = false;     // on_branch gave it work since the fork
+  Mark branch_fork_;
+  std::array<LanePair, 2> pairs_;      // the main lane's, the branch lane's
+  ConcurrentRegion* outer_ = nullptr;  // this thread's region on another device, if any
+  std::vector<void*> events_;          // cudaEvent_t: marks, forks and joins, one event per recorded point
+  void* record_event();                // a new event recorded on the calling lane's stream
+  void wait_event(void* event);
+};
 
 }  // namespace ge

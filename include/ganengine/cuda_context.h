@@ -1,12 +1,13 @@
 // Per-device CUDA state shared by all GPU ops: the streams work is issued on, and the cuDNN
 // and cuBLAS handles bound to them.
 //
-// Two lanes per device: the main lane, where all work goes by default, and a side lane that a
+// Four lanes per device: the main lane, where all work goes by default, and three that a
 // ConcurrentRegion (concurrent_region.h) opens for work independent of what the main lane does
-// meanwhile (G's forward beside D's pass on real data, a filter gradient beside the next
-// layer's backward). Each lane has its own stream, cuDNN handle and cuDNN workspace, so
-// concurrent convolutions never share scratch memory. Which lane a thread issues to is the
-// thread's current lane; ops read it through stream() / cudnn() / workspace().
+// meanwhile: the branch lane (D's pass on the fake batch beside its pass on the real one), and a
+// side lane for each of them (a filter gradient beside the rest of its backward pass). Each lane
+// has its own stream, cuDNN handle and cuDNN workspace, so concurrent convolutions never share
+// scratch memory. Which lane a thread issues to is the thread's current lane; ops read it
+// through stream() / cudnn() / workspace().
 #pragma once
 #include <array>
 #include <vector>
@@ -16,7 +17,11 @@
 namespace ge {
 namespace gpu {
 
-enum class Lane { Main = 0, Side = 1 };
+enum class Lane { Main = 0, Side = 1, Branch = 2, BranchSide = 3 };
+constexpr size_t kLanes = 4;
+// The lane a lane hands its side work to, and the one a side lane joins back into.
+inline Lane side_of(Lane l) { return l == Lane::Branch || l == Lane::BranchSide ? Lane::BranchSide : Lane::Side; }
+inline Lane primary_of(Lane l) { return l == Lane::Branch || l == Lane::BranchSide ? Lane::Branch : Lane::Main; }
 
 struct LaneState {
   cudaStream_t stream = nullptr;
@@ -34,12 +39,12 @@ void set_current_lane(Lane lane);
 struct CudaContext {
   int device = 0;
   cublasHandle_t cublas = nullptr;  // bound to the main stream (used outside training steps)
-  std::array<LaneState, 2> lanes;   // the side lane's stream and handle are made on first use
+  std::array<LaneState, kLanes> lanes;  // all but the main lane's stream and handle are made on first use
   // Captured CUDA graphs bake the workspaces' addresses in: while any graph holds a pin, growing
   // a workspace keeps the old buffer alive (retired) instead of freeing it.
   int workspace_pins = 0;
 
-  LaneState& lane(Lane l);  // creates the side lane's stream and handle on first use
+  LaneState& lane(Lane l);  // creates the lane's stream and handle on first use
   LaneState& current() { return lane(current_lane()); }
   cudaStream_t stream() { return current().stream; }
   cudnnHandle_t cudnn() { return current().cudnn; }
@@ -58,7 +63,7 @@ cublasHandle_t lane_cublas(CudaContext& ctx, size_t bytes);
 // A CUDA graph referring to the current workspaces holds a pin for as long as it lives.
 void pin_workspace(CudaContext& ctx);
 void unpin_workspace(CudaContext& ctx);  // never throws (graph destructors call it)
-// Waits for both lanes of the device.
+// Waits for every lane of the device.
 void synchronize(int device_index = 0);
 
 }  // namespace gpu

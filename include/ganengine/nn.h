@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ganengine/amp.h"
+#include "ganengine/concurrent_region.h"
 #include "ganengine/ops.h"
 #include "ganengine/tensor.h"
 
@@ -50,6 +51,10 @@ class Layer {
   virtual Tensor backward(Tensor dy, bool want_param_grads, bool want_input_grad) = 0;
   virtual std::vector<Param*> params() { return {}; }
   virtual std::vector<Buffer> buffers() { return {}; }
+  // A second instance for a second forward/backward in flight at once (Sequential::twin): it
+  // shares this layer's parameters, their f32 gradients and master copies, running statistics
+  // and counters, and has its own saved state and model gradients (written by its backward).
+  virtual std::unique_ptr<Layer> twin() const = 0;
   virtual std::string describe() const = 0;  // "ConvTranspose2d(100, 512, 4, 1, 0)"
   // "stores f32 weights, computes in f16" — one line for --print-precision
   virtual std::string precision() const = 0;
@@ -62,6 +67,7 @@ class Conv2d : public Layer {
   Tensor forward(const Tensor& x, bool training) override;
   Tensor backward(Tensor dy, bool want_param_grads, bool want_input_grad) override;
   std::vector<Param*> params() override { return {&weight_}; }
+  std::unique_ptr<Layer> twin() const override;
   std::string describe() const override;
   std::string precision() const override;
   Param& weight() { return weight_; }
@@ -104,6 +110,9 @@ class BatchNorm2d : public Layer {
   Tensor backward(Tensor dy, bool want_param_grads, bool want_input_grad) override;
   std::vector<Param*> params() override { return {&gamma_, &beta_}; }
   std::vector<Buffer> buffers() override;
+  // The twin's training forwards update the shared running statistics after the latest one of
+  // this layer or another twin that was issued before them, whichever lane it ran on.
+  std::unique_ptr<Layer> twin() const override;
   std::string describe() const override;
   std::string precision() const override;
   Tensor& running_mean() { return running_mean_; }
@@ -129,7 +138,13 @@ class BatchNorm2d : public Layer {
   Placement where_;
   Param gamma_, beta_;
   Tensor running_mean_, running_var_;
-  int64_t num_batches_tracked_ = 0;
+  // Shared with twins: the running statistics' batch counter, and the point of the lane where
+  // the latest forward that updated them was issued.
+  struct RunningUpdates {
+    int64_t batches_tracked = 0;
+    ConcurrentRegion::Mark latest;
+  };
+  std::shared_ptr<RunningUpdates> running_updates_ = std::make_shared<RunningUpdates>();
   bool update_running_stats_ = true;
   std::optional<ops::FusedActivation> fused_;
   std::optional<ops::BatchNormSync> sync_;
@@ -143,6 +158,7 @@ class ActivationLayer : public Layer {
   explicit ActivationLayer(ops::Activation kind, float slope = 0.2f) : kind_(kind), slope_(slope) {}
   Tensor forward(const Tensor& x, bool training) override;
   Tensor backward(Tensor dy, bool want_param_grads, bool want_input_grad) override;
+  std::unique_ptr<Layer> twin() const override;
   std::string describe() const override;
   std::string precision() const override {
     return fused_ ? "in the dtype that arrives (computes in f32), fused into the layer before it"
@@ -170,6 +186,8 @@ class Sequential {
   Tensor backward(const Tensor& dy, bool want_param_grads, bool want_input_grad);
   std::vector<std::unique_ptr<Layer>>& layers() { return layers_; }
   void set_update_running_stats(bool on);  // every BatchNorm2d
+  // Layer::twin of every layer: the same network for a second pass in flight at once.
+  std::unique_ptr<Sequential> twin() const;
   // Every BatchNorm2d, and every Conv2d whose output needs no channel padding, followed by a
   // ReLU or LeakyReLU computes both (fewer passes over memory on the GPU, bitwise the same
   // results). The layer list, and so the state_dict, is unchanged.

@@ -34,15 +34,23 @@ struct TrainerConfig {
   // is rejected in this mode.
   bool cuda_graph = false;
   int cuda_graph_warmup = 3;  // at least 2: the capture must see the steady-state allocation pattern
-  // GPU: run the parts of a step that do not depend on each other side by side on a second
-  // stream (concurrent_region.h): G's forward beside D's pass on the real batch, and each filter
+  // GPU: run the parts of a step that do not depend on each other side by side on more streams
+  // (concurrent_region.h): G's forward beside D's pass on the real batch, and each filter
   // gradient beside the rest of its backward pass. Same results bit for bit; never with --sync-bn.
   // Auto: as GANENGINE_SIDE_LANE says (auto | on | off; auto: on while the real batch has at
   // most kSideLaneMaxPixels images x height x width, where the H200 measured 3-8% shorter steps,
   // off above, where it measured no gain and G's activations living beside D's raised the peak).
-  enum class SideLane { Auto, On, Off };
-  SideLane side_lane = SideLane::Auto;
+  enum class LaneChoice { Auto, On, Off };
+  LaneChoice side_lane = LaneChoice::Auto;
   static constexpr int64_t kSideLaneMaxPixels = 256 * 64 * 64;
+  // With the side lane: D's whole pass on the fake batch (G's forward, D's forward and backward
+  // on a twin of D, Sequential::twin) beside its pass on the real batch, instead of after it; the
+  // fake loss's gradients are added to the real loss's after those, and the BatchNorm running
+  // statistics are updated in the example's order, so the results stay the same bit for bit.
+  // Never with replicas (both passes' all-reduces would run at once). Auto: as
+  // GANENGINE_FAKE_BRANCH says (auto | on | off; auto: on up to kFakeBranchMaxPixels).
+  LaneChoice fake_branch = LaneChoice::Auto;
+  static constexpr int64_t kFakeBranchMaxPixels = 256 * 64 * 64;
   // Data parallelism (not owned; null: a single replica). This trainer is one replica: step()
   // takes its share of the global batch; the group averages the f32 gradients before each
   // optimizer step (the mean of the replicas' gradients, as DataParallel's summed gradient of a
@@ -110,12 +118,16 @@ class DcganTrainer {
   const nn::Placement& placement() const { return where_; }
 
  private:
-  void scaled_backward(const Tensor& logits, float target, LossId id, bool accumulate);
+  // d: D, or its twin for the fake batch's pass on the branch lane; the unscaled gradients are
+  // added after `accumulate_after` (the real loss's, on the other lane).
+  void scaled_backward(nn::Sequential& d, const Tensor& logits, float target, LossId id, bool accumulate,
+                       ConcurrentRegion::Mark accumulate_after = {});
   // The step itself on device tensors: what eager mode runs and what the CUDA graph captures.
   void eager_step(const Tensor& real_in, const Tensor& noise_in);  // inputs moved to the device, then step_body
   void step_body(const Tensor& real, const Tensor& noise);
   void average_grads(nn::Sequential& net);  // TrainerConfig::replicas: mean of the f32 gradients
-  bool use_side_lane(const Tensor& real) const;  // TrainerConfig::side_lane for this batch
+  bool use_side_lane(const Tensor& real) const;    // TrainerConfig::side_lane for this batch
+  bool use_fake_branch(const Tensor& real) const;  // TrainerConfig::fake_branch, with the side lane
   void graph_step(const Tensor& real, const Tensor& noise);
   // What must not change between capture and replay: the inputs' shapes, dtypes and layouts,
   // and which BatchNorm2d layers update their running statistics.

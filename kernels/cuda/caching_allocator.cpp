@@ -45,14 +45,14 @@ struct DeviceCache {
   GraphPoolId active_pool = 0;  // 0: none
   std::thread::id active_thread;
   GraphPoolId next_pool = 1;
-  // Two lanes (cuda_context.h) open: a block freed now may still be used by work queued on the
-  // lane that freed it, which the other lane's work is not ordered after. So it is held for that
+  // Lanes (cuda_context.h) open: a block freed now may still be used by work queued on the
+  // lane that freed it, which the other lanes' work is not ordered after. So it is held for that
   // lane (only that lane's allocations reuse it, in its stream order) until the lanes join (the
-  // main lane has waited for the side lane): then every held block goes back as usual. Frees
+  // main lane has waited for all the others): then every held block goes back as usual. Frees
   // from threads other than the one driving the lanes are held for the main lane.
   bool lanes_open = false;
   std::thread::id lanes_thread;
-  std::array<std::multimap<size_t, void*>, 2> held;
+  std::array<std::multimap<size_t, void*>, kLanes> held;
   // Breakdown of the peak (cuda_allocator_trace_peak): the profile phase that asked for each
   // block in use, and, at the latest peak, the bytes in use per phase and the phase running.
   bool tracing = false;
@@ -275,6 +275,13 @@ void cuda_allocator_join_lanes(int device_index) {
   auto& c = gpu::cache(device_index);
   std::lock_guard<std::mutex> lock(c.mu);
   gpu::release_held(c);
+}
+
+void cuda_allocator_merge_held(int device_index, int from_lane, int into_lane) {
+  auto& c = gpu::cache(device_index);
+  std::lock_guard<std::mutex> lock(c.mu);
+  auto& from = c.held.at(static_cast<size_t>(from_lane));
+  c.held.at(static_cast<size_t>(into_lane)).merge(from);
 }
 
 void cuda_allocator_close_lanes(int device_index) {

@@ -1,5 +1,7 @@
 #include "ganengine/concurrent_region.h"
 
+#include <atomic>
+
 #include "ganengine/allocator.h"
 #include "ganengine/cuda_context.h"
 
@@ -8,30 +10,39 @@ namespace ge {
 namespace {
 thread_local ConcurrentRegion* g_innermost = nullptr;
 
-// The calling thread issues to the side lane for its lifetime (also when fn throws).
-class SideLaneScope {
+// The calling thread issues to `lane` for the scope's lifetime (also when fn throws).
+class LaneScope {
  public:
-  SideLaneScope() { gpu::set_current_lane(gpu::Lane::Side); }
-  ~SideLaneScope() { gpu::set_current_lane(gpu::Lane::Main); }
-  SideLaneScope(const SideLaneScope&) = delete;
-  SideLaneScope& operator=(const SideLaneScope&) = delete;
+  explicit LaneScope(gpu::Lane lane) : before_(gpu::current_lane()) { gpu::set_current_lane(lane); }
+  ~LaneScope() { gpu::set_current_lane(before_); }
+  LaneScope(const LaneScope&) = delete;
+  LaneScope& operator=(const LaneScope&) = delete;
+
+ private:
+  gpu::Lane before_;
 };
+
+int lane_index(gpu::Lane l) { return static_cast<int>(l); }
+
+// Events a region recorded go back here for the next region of the thread on that device (an
+// eager step opens a region and records some forty points: creating and destroying that many
+// events each step would cost more host time than recording them). Leaked on purpose at thread
+// exit: destroying events after the CUDA context may be gone is worse.
+std::vector<cudaEvent_t>& spare_events(int device) {
+  static thread_local auto* spare = new std::vector<std::vector<cudaEvent_t>>(64);
+  return spare->at(static_cast<size_t>(device));
+}
 }  // namespace
 
 ConcurrentRegion::ConcurrentRegion(Device device, bool wanted) : device_(device) {
   if (!wanted || !device.is_cuda()) return;
   GE_CHECK(!active(device), "a concurrent region is already open on ", device.str(), " (regions do not nest)");
   gpu::CudaContext& ctx = gpu::context(device.index);
-  ctx.lane(gpu::Lane::Side);  // made now, not in the middle of a graph capture
-  cudaEvent_t fork = nullptr, join = nullptr;
-  CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
-  if (cudaEventCreateWithFlags(&join, cudaEventDisableTiming) != cudaSuccess) {
-    (void)cudaEventDestroy(fork);
-    fail("cannot create a CUDA event on ", device.str());
-  }
-  fork_event_ = fork;
-  join_event_ = join;
+  // Made now, not in the middle of a graph capture.
+  for (gpu::Lane l : {gpu::Lane::Side, gpu::Lane::Branch, gpu::Lane::BranchSide}) ctx.lane(l);
   cuda_allocator_open_lanes(device.index);
+  static std::atomic<uint64_t> regions{0};
+  serial_ = ++regions;
   enabled_ = true;
   outer_ = g_innermost;
   g_innermost = this;
@@ -40,16 +51,15 @@ ConcurrentRegion::ConcurrentRegion(Device device, bool wanted) : device_(device)
 ConcurrentRegion::~ConcurrentRegion() {
   if (!enabled_) return;
   try {
-    join();
+    join_branch();
   } catch (...) {
     // Only when the device already failed: the error surfaces at the next synchronising call.
-    // Kept tensors and held blocks then wait for the main stream before being released.
-    (void)cudaStreamSynchronize(gpu::context(device_.index).lane(gpu::Lane::Side).stream);
-    keep_.clear();
+    // Kept tensors and held blocks wait for every lane before being released.
+    (void)gpu::synchronize(device_.index);
+    for (LanePair& pair : pairs_) pair.keep.clear();
   }
   cuda_allocator_close_lanes(device_.index);
-  (void)cudaEventDestroy(static_cast<cudaEvent_t>(fork_event_));
-  (void)cudaEventDestroy(static_cast<cudaEvent_t>(join_event_));
+  for (void* e : events_) spare_events(device_.index).push_back(static_cast<cudaEvent_t>(e));
   g_innermost = outer_;
 }
 
@@ -59,32 +69,127 @@ ConcurrentRegion* ConcurrentRegion::active(Device device) {
   return nullptr;
 }
 
+void* ConcurrentRegion::record_event() {
+  gpu::CudaContext& ctx = gpu::context(device_.index);  // the device current: events belong to one
+  std::vector<cudaEvent_t>& spare = spare_events(device_.index);
+  cudaEvent_t e = nullptr;
+  if (spare.empty()) {
+    CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  } else {
+    e = spare.back();
+    spare.pop_back();
+  }
+  events_.push_back(e);
+  CUDA_CHECK(cudaEventRecord(e, ctx.stream()));
+  return e;
+}
+
+void ConcurrentRegion::wait_event(void* event) {
+  CUDA_CHECK(cudaStreamWaitEvent(gpu::context(device_.index).stream(), static_cast<cudaEvent_t>(event), 0));
+}
+
+ConcurrentRegion::LanePair& ConcurrentRegion::calling_pair() {
+  return pairs_[gpu::primary_of(gpu::current_lane()) == gpu::Lane::Branch ? 1 : 0];
+}
+
+ConcurrentRegion::Mark ConcurrentRegion::mark() {
+  if (!enabled_) return {};
+  record_event();
+  return {serial_, static_cast<int>(events_.size()) - 1};
+}
+
+void ConcurrentRegion::wait(const Mark& m) {
+  if (!enabled_ || m.region != serial_) return;
+  GE_CHECK(m.index >= 0 && static_cast<size_t>(m.index) < events_.size(), "ConcurrentRegion::wait: mark ", m.index,
+           " of ", events_.size());
+  wait_event(events_[static_cast<size_t>(m.index)]);
+}
+
 void ConcurrentRegion::on_side(std::vector<Tensor> keep, const std::function<void()>& fn) {
   if (!enabled_) {
     fn();
     return;
   }
-  if (!keep.empty() && !keep_.empty()) join();
-  gpu::CudaContext& ctx = gpu::context(device_.index);
-  const auto fork = static_cast<cudaEvent_t>(fork_event_);
-  CUDA_CHECK(cudaEventRecord(fork, ctx.main_stream()));
-  CUDA_CHECK(cudaStreamWaitEvent(ctx.lane(gpu::Lane::Side).stream, fork, 0));
-  side_pending_ = true;
-  for (Tensor& t : keep) keep_.push_back(std::move(t));
-  SideLaneScope scope;
+  LanePair& pair = calling_pair();
+  if (!keep.empty() && !pair.keep.empty()) join();
+  void* fork = record_event();
+  const gpu::Lane side = gpu::side_of(gpu::current_lane());
+  LaneScope scope(side);
+  wait_event(fork);
+  pair.side_pending = true;
+  for (Tensor& t : keep) pair.keep.push_back(std::move(t));
   fn();
 }
 
 void ConcurrentRegion::join() {
-  if (!enabled_ || !side_pending_) return;
-  gpu::CudaContext& ctx = gpu::context(device_.index);
-  const auto join = static_cast<cudaEvent_t>(join_event_);
-  CUDA_CHECK(cudaEventRecord(join, ctx.lane(gpu::Lane::Side).stream));
-  CUDA_CHECK(cudaStreamWaitEvent(ctx.main_stream(), join, 0));
-  side_pending_ = false;
-  // Main-lane work from here on runs after the side lane's: its tensors and held blocks are free.
-  keep_.clear();
+  if (!enabled_) return;
+  join_pair(calling_pair());
+}
+
+void ConcurrentRegion::join_pair(LanePair& pair) {
+  if (!pair.side_pending) return;
+  const gpu::Lane lane = gpu::primary_of(gpu::current_lane());
+  void* done = nullptr;
+  {
+    LaneScope scope(gpu::side_of(lane));
+    done = record_event();
+  }
+  LaneScope scope(lane);
+  wait_event(done);
+  pair.side_pending = false;
+  // This lane's work from here on runs after its side lane's: the kept tensors are released
+  // as this lane's, with what the side lane held.
+  pair.keep.clear();
+  cuda_allocator_merge_held(device_.index, lane_index(gpu::side_of(lane)), lane_index(lane));
+  if (lane == gpu::Lane::Main) release_after_join();
+}
+
+void ConcurrentRegion::release_after_join() {
+  // Only once the main lane has waited for every other lane may any lane reuse any block.
+  if (branch_pending_ || pairs_[0].side_pending || pairs_[1].side_pending) return;
   cuda_allocator_join_lanes(device_.index);
+}
+
+void ConcurrentRegion::fork_branch() {
+  if (!enabled_) return;
+  GE_CHECK(gpu::current_lane() == gpu::Lane::Main && !branch_pending_,
+           "ConcurrentRegion::fork_branch: from the main lane, once until join_branch");
+  branch_fork_ = mark();
+  branch_pending_ = true;
+}
+
+void ConcurrentRegion::on_branch(const std::function<void()>& fn) {
+  if (!enabled_) {
+    fn();
+    return;
+  }
+  GE_CHECK(gpu::current_lane() == gpu::Lane::Main && branch_pending_,
+           "ConcurrentRegion::on_branch: from the main lane, after fork_branch");
+  LaneScope scope(gpu::Lane::Branch);
+  wait(branch_fork_);
+  branch_work_ = true;
+  fn();
+  join_pair(pairs_[1]);
+}
+
+void ConcurrentRegion::join_branch() {
+  if (!enabled_) return;
+  LaneScope scope(gpu::Lane::Main);
+  if (branch_pending_ && branch_work_) {
+    void* done = nullptr;
+    {
+      LaneScope branch(gpu::Lane::Branch);
+      join_pair(pairs_[1]);
+      done = record_event();
+    }
+    wait_event(done);
+  }
+  if (branch_pending_) {
+    branch_pending_ = branch_work_ = false;
+    cuda_allocator_merge_held(device_.index, lane_index(gpu::Lane::Branch), lane_index(gpu::Lane::Main));
+  }
+  join_pair(pairs_[0]);
+  release_after_join();
 }
 
 }  // namespace ge

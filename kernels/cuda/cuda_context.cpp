@@ -31,7 +31,9 @@ void synchronize(Device d) {
 
 size_t cuda_workspace_bytes(int device_index) {
   const gpu::CudaContext& ctx = gpu::context(device_index);
-  return ctx.lanes[0].workspace_bytes + ctx.lanes[1].workspace_bytes;
+  size_t bytes = 0;
+  for (const gpu::LaneState& lane : ctx.lanes) bytes += lane.workspace_bytes;
+  return bytes;
 }
 
 void cuda_release_workspace(int device_index) {
@@ -63,7 +65,7 @@ void set_current_lane(Lane lane) { g_current_lane = lane; }
 
 LaneState& CudaContext::lane(Lane l) {
   LaneState& s = lanes[static_cast<size_t>(l)];
-  if (!s.stream) create_lane(s);  // only the side lane gets here: the main one exists from the start
+  if (!s.stream) create_lane(s);  // never the main lane: it exists from the start
   return s;
 }
 

@@ -19,6 +19,12 @@ Tensor ActivationLayer::backward(Tensor dy, bool, bool) {
   return dx;
 }
 
+std::unique_ptr<Layer> ActivationLayer::twin() const {
+  auto t = std::make_unique<ActivationLayer>(*this);
+  t->saved_y_ = Tensor();
+  return t;
+}
+
 std::string ActivationLayer::describe() const {
   switch (kind_) {
     case ops::Activation::ReLU: return "ReLU(inplace=True)";

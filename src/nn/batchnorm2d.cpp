@@ -40,13 +40,18 @@ Tensor BatchNorm2d::forward(const Tensor& x, bool training) {
     // they never join would wait forever.
     const ops::BatchNormSync* sync = sync_ && update_running_stats_ ? &*sync_ : nullptr;
     synced_forward_ = sync != nullptr;
+    // The running statistics' updates happen in the order the forwards were issued, also when
+    // this one runs on another lane than the one before it (a twin's, Layer::twin).
+    ConcurrentRegion* region = update_running_stats_ ? ConcurrentRegion::active(where_.device) : nullptr;
+    if (region) region->wait(running_updates_->latest);
     if (fused_)
       ops::batchnorm_activation_forward_train(x, gamma_.value, beta_.value, rm, rv, kMomentum, kEps, *fused_, y,
                                               save_mean_, save_invstd_, sync);
     else
       ops::batchnorm_forward_train(x, gamma_.value, beta_.value, rm, rv, kMomentum, kEps, y, save_mean_, save_invstd_,
                                    sync);
-    if (update_running_stats_) ++num_batches_tracked_;
+    if (region) running_updates_->latest = region->mark();
+    if (update_running_stats_) ++running_updates_->batches_tracked;
     saved_x_ = x;
     saved_y_ = fused_ ? y : Tensor();
   } else {
@@ -85,7 +90,15 @@ Tensor BatchNorm2d::backward(Tensor dy, bool want_param_grads, bool want_input_g
 std::vector<Buffer> BatchNorm2d::buffers() {
   return {{"running_mean", &running_mean_, nullptr},
           {"running_var", &running_var_, nullptr},
-          {"num_batches_tracked", nullptr, &num_batches_tracked_}};
+          {"num_batches_tracked", nullptr, &running_updates_->batches_tracked}};
+}
+
+std::unique_ptr<Layer> BatchNorm2d::twin() const {
+  auto t = std::make_unique<BatchNorm2d>(*this);
+  for (Param* p : {&t->gamma_, &t->beta_})
+    p->model_grad = Tensor::empty(p->model_grad.shape(), p->model_grad.dtype(), p->model_grad.device());
+  t->saved_x_ = t->saved_y_ = t->save_mean_ = t->save_invstd_ = Tensor();
+  return t;
 }
 
 std::string BatchNorm2d::describe() const {

@@ -157,6 +157,14 @@ Tensor Conv2d::backward(Tensor dy_in, bool want_param_grads, bool want_input_gra
   return padded(dx, dx.dim(0), input_channels_);
 }
 
+std::unique_ptr<Layer> Conv2d::twin() const {
+  auto t = std::make_unique<Conv2d>(*this);
+  const Tensor& g = weight_.model_grad;
+  t->weight_.model_grad = Tensor::empty(g.shape(), g.dtype(), g.device(), g.format());
+  t->saved_x_ = t->saved_w_ = t->saved_y_ = Tensor();
+  return t;
+}
+
 std::string Conv2d::describe() const {
   return std::string(transposed_ ? "ConvTranspose2d(" : "Conv2d(") + std::to_string(in_) + ", " +
          std::to_string(out_) + ", " + std::to_string(kernel_) + ", " + std::to_string(p_.stride) + ", " +

@@ -45,6 +45,12 @@ void Sequential::fuse_activations() {
   }
 }
 
+std::unique_ptr<Sequential> Sequential::twin() const {
+  auto t = std::make_unique<Sequential>();
+  for (const auto& layer : layers_) t->add(layer->twin());
+  return t;
+}
+
 void Sequential::set_update_running_stats(bool on) {
   for (auto& layer : layers_)
     if (auto* bn = dynamic_cast<BatchNorm2d*>(layer.get())) bn->set_update_running_stats(on);

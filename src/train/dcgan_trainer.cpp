@@ -64,20 +64,25 @@ void DcganTrainer::force_overflow_next_step(LossId id) {
 // losses left there), checking only this loss's gradients for overflow, then update the scaler.
 // For D's losses the gradients are D's; for G's loss they flow through D (whose weight gradients
 // are not computed) into G.
-void DcganTrainer::scaled_backward(const Tensor& logits, float target, LossId id, bool accumulate) {
+void DcganTrainer::scaled_backward(nn::Sequential& d, const Tensor& logits, float target, LossId id, bool accumulate,
+                                   ConcurrentRegion::Mark accumulate_after) {
   Tensor scale = scaler_[id].slice0(0, 1);
   Tensor dlogits = Tensor::empty(logits.shape(), logits.dtype(), logits.device(), logits.format());
   ops::bce_with_logits_backward(logits, target, scale, dlogits);
-  nn::Sequential* owner = D_.get();
+  nn::Sequential* owner = &d;
   if (id == kLossG) {
-    Tensor dfake = D_->backward(dlogits, /*want_param_grads=*/false, /*want_input_grad=*/true);
+    Tensor dfake = d.backward(dlogits, /*want_param_grads=*/false, /*want_input_grad=*/true);
     G_->backward(dfake, true, false);
     owner = G_.get();
   } else {
-    D_->backward(dlogits, true, false);  // the input is data or fake.detach(): no input gradient
+    d.backward(dlogits, true, false);  // the input is data or fake.detach(): no input gradient
   }
   // The filter gradients may still be computing on the side lane (Conv2d::backward).
-  if (ConcurrentRegion* region = ConcurrentRegion::active(cfg_.device)) region->join();
+  ConcurrentRegion* region = ConcurrentRegion::active(cfg_.device);
+  if (region) {
+    region->join();
+    region->wait(accumulate_after);
+  }
   auto params = owner->params();
   if (forced_[id]) {
     ops::scale_inplace(params.front()->model_grad, INFINITY);
@@ -126,32 +131,48 @@ void DcganTrainer::step_body(const Tensor& real, const Tensor& noise) {
     ops::bce_with_logits_forward(logits, target, err, prob);
   };
 
-  // Two lanes (concurrent_region.h): G's forward beside D's pass on the real batch, which it
-  // does not depend on, and each filter gradient beside the rest of its backward pass.
+  // Lanes (concurrent_region.h): G's forward beside D's pass on the real batch, which it does
+  // not depend on, or with the fake branch D's whole pass on the fake batch beside it; and each
+  // filter gradient beside the rest of its backward pass.
   const bool side_lane = use_side_lane(real);
+  const bool fake_branch = side_lane && use_fake_branch(real);
   ConcurrentRegion region(cfg_.device, side_lane);
+  if (fake_branch) region.fork_branch();  // the fake batch's pass depends on nothing before it
   Tensor out, fake;
   auto generate = [&] {
     ProfileRange r("G_forward");
     fake = G_->forward(noise, true);
   };
+  auto fake_pass = [&](nn::Sequential& d, ConcurrentRegion::Mark accumulate_after) {
+    ProfileRange r("D_fake");
+    const Tensor logits = d.forward(fake, true);  // on fake.detach(): D's backward stops at its input
+    loss_forward(logits, kFake, kLossDFake);
+    scaled_backward(d, logits, kFake, kLossDFake, /*accumulate=*/true, accumulate_after);
+  };
 
   // (1) Update D: maximize log(D(x)) + log(1 - D(G(z))). The NVTX ranges name the phases
   // for Nsight (profiling.h). Without the side lane G's forward comes after D's pass on the
   // real batch, as in the example, so that their activations are never held at once.
-  if (side_lane) region.on_side({}, generate);
+  if (side_lane && !fake_branch) region.on_side({}, generate);
   {
     ProfileRange r("D_real");
     out = D_->forward(real, true);
     loss_forward(out, kReal, kLossDReal);
-    scaled_backward(out, kReal, kLossDReal, /*accumulate=*/false);  // joins: fake is ready after it
+    scaled_backward(*D_, out, kReal, kLossDReal, /*accumulate=*/false);  // joins: fake is ready after it
   }
-  if (!side_lane) generate();
-  {
-    ProfileRange r("D_fake");
-    out = D_->forward(fake, true);  // on fake.detach(): D's backward stops at its input
-    loss_forward(out, kFake, kLossDFake);
-    scaled_backward(out, kFake, kLossDFake, /*accumulate=*/true);
+  if (fake_branch) {
+    // Issued after the real pass, so that the twin's BatchNorm updates follow D's (Layer::twin),
+    // but ordered only after the fork at the step's start; the fake loss's gradients are added
+    // to the real loss's once those are in.
+    const ConcurrentRegion::Mark real_done = region.mark();
+    region.on_branch([&] {
+      generate();
+      fake_pass(*D_->twin(), real_done);
+    });
+    region.join_branch();
+  } else {
+    if (!side_lane) generate();
+    fake_pass(*D_, {});
   }
   {
     // An optimizer whose losses included an overflow skips its step (dynamic scaling only).
@@ -164,7 +185,7 @@ void DcganTrainer::step_body(const Tensor& real, const Tensor& noise) {
     ProfileRange r("G_adv");
     out = D_->forward(fake, true);
     loss_forward(out, kReal, kLossG);
-    scaled_backward(out, kReal, kLossG, /*accumulate=*/false);
+    scaled_backward(*D_, out, kReal, kLossG, /*accumulate=*/false);
   }
   {
     ProfileRange r("G_step");
@@ -179,19 +200,31 @@ void DcganTrainer::step_body(const Tensor& real, const Tensor& noise) {
   }
 }
 
+namespace {
+// A TrainerConfig::LaneChoice, Auto resolved by the environment variable, then by the batch's
+// images x height x width.
+bool lanes_wanted(TrainerConfig::LaneChoice choice, const char* env_name, const Tensor& real, int64_t max_pixels) {
+  using Choice = TrainerConfig::LaneChoice;
+  if (choice == Choice::Auto) {
+    const std::string env = env_choice(env_name, {"auto", "on", "off"});
+    if (env == "on") choice = Choice::On;
+    if (env == "off") choice = Choice::Off;
+  }
+  if (choice == Choice::Auto) return real.dim(0) * real.dim(2) * real.dim(3) <= max_pixels;
+  return choice == Choice::On;
+}
+}  // namespace
+
 bool DcganTrainer::use_side_lane(const Tensor& real) const {
   // Its all-reduces would run on both lanes at once over one NCCL communicator, which NCCL does
   // not order.
   if (!cfg_.device.is_cuda() || cfg_.sync_batchnorm) return false;
-  TrainerConfig::SideLane choice = cfg_.side_lane;
-  if (choice == TrainerConfig::SideLane::Auto) {
-    static const std::string env = env_choice("GANENGINE_SIDE_LANE", {"auto", "on", "off"});
-    if (env == "on") choice = TrainerConfig::SideLane::On;
-    if (env == "off") choice = TrainerConfig::SideLane::Off;
-  }
-  if (choice == TrainerConfig::SideLane::Auto)
-    return real.dim(0) * real.dim(2) * real.dim(3) <= TrainerConfig::kSideLaneMaxPixels;
-  return choice == TrainerConfig::SideLane::On;
+  return lanes_wanted(cfg_.side_lane, "GANENGINE_SIDE_LANE", real, TrainerConfig::kSideLaneMaxPixels);
+}
+
+bool DcganTrainer::use_fake_branch(const Tensor& real) const {
+  if (cfg_.replicas) return false;  // each pass all-reduces its overflow flag: both would at once
+  return lanes_wanted(cfg_.fake_branch, "GANENGINE_FAKE_BRANCH", real, TrainerConfig::kFakeBranchMaxPixels);
 }
 
 void DcganTrainer::average_grads(nn::Sequential& net) {
