@@ -126,6 +126,9 @@ class DcganTrainer {
   void eager_step(const Tensor& real_in, const Tensor& noise_in);  // inputs moved to the device, then step_body
   void step_body(const Tensor& real, const Tensor& noise);
   void average_grads(nn::Sequential& net);  // TrainerConfig::replicas: mean of the f32 gradients
+  // fn's device work on the calling lane's side lane while a concurrent region is open, else
+  // in place.
+  void on_side_lane(const std::function<void()>& fn);
   bool use_side_lane(const Tensor& real) const;    // TrainerConfig::side_lane for this batch
   bool use_fake_branch(const Tensor& real) const;  // TrainerConfig::fake_branch, with the side lane
   void graph_step(const Tensor& real, const Tensor& noise);

@@ -98,6 +98,16 @@ void DcganTrainer::scaled_backward(nn::Sequential& d, const Tensor& logits, floa
   // Every replica must take the same decision: an overflow anywhere skips the step everywhere.
   if (cfg_.replicas) cfg_.replicas->all_reduce_max(found);
   ops::loss_scaler_update(scaler_[id], found, scaler_cfg_);
+  // The record's copy of the new scale: beside what follows (no kernel waits for it).
+  Tensor recorded = record_.slice0(kScale + id, kScale + id + 1);
+  on_side_lane([&] { recorded.copy_from(scaler_[id].slice0(0, 1)); });
+}
+
+void DcganTrainer::on_side_lane(const std::function<void()>& fn) {
+  if (ConcurrentRegion* region = ConcurrentRegion::active(cfg_.device))
+    region->on_side({}, fn);
+  else
+    fn();
 }
 
 void DcganTrainer::step(const Tensor& real_in, const Tensor& noise_in) {
@@ -125,19 +135,23 @@ void DcganTrainer::eager_step(const Tensor& real_in, const Tensor& noise_in) {
 // beyond the caching allocator, no decision taken on the host from device values), so that the
 // CUDA graph mode can capture it as it stands.
 void DcganTrainer::step_body(const Tensor& real, const Tensor& noise) {
-  record_.slice0(kFound, kFound + 3).fill_zero();
-  auto loss_forward = [&](const Tensor& logits, float target, LossId id) {
-    Tensor err = record_.slice0(kErr + id, kErr + id + 1), prob = record_.slice0(kProb + id, kProb + id + 1);
-    ops::bce_with_logits_forward(logits, target, err, prob);
-  };
-
   // Lanes (concurrent_region.h): G's forward beside D's pass on the real batch, which it does
-  // not depend on, or with the fake branch D's whole pass on the fake batch beside it; and each
-  // filter gradient beside the rest of its backward pass.
+  // not depend on, or with the fake branch D's whole pass on the fake batch beside it; each
+  // filter gradient beside the rest of its backward pass; and what only the record reads (the
+  // losses, the probabilities, the scales) beside the passes.
   const bool side_lane = use_side_lane(real);
   const bool fake_branch = side_lane && use_fake_branch(real);
   ConcurrentRegion region(cfg_.device, side_lane);
   if (fake_branch) region.fork_branch();  // the fake batch's pass depends on nothing before it
+  // The overflow flags the unscales set: zeroed before any of them, which come after a join of
+  // this side lane (the fake branch's after the real loss's).
+  Tensor found = record_.slice0(kFound, kFound + 3);
+  on_side_lane([&] { found.fill_zero(); });
+  // The caller keeps the logits alive until its backward pass has joined the side lane.
+  auto loss_forward = [&](const Tensor& logits, float target, LossId id) {
+    Tensor err = record_.slice0(kErr + id, kErr + id + 1), prob = record_.slice0(kProb + id, kProb + id + 1);
+    on_side_lane([&] { ops::bce_with_logits_forward(logits, target, err, prob); });
+  };
   Tensor out, fake;
   auto generate = [&] {
     ProfileRange r("G_forward");
@@ -192,11 +206,11 @@ void DcganTrainer::step_body(const Tensor& real, const Tensor& noise) {
     average_grads(*G_);
     optG_->step(cfg_.policy.dynamic_loss_scale ? record_.slice0(kFound + 2, kFound + 3) : no_skip_);
     if (cfg_.replicas) {
+      region.join();  // the losses and probabilities were written on the side lane
       const Tensor losses = record_.slice0(kErr, kProb + 3);
       if (replica_weight_ != 1.0) ops::scale_inplace(losses, static_cast<float>(replica_weight_));
       cfg_.replicas->all_reduce_mean({losses});
     }
-    for (int i = 0; i < 3; ++i) record_.slice0(kScale + i, kScale + i + 1).copy_from(scaler_[i].slice0(0, 1));
   }
 }
 
