@@ -5,6 +5,7 @@
 
 #include "ganengine/allocator.h"
 #include "ganengine/backend.h"
+#include "ganengine/env_choice.h"
 
 namespace ge {
 
@@ -53,8 +54,19 @@ namespace gpu {
 namespace {
 thread_local Lane g_current_lane = Lane::Main;
 
-void create_lane(LaneState& lane) {
-  CUDA_CHECK(cudaStreamCreateWithFlags(&lane.stream, cudaStreamNonBlocking));
+// The branch lanes carry a step's longest chain while they run (G's forward, then D's pass on
+// the fake batch, beside D's shorter pass on the real batch): their blocks go first when both
+// wait for SMs. GANENGINE_LANE_PRIORITY=off gives every lane the default priority.
+int lane_priority(Lane l) {
+  static const bool on = env_choice("GANENGINE_LANE_PRIORITY", {"on", "off"}) == "on";
+  if (!on || (l != Lane::Branch && l != Lane::BranchSide)) return 0;
+  int least = 0, greatest = 0;
+  CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  return greatest;
+}
+
+void create_lane(LaneState& lane, Lane l) {
+  CUDA_CHECK(cudaStreamCreateWithPriority(&lane.stream, cudaStreamNonBlocking, lane_priority(l)));
   CUDNN_CHECK(cudnnCreate(&lane.cudnn));
   CUDNN_CHECK(cudnnSetStream(lane.cudnn, lane.stream));
 }
@@ -65,7 +77,7 @@ void set_current_lane(Lane lane) { g_current_lane = lane; }
 
 LaneState& CudaContext::lane(Lane l) {
   LaneState& s = lanes[static_cast<size_t>(l)];
-  if (!s.stream) create_lane(s);  // never the main lane: it exists from the start
+  if (!s.stream) create_lane(s, l);  // never the main lane: it exists from the start
   return s;
 }
 
@@ -83,7 +95,7 @@ CudaContext& context(int device_index) {
     ctx = new CudaContext;
     ctx->device = device_index;
     CUDA_CHECK(cudaSetDevice(device_index));
-    create_lane(ctx->lanes[0]);
+    create_lane(ctx->lanes[0], Lane::Main);
     CUBLAS_CHECK(cublasCreate(&ctx->cublas));
     CUBLAS_CHECK(cublasSetStream(ctx->cublas, ctx->lanes[0].stream));
   }

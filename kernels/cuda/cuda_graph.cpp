@@ -56,7 +56,8 @@ void CudaGraph::capture(Device device, const std::function<void()>& body) {
       fail("CUDA graph capture on cuda:", device_, " failed: ", cudaGetErrorName(ended), " (",
            cudaGetErrorString(ended), "): the captured work used an operation a graph cannot hold");
     cudaGraphExec_t exec = nullptr;
-    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    // Kernels keep the priority of the stream they were captured from (cuda_context.cpp).
+    CUDA_CHECK(cudaGraphInstantiate(&exec, graph, cudaGraphInstantiateFlagUseNodePriority));
     exec_ = exec;
     size_t n = 0;
     CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &n));
