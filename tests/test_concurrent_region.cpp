@@ -180,7 +180,10 @@ TEST_CASE("gpu trainer lanes: steps with the side lane and the fake branch are b
   for (OptLevel level : {OptLevel::O0, OptLevel::O1, OptLevel::O2, OptLevel::O3}) {
     for (Choice branch : {Choice::Off, Choice::On}) {
       for (bool graph : {false, true}) {
-        INFO(opt_level_name(level), graph ? " graph" : " eager", branch == Choice::On ? ", fake branch" : "");
+        // One string: doctest prints a const char* as its address.
+        const std::string config = std::string(opt_level_name(level)) + (graph ? " graph" : " eager") +
+                                   (branch == Choice::On ? ", fake branch" : "");
+        INFO(config);
         TrainerConfig cfg = small_trainer_config(level, Device::cuda(0), 16, 32);
         cfg.cuda_graph = graph;
         cfg.side_lane = Choice::On;

@@ -33,6 +33,9 @@
 #include "ganengine/tensor.h"
 
 namespace ge {
+namespace gpu {
+enum class Lane;  // cuda_context.h
+}
 
 class ConcurrentRegion {
  public:
@@ -95,9 +98,9 @@ class ConcurrentRegion {
   Mark branch_fork_;
   std::array<LanePair, 2> pairs_;      // the main lane's, the branch lane's
   ConcurrentRegion* outer_ = nullptr;  // this thread's region on another device, if any
-  std::vector<void*> events_;          // cudaEvent_t: marks, forks and joins, one event per recorded point
-  void* record_event();                // a new event recorded on the calling lane's stream
-  void wait_event(void* event);
+  std::vector<void*> events_;          // cudaEvent_t, one per mark (forks and joins are marks)
+  // The calling lane waits for everything `lane` has been given so far.
+  void wait_for_lane(gpu::Lane lane);
 };
 
 }  // namespace ge

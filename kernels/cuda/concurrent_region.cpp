@@ -69,7 +69,12 @@ ConcurrentRegion* ConcurrentRegion::active(Device device) {
   return nullptr;
 }
 
-void* ConcurrentRegion::record_event() {
+ConcurrentRegion::LanePair& ConcurrentRegion::calling_pair() {
+  return pairs_[gpu::primary_of(gpu::current_lane()) == gpu::Lane::Branch ? 1 : 0];
+}
+
+ConcurrentRegion::Mark ConcurrentRegion::mark() {
+  if (!enabled_) return {};
   gpu::CudaContext& ctx = gpu::context(device_.index);  // the device current: events belong to one
   std::vector<cudaEvent_t>& spare = spare_events(device_.index);
   cudaEvent_t e = nullptr;
@@ -81,20 +86,6 @@ void* ConcurrentRegion::record_event() {
   }
   events_.push_back(e);
   CUDA_CHECK(cudaEventRecord(e, ctx.stream()));
-  return e;
-}
-
-void ConcurrentRegion::wait_event(void* event) {
-  CUDA_CHECK(cudaStreamWaitEvent(gpu::context(device_.index).stream(), static_cast<cudaEvent_t>(event), 0));
-}
-
-ConcurrentRegion::LanePair& ConcurrentRegion::calling_pair() {
-  return pairs_[gpu::primary_of(gpu::current_lane()) == gpu::Lane::Branch ? 1 : 0];
-}
-
-ConcurrentRegion::Mark ConcurrentRegion::mark() {
-  if (!enabled_) return {};
-  record_event();
   return {serial_, static_cast<int>(events_.size()) - 1};
 }
 
@@ -102,7 +93,17 @@ void ConcurrentRegion::wait(const Mark& m) {
   if (!enabled_ || m.region != serial_) return;
   GE_CHECK(m.index >= 0 && static_cast<size_t>(m.index) < events_.size(), "ConcurrentRegion::wait: mark ", m.index,
            " of ", events_.size());
-  wait_event(events_[static_cast<size_t>(m.index)]);
+  CUDA_CHECK(cudaStreamWaitEvent(gpu::context(device_.index).stream(),
+                                 static_cast<cudaEvent_t>(events_[static_cast<size_t>(m.index)]), 0));
+}
+
+void ConcurrentRegion::wait_for_lane(gpu::Lane lane) {
+  Mark done;
+  {
+    LaneScope scope(lane);
+    done = mark();
+  }
+  wait(done);
 }
 
 void ConcurrentRegion::on_side(std::vector<Tensor> keep, const std::function<void()>& fn) {
@@ -112,10 +113,9 @@ void ConcurrentRegion::on_side(std::vector<Tensor> keep, const std::function<voi
   }
   LanePair& pair = calling_pair();
   if (!keep.empty() && !pair.keep.empty()) join();
-  void* fork = record_event();
-  const gpu::Lane side = gpu::side_of(gpu::current_lane());
-  LaneScope scope(side);
-  wait_event(fork);
+  const gpu::Lane caller = gpu::current_lane();
+  LaneScope scope(gpu::side_of(caller));
+  wait_for_lane(caller);
   pair.side_pending = true;
   for (Tensor& t : keep) pair.keep.push_back(std::move(t));
   fn();
@@ -129,13 +129,8 @@ void ConcurrentRegion::join() {
 void ConcurrentRegion::join_pair(LanePair& pair) {
   if (!pair.side_pending) return;
   const gpu::Lane lane = gpu::primary_of(gpu::current_lane());
-  void* done = nullptr;
-  {
-    LaneScope scope(gpu::side_of(lane));
-    done = record_event();
-  }
   LaneScope scope(lane);
-  wait_event(done);
+  wait_for_lane(gpu::side_of(lane));
   pair.side_pending = false;
   // This lane's work from here on runs after its side lane's: the kept tensors are released
   // as this lane's, with what the side lane held.
@@ -176,13 +171,11 @@ void ConcurrentRegion::join_branch() {
   if (!enabled_) return;
   LaneScope scope(gpu::Lane::Main);
   if (branch_pending_ && branch_work_) {
-    void* done = nullptr;
     {
       LaneScope branch(gpu::Lane::Branch);
       join_pair(pairs_[1]);
-      done = record_event();
     }
-    wait_event(done);
+    wait_for_lane(gpu::Lane::Branch);
   }
   if (branch_pending_) {
     branch_pending_ = branch_work_ = false;

@@ -215,12 +215,11 @@ void DcganTrainer::step_body(const Tensor& real, const Tensor& noise) {
 }
 
 namespace {
-// A TrainerConfig::LaneChoice, Auto resolved by the environment variable, then by the batch's
-// images x height x width.
-bool lanes_wanted(TrainerConfig::LaneChoice choice, const char* env_name, const Tensor& real, int64_t max_pixels) {
+// A TrainerConfig::LaneChoice, Auto resolved by its environment variable's value (read once per
+// process by the caller), then by the batch's images x height x width.
+bool lanes_wanted(TrainerConfig::LaneChoice choice, const std::string& env, const Tensor& real, int64_t max_pixels) {
   using Choice = TrainerConfig::LaneChoice;
   if (choice == Choice::Auto) {
-    const std::string env = env_choice(env_name, {"auto", "on", "off"});
     if (env == "on") choice = Choice::On;
     if (env == "off") choice = Choice::Off;
   }
@@ -233,12 +232,14 @@ bool DcganTrainer::use_side_lane(const Tensor& real) const {
   // Its all-reduces would run on both lanes at once over one NCCL communicator, which NCCL does
   // not order.
   if (!cfg_.device.is_cuda() || cfg_.sync_batchnorm) return false;
-  return lanes_wanted(cfg_.side_lane, "GANENGINE_SIDE_LANE", real, TrainerConfig::kSideLaneMaxPixels);
+  static const std::string env = env_choice("GANENGINE_SIDE_LANE", {"auto", "on", "off"});
+  return lanes_wanted(cfg_.side_lane, env, real, TrainerConfig::kSideLaneMaxPixels);
 }
 
 bool DcganTrainer::use_fake_branch(const Tensor& real) const {
   if (cfg_.replicas) return false;  // each pass all-reduces its overflow flag: both would at once
-  return lanes_wanted(cfg_.fake_branch, "GANENGINE_FAKE_BRANCH", real, TrainerConfig::kFakeBranchMaxPixels);
+  static const std::string env = env_choice("GANENGINE_FAKE_BRANCH", {"auto", "on", "off"});
+  return lanes_wanted(cfg_.fake_branch, env, real, TrainerConfig::kFakeBranchMaxPixels);
 }
 
 void DcganTrainer::average_grads(nn::Sequential& net) {
