@@ -231,3 +231,89 @@ TEST_CASE("gpu fused batchnorm backward: recomputing the activation from x is bi
     }
 }
 #endif
+
+#if GE_WITH_CUDA  // switches the GPU backend's BatchNorm passes
+namespace {
+// Sets the one-launch BatchNorm choice for a scope.
+struct ClusterChoice {
+  explicit ClusterChoice(gpu::ClusterBatchNorm c) { gpu::set_cluster_batchnorm(c); }
+  ~ClusterChoice() { gpu::set_cluster_batchnorm(gpu::ClusterBatchNorm::FromEnv); }
+};
+
+Outputs run_with(gpu::ClusterBatchNorm choice, bool fused, const ops::FusedActivation& act, const Inputs& in,
+                 bool dx_over_dy = false) {
+  ClusterChoice scope(choice);
+  return run(fused, act, in, dx_over_dy);
+}
+
+// Both paths take every sum in float; they differ only in its order, so the statistics and the
+// parameter gradients agree to float rounding and the outputs to about one rounding of their dtype.
+void expect_close(const Outputs& a, const Outputs& b, DType dt) {
+  const double out_tol = dt == DType::F32 ? 1e-5 : dt == DType::F16 ? 2e-3 : 1e-2;
+  CHECK(max_abs_diff(a.mean.to_doubles(), b.mean.to_doubles()) < 1e-6);  // means near 0: absolute
+  CHECK(max_abs_diff(a.rm.to_doubles(), b.rm.to_doubles()) < 1e-6);
+  CHECK(rel_error(a.invstd, b.invstd) < 1e-5);
+  CHECK(rel_error(a.rv, b.rv) < 1e-5);
+  CHECK(rel_error(a.y, b.y) < out_tol);
+  CHECK(rel_error(a.dx, b.dx) < out_tol);
+  CHECK(rel_error(a.dgamma, b.dgamma) < 1e-4);
+  CHECK(rel_error(a.dbeta, b.dbeta) < 1e-4);
+}
+}  // namespace
+
+// The DCGAN's BatchNorm layers at batch 64 (clusters of 4, 8 and 16 blocks, one or two packs of
+// channels a block row), and small odd shapes: rows that do not fill a block, channel counts of
+// one and three packs, f32's 4-float packs.
+TEST_CASE("gpu batchnorm in one launch: matches the three-launch passes and the CPU") {
+  GE_REQUIRE_GPU();
+  const Device gpu = Device::cuda(0);
+  struct Case {
+    Shape s;
+    DType dt;
+  };
+  const Case cases[] = {{{64, 128, 16, 16}, DType::F16}, {{64, 256, 8, 8}, DType::F16}, {{64, 512, 4, 4}, DType::F16},
+                        {{64, 64, 32, 32}, DType::F16},  {{3, 24, 5, 7}, DType::F16},   {{5, 8, 1, 1}, DType::BF16},
+                        {{7, 16, 9, 9}, DType::F32},     {{4, 32, 6, 6}, DType::BF16}};
+  for (const Case& k : cases)
+    for (bool fused : {true, false}) {
+      INFO(shape_str(k.s), " ", std::string(dtype_name(k.dt)), fused ? " fused" : " unfused");
+      const ops::FusedActivation act{ops::Activation::LeakyReLU, 0.2f};
+      const Inputs host = make_inputs(k.s, k.dt, MemoryFormat::NHWC), dev = host.on(gpu);
+      {
+        ClusterChoice on(gpu::ClusterBatchNorm::On);
+        CHECK(gpu::batchnorm_in_one_launch(dev.x));
+      }
+      const Outputs one = run_with(gpu::ClusterBatchNorm::On, fused, act, dev);
+      expect_close(one, run_with(gpu::ClusterBatchNorm::Off, fused, act, dev), k.dt);
+      // dx written over dy: each element read, then written, by one thread.
+      expect_same(one, run_with(gpu::ClusterBatchNorm::On, fused, act, dev, /*dx_over_dy=*/true));
+      if (k.s[0] * k.s[2] * k.s[3] < 16) continue;  // see the test above
+      const Outputs cpu = run(fused, act, host);
+      const double tol = k.dt == DType::F32 ? 1e-5 : 2e-2;
+      CHECK(rel_error(one.y, cpu.y) < tol);
+      CHECK(rel_error(one.dx, cpu.dx) < tol);
+      CHECK(rel_error(one.dgamma, cpu.dgamma) < tol);
+      CHECK(rel_error(one.rv, cpu.rv) < 1e-3);
+    }
+}
+
+TEST_CASE("gpu batchnorm in one launch: auto takes small NHWC layers only") {
+  GE_REQUIRE_GPU();
+  const Device gpu = Device::cuda(0);
+  auto takes = [&](gpu::ClusterBatchNorm choice, const Shape& s, MemoryFormat f) {
+    ClusterChoice scope(choice);
+    return gpu::batchnorm_in_one_launch(Tensor::empty(s, DType::F16, gpu, f));
+  };
+  CHECK(takes(gpu::ClusterBatchNorm::Auto, {64, 256, 8, 8}, MemoryFormat::NHWC));
+  CHECK(takes(gpu::ClusterBatchNorm::Auto, {64, 512, 4, 4}, MemoryFormat::NHWC));
+  CHECK_FALSE(takes(gpu::ClusterBatchNorm::Auto, {64, 128, 16, 16}, MemoryFormat::NHWC));  // 2^21 values
+  CHECK_FALSE(takes(gpu::ClusterBatchNorm::Auto, {8, 8, 128, 128}, MemoryFormat::NHWC));   // 32 rows a thread
+  CHECK(takes(gpu::ClusterBatchNorm::On, {64, 128, 16, 16}, MemoryFormat::NHWC));
+  CHECK(takes(gpu::ClusterBatchNorm::On, {64, 64, 32, 32}, MemoryFormat::NHWC));
+  CHECK(takes(gpu::ClusterBatchNorm::On, {128, 64, 32, 32}, MemoryFormat::NHWC));
+  CHECK_FALSE(takes(gpu::ClusterBatchNorm::On, {256, 64, 32, 32}, MemoryFormat::NHWC));  // 256 KiB a block
+  CHECK_FALSE(takes(gpu::ClusterBatchNorm::Off, {64, 64, 32, 32}, MemoryFormat::NHWC));
+  CHECK_FALSE(takes(gpu::ClusterBatchNorm::On, {64, 64, 32, 32}, MemoryFormat::NCHW));
+  CHECK_FALSE(takes(gpu::ClusterBatchNorm::On, {64, 12, 8, 8}, MemoryFormat::NHWC));  // not whole packs
+}
+#endif

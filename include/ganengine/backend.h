@@ -61,6 +61,17 @@ GE_BACKEND_OPS
 // launching work, it applies to launches (and captures) from then on.
 enum class EarlyLaunch { FromEnv, On, Off };
 void set_early_launch(EarlyLaunch choice);
+// BatchNorm's training passes over small NHWC layers in one launch each instead of three
+// (kernels/cuda/batchnorm_cluster.h). FromEnv follows GANENGINE_BN_CLUSTER: auto (the default:
+// layers of at most 2^20 values whose threads take at most 8 rows each, at batch 64 the DCGAN's
+// two narrowest BatchNorm layers in D and in G), on (every layer whose rows fit the blocks'
+// shared memory) or off. For tests and measurements, like
+// set_early_launch.
+enum class ClusterBatchNorm { FromEnv, Auto, On, Off };
+void set_cluster_batchnorm(ClusterBatchNorm choice);
+// Whether the training forward over x (16-byte aligned) runs in one launch under the current
+// choice. (The backward stages two or three tensors' rows: it may not.)
+bool batchnorm_in_one_launch(const Tensor& x);
 }
 // True when this build has the CUDA backend and a usable GPU is present.
 bool cuda_available();

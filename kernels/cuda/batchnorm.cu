@@ -15,9 +15,13 @@
 // before BatchNorm's backward uses it: bitwise what the two unfused kernels produce, in one pass.
 // The backward's gradient sums recompute the activation's output from x
 // (GANENGINE_BN_RECOMPUTE=off: read it).
+//
+// Training passes over small NHWC layers run in one launch instead (batchnorm_cluster.h); the
+// passes here serve the rest, --sync-bn and eval.
 #include <type_traits>
 
-#include "activation_math.cuh"
+#include "batchnorm_cluster.h"
+#include "batchnorm_math.cuh"
 #include "channel_reduce.cuh"
 #include "cuda_util.cuh"
 #include "ganengine/backend.h"
@@ -29,107 +33,7 @@ namespace ge {
 namespace gpu {
 namespace {
 
-// ---- accumulators for the channel reduction
-
-// Welford's running mean and M2: stable even when the mean is large next to the spread.
-struct MeanVarAcc {
-  float n, mean, m2;
-  static constexpr int kFields = 3;
-  __device__ static MeanVarAcc zero() { return {0.f, 0.f, 0.f}; }
-  __device__ void add(float x) { add(x, n + 1.f, 1.f / (n + 1.f)); }
-  // Welford's update with the new count and its reciprocal given: accumulators that see the
-  // same rows share one division (with one per element the statistics pass ran at about
-  // 1.6 TB/s on the H200 at batch 1024, the backward sums over three tensors at 3.2 TB/s).
-  __device__ void add(float x, float new_n, float inv_new_n) {
-    n = new_n;
-    const float delta = x - mean;
-    mean += delta * inv_new_n;
-    m2 += delta * (x - mean);
-  }
-  // Chan et al.'s pairwise combination.
-  __device__ void merge(const MeanVarAcc& o) {
-    if (o.n == 0.f) return;
-    if (n == 0.f) {
-      *this = o;
-      return;
-    }
-    const float total = n + o.n;
-    const float delta = o.mean - mean;
-    const float o_share = o.n / total;
-    mean += delta * o_share;
-    m2 += o.m2 + delta * delta * n * o_share;
-    n = total;
-  }
-  __device__ float get(int k) const { return k == 0 ? n : (k == 1 ? mean : m2); }
-  __device__ void set(int k, float v) { (k == 0 ? n : (k == 1 ? mean : m2)) = v; }
-};
-
-struct GradSumsAcc {
-  float sum_dy, sum_dy_xmu;
-  static constexpr int kFields = 2;
-  __device__ static GradSumsAcc zero() { return {0.f, 0.f}; }
-  __device__ void merge(const GradSumsAcc& o) {
-    sum_dy += o.sum_dy;
-    sum_dy_xmu += o.sum_dy_xmu;
-  }
-  __device__ float get(int k) const { return k == 0 ? sum_dy : sum_dy_xmu; }
-  __device__ void set(int k, float v) { (k == 0 ? sum_dy : sum_dy_xmu) = v; }
-};
-
-// The training forward's normalise and shift, each operation rounded as written: the backward
-// recomputes the fused activation's output with it, so it must be bitwise what the forward wrote
-// (no contraction left to the compiler's choice in either place).
-__device__ __forceinline__ float bn_affine(float x, float mean, float invstd, float gamma, float beta) {
-  return __fmaf_rn(__fmul_rn(__fsub_rn(x, mean), invstd), gamma, beta);
-}
-
-// The gradient reaching BatchNorm's output: dy itself, or the fused activation's gradient,
-// rounded as the unfused activation layer would store it. The activation's output y is read back
-// or, with kRecompute, formed again from x and the channel's mean, invstd, gamma and beta exactly
-// as the forward formed it: one activation-sized read less. The gradient sums recompute it (H200,
-// O3 batch 1024: 529 -> 403 us a step); the dx pass reads it (recomputing, it went 589 -> 625 us).
-// (A first try, session 5, loaded the four per-channel values per element and both passes
-// measured slower; here each thread loads its channels' values once, and the activation's output
-// is only tested for its sign: rounds_positive.) kRecompute is a template argument: the values
-// it needs cost registers where they are not used.
-struct ActivationGrad {
-  bool fused = false;
-  bool recompute = false;  // the kernels' kRecompute
-  ops::Activation kind = ops::Activation::ReLU;
-  float slope = 0.f;
-};
-
-// One channel's values for bn_affine.
-struct ChannelAffine {
-  float mean, invstd, gamma, beta;
-};
-
-// Whether a normalised value z rounds to a positive T: all that ReLU's and LeakyReLU's (slope >= 0)
-// gradients ask of their output, which is positive exactly then. For half, exactly when z exceeds
-// 2^-25 (half the smallest subnormal; the tie rounds to even, zero): one compare. Rounding to
-// half and back for the output and the activation on it, as the forward does, made the
-// recomputing passes slower than reading the output (H200, batch 1024: dx 690 against 589 us).
-template <class T>
-__device__ __forceinline__ bool rounds_positive(float z) {
-  return round_to<T>(z) > 0.f;
-}
-template <>
-__device__ __forceinline__ bool rounds_positive<__half>(float z) {
-  return z > 0x1p-25f;
-}
-
-template <class T, bool kRecompute = false>
-__device__ __forceinline__ float bn_output_grad(const ActivationGrad& a, float x, float y, float dy,
-                                                const ChannelAffine& c) {
-  if (!a.fused) return dy;
-  // activate_grad's ReLU and LeakyReLU, with y > 0 as recomputed (the host recomputes for these,
-  // with slope >= 0, only).
-  if (kRecompute)
-    return round_to<T>(rounds_positive<T>(bn_affine(x, c.mean, c.invstd, c.gamma, c.beta))
-                           ? dy
-                           : (a.kind == ops::Activation::ReLU ? 0.f : dy * a.slope));
-  return round_to<T>(activate_grad(a.kind, y, dy, a.slope));
-}
+using namespace bn;
 
 // Blocks of an element-wise pass over `packs` packs: no more than are resident at once, each
 // thread then taking several packs with its channels' values loaded once (fixed_channels). With
@@ -146,125 +50,8 @@ bool bn_recompute_enabled() {
   return on;
 }
 
-template <class T>
-struct StatsVisit {
-  static constexpr int kPack = kWidePack<T>;
-  // Eight rows loaded before any is added. Four left the statistics' warps waiting on those
-  // loads (ncu source counters, batch 1024); with eight (63 registers: four blocks per SM
-  // instead of five, still more than the 3.9 per SM of a pass's 512 blocks at batch 1024)
-  // O2/O3 steps were 0.4-0.8% shorter at batch 64 and 1024 on the H200, side by side.
-  static constexpr int kUnroll = 8;
-  using Loaded = Pack<T, kPack>;
-  struct Channels {};
-  const T* x;
-  __device__ void operator()(MeanVarAcc& acc, uint64_t i, uint32_t) const { acc.add(load_float(x + i)); }
-  __device__ Channels channels(uint32_t) const { return {}; }
-  __device__ Loaded load(uint64_t i) const { return *reinterpret_cast<const Loaded*>(x + i); }
-  __device__ void add(MeanVarAcc (&acc)[kPack], const Loaded& v, const Channels&) const {
-    const float n = acc[0].n + 1.f;  // the pack's channels have all seen the same rows
-    const float inv_n = 1.f / n;
-#pragma unroll
-    for (int j = 0; j < kPack; ++j) acc[j].add(load_float(&v.v[j]), n, inv_n);
-  }
-};
-
-// Channel c's values for bn_affine (only the mean without a recomputed activation).
-template <class P>
-__device__ __forceinline__ ChannelAffine channel_affine(const float* mean, const float* invstd, const P* gamma,
-                                                        const P* beta, uint32_t c, bool recompute) {
-  ChannelAffine a{__ldg(mean + c), 0.f, 0.f, 0.f};
-  if (recompute) {
-    a.invstd = __ldg(invstd + c);
-    a.gamma = load_float(gamma + c);
-    a.beta = load_float(beta + c);
-  }
-  return a;
-}
-
-// Sums of the output gradient and of its product with x - mean (y: the fused activation's
-// output, read when act.fused and not kRecompute).
-template <class T, class P, bool kRecompute>
-struct GradSumsVisit {
-  static constexpr int kPack = kWidePack<T>;
-  static constexpr int kUnroll = 2;  // up to three tensors a row
-  struct Loaded {
-    Pack<T, kPack> x, dy, y;
-  };
-  struct Channels {  // a thread's channels stay the same: their values are loaded once
-    ChannelAffine c[kPack];
-  };
-  const T* x;
-  const T* dy;
-  const T* y;
-  const float* mean;
-  const float* invstd;
-  const P* gamma;
-  const P* beta;
-  ActivationGrad act;
-
-  __device__ bool reads_y() const { return act.fused && !kRecompute; }
-  // Written out operation by operation: the fused backward (kRecompute) and the unfused one
-  // (which never recomputes) are different instantiations, and the compiler's contraction of
-  // g * (x - mean) + sum differed between them (bitwise different dgamma).
-  __device__ static void add_grad(GradSumsAcc& acc, float g, float x, float mean) {
-    acc.sum_dy = __fadd_rn(acc.sum_dy, g);
-    acc.sum_dy_xmu = __fmaf_rn(g, __fsub_rn(x, mean), acc.sum_dy_xmu);
-  }
-  __device__ void operator()(GradSumsAcc& acc, uint64_t i, uint32_t c) const {
-    const ChannelAffine ca = channel_affine(mean, invstd, gamma, beta, c, kRecompute);
-    const float xv = load_float(x + i);
-    const float yv = reads_y() ? load_float(y + i) : 0.f;
-    const float g = bn_output_grad<T, kRecompute>(act, xv, yv, load_float(dy + i), ca);
-    add_grad(acc, g, xv, ca.mean);
-  }
-  __device__ Channels channels(uint32_t c0) const {
-    Channels ch;
-#pragma unroll
-    for (int j = 0; j < kPack; ++j) ch.c[j] = channel_affine(mean, invstd, gamma, beta, c0 + j, kRecompute);
-    return ch;
-  }
-  __device__ Loaded load(uint64_t i) const {
-    using Packed = Pack<T, kPack>;
-    Loaded v;
-    v.x = *reinterpret_cast<const Packed*>(x + i);
-    v.dy = *reinterpret_cast<const Packed*>(dy + i);
-    if (reads_y()) v.y = *reinterpret_cast<const Packed*>(y + i);
-    return v;
-  }
-  __device__ void add(GradSumsAcc (&acc)[kPack], const Loaded& v, const Channels& ch) const {
-#pragma unroll
-    for (int j = 0; j < kPack; ++j) {
-      const float xv = load_float(&v.x.v[j]);
-      const float yv = reads_y() ? load_float(&v.y.v[j]) : 0.f;
-      const float g = bn_output_grad<T, kRecompute>(act, xv, yv, load_float(&v.dy.v[j]), ch.c[j]);
-      add_grad(acc[j], g, xv, ch.c[j].mean);
-    }
-  }
-};
-
 // ---- what happens to each channel's totals (channel_reduce.cuh's Finish functors), and the
 // per-channel kernels of --sync-bn (one thread per channel)
-
-// Saves mean/invstd and updates the running statistics.
-template <class P>
-struct FinishStats {
-  float eps, momentum;
-  float* save_mean;
-  float* save_invstd;
-  P* running_mean;
-  P* running_var;
-  __device__ void operator()(uint32_t c, const MeanVarAcc& acc) const {
-    const float var = acc.m2 / acc.n;
-    save_mean[c] = acc.mean;
-    save_invstd[c] = 1.f / sqrtf(var + eps);
-    const float unbiased_var = acc.n > 1.f ? acc.m2 / (acc.n - 1.f) : var;
-    // A non-finite batch (an overflowed half step) must not poison the running statistics.
-    if (isfinite(acc.mean) && isfinite(unbiased_var)) {
-      store_float(running_mean + c, momentum * acc.mean + (1.f - momentum) * load_float(running_mean + c));
-      store_float(running_var + c, momentum * unbiased_var + (1.f - momentum) * load_float(running_var + c));
-    }
-  }
-};
 
 // ---- --sync-bn (ops::BatchNormSync): the same statistics over every replica, in three steps
 // around two all-reduces of per-channel sums.
@@ -349,27 +136,6 @@ __global__ void running_stats_kernel(const P* running_mean, const P* running_var
   invstd[c] = 1.f / sqrtf(load_float(running_var + c) + eps);
 }
 
-// Backward: dbeta, dgamma, and the three per-channel coefficients of dx.
-// coef layout: [0] gamma*invstd, [1] mean of dy, [2] invstd^2 * mean of dy*(x - mean).
-template <class P>
-struct FinishGrads {
-  uint32_t C, M;
-  const P* gamma;
-  const float* save_invstd;
-  P* dgamma;
-  P* dbeta;
-  float* coef;
-  __device__ void operator()(uint32_t c, const GradSumsAcc& sums) const {
-    const float invstd = save_invstd[c];
-    store_float(dbeta + c, sums.sum_dy);
-    store_float(dgamma + c, sums.sum_dy_xmu * invstd);
-    const float inv_m = 1.f / static_cast<float>(M);
-    coef[c] = load_float(gamma + c) * invstd;
-    coef[C + c] = sums.sum_dy * inv_m;
-    coef[2 * C + c] = invstd * invstd * sums.sum_dy_xmu * inv_m;
-  }
-};
-
 // ---- element-wise kernels over the whole activation, V elements per thread. With V > 1 the
 // launcher has checked that a pack never straddles channels in NCHW (H*W % V == 0) and holds
 // consecutive channels in NHWC (C % V == 0).
@@ -452,8 +218,7 @@ __global__ void batchnorm_dx_kernel(const T* x, const T* dy, const T* y, T* dx, 
       const float xf = load_float(&xv.v[j]);
       const float grad = bn_output_grad<T>(act, xf, act.fused ? load_float(&yv.v[j]) : 0.f, load_float(&gv.v[j]),
                                            {m[j], 0.f, 0.f, 0.f});
-      const float xmu = xf - m[j];
-      store_float(&out.v[j], k0[j] * (grad - k1[j] - xmu * k2[j]));
+      store_float(&out.v[j], bn::bn_dx(k0[j], k1[j], k2[j], grad, xf, m[j]));
     }
     reinterpret_cast<Pack<T, V>*>(dx)[p] = out;
   }
@@ -550,6 +315,9 @@ void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor&
   if (sync) check_sync(*sync, x);
   const ChannelGeometry g = channel_geometry(x);
   GE_CHECK(g.M > 0 && g.C > 0, "batchnorm: empty input ", x.str());
+  if (!sync && batchnorm_forward_train_clustered(x, gamma, beta, running_mean, running_var, momentum, eps, y, save_mean,
+                                                 save_invstd, act))
+    return;
   cudaStream_t stream = stream_of(x);
   const uint32_t splits = reduce_splits(g);
   Tensor partials = Tensor::empty({static_cast<int64_t>(partials_floats<MeanVarAcc>(g, splits))}, DType::F32,
@@ -641,6 +409,9 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
   }
   const ChannelGeometry g = channel_geometry(x);
   GE_CHECK(g.M > 0 && g.C > 0, "batchnorm: empty input ", x.str());
+  if (!sync &&
+      batchnorm_backward_clustered(x, dy, gamma, beta, y_act, save_mean, save_invstd, dx, dgamma, dbeta, agrad))
+    return;
   cudaStream_t stream = stream_of(x);
   const uint32_t splits = reduce_splits(g);
   Tensor partials = Tensor::empty({static_cast<int64_t>(partials_floats<GradSumsAcc>(g, splits))}, DType::F32,

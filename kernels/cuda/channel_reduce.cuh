@@ -253,6 +253,28 @@ __global__ void __launch_bounds__(kTileChannels* kTileRows)
 constexpr int kVecLanes = 8;
 constexpr int kVecRows = 32;
 
+// Adds rows `row`, row + kStride, ... (below `end`) of channels c0 .. c0+V-1 of an NHWC tensor
+// with C channels to acc, Visit::kUnroll rows loaded before any is added.
+template <int kStride, class Acc, class Visit, int V>
+__device__ __forceinline__ void accumulate_rows(const Visit& visit, const typename Visit::Channels& channels,
+                                                Acc (&acc)[V], uint32_t row, uint32_t end, uint32_t C, uint32_t c0) {
+  constexpr int U = Visit::kUnroll;
+  for (; row + (U - 1) * kStride < end; row += U * kStride) {
+    typename Visit::Loaded rows[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) rows[u] = visit.load(static_cast<uint64_t>(row + u * kStride) * C + c0);
+#pragma unroll
+    for (int u = 0; u < U; ++u) visit.add(acc, rows[u], channels);
+  }
+  for (; row < end; row += kStride) visit.add(acc, visit.load(static_cast<uint64_t>(row) * C + c0), channels);
+}
+
+template <int kStride, class Acc, class Visit, int V>
+__device__ __forceinline__ void accumulate_rows(const Visit& visit, Acc (&acc)[V], uint32_t row, uint32_t end,
+                                                uint32_t C, uint32_t c0) {
+  accumulate_rows<kStride>(visit, visit.channels(c0), acc, row, end, C, c0);
+}
+
 // partials layout: [Acc::kFields][splits][C].
 template <class Acc>
 inline size_t partials_floats(const ChannelGeometry& g, uint32_t splits) {
@@ -273,19 +295,7 @@ __global__ void __launch_bounds__(kVecLanes* kVecRows)
   Acc acc[V];
 #pragma unroll
   for (int j = 0; j < V; ++j) acc[j] = Acc::zero();
-  if (c0 < g.C) {
-    const typename Visit::Channels channels = visit.channels(c0);
-    constexpr int U = Visit::kUnroll;
-    uint32_t row = begin + ty;
-    for (; row + (U - 1) * kVecRows < end; row += U * kVecRows) {
-      typename Visit::Loaded rows[U];
-#pragma unroll
-      for (int u = 0; u < U; ++u) rows[u] = visit.load(static_cast<uint64_t>(row + u * kVecRows) * g.C + c0);
-#pragma unroll
-      for (int u = 0; u < U; ++u) visit.add(acc, rows[u], channels);
-    }
-    for (; row < end; row += kVecRows) visit.add(acc, visit.load(static_cast<uint64_t>(row) * g.C + c0), channels);
-  }
+  if (c0 < g.C) accumulate_rows<kVecRows>(visit, acc, begin + ty, end, g.C, c0);
 
 #pragma unroll
   for (int j = 0; j < V; ++j)

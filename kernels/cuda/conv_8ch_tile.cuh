@@ -12,13 +12,13 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <mutex>
-#include <set>
 #include <utility>
 
+#include "copy_async.cuh"
 #include "cuda_util.cuh"
 #include "ganengine/fast_divmod.h"
 #include "ganengine/ops.h"
+#include "kernel_launch.cuh"
 
 namespace ge {
 namespace gpu {
@@ -118,13 +118,7 @@ bool tiling_for(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dP
 // kernel and device.
 template <class Kernel>
 void allow_dynamic_smem(Kernel kernel, size_t bytes, int device) {
-  static std::mutex mu;
-  static std::set<std::pair<const void*, int>> done;
-  std::lock_guard<std::mutex> lock(mu);
-  const std::pair<const void*, int> key{reinterpret_cast<const void*>(kernel), device};
-  if (done.count(key)) return;
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-  done.insert(key);
+  set_function_attribute_once(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes), device);
 }
 
 // Blocks a tile-walking kernel should launch: as many as fit on the GPU at once (each block then
@@ -163,27 +157,6 @@ __device__ __forceinline__ void round_pair<__nv_bfloat16>(float& a, float& b) {
   const float2 f = __bfloat1622float2(__floats2bfloat162_rn(a, b));
   a = f.x;
   b = f.y;
-}
-
-// Asynchronous 16-byte copies from global to shared memory (cp.async): a block issues the next
-// tile's copies before it works on the current one, so loads and Tensor Core work overlap.
-// With valid false the 16 bytes are zero-filled and nothing is read.
-// The destination as a shared-memory address (shared_address) or as a generic pointer.
-__device__ __forceinline__ void copy_async_16(uint32_t smem_address, const void* global, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address), "l"(global), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ uint32_t shared_address(const void* smem) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-}
-__device__ __forceinline__ void copy_async_16(void* smem, const void* global, bool valid) {
-  copy_async_16(shared_address(smem), global, valid);
-}
-// Closes the group of copies issued since the last commit.
-__device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-// Waits until at most `pending` of this thread's committed groups are still in flight.
-template <int pending>
-__device__ __forceinline__ void copy_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(pending));
 }
 
 // A thread's share of a row-major grid of `per_row` columns (a footprint's pixels, or pixel

@@ -11,6 +11,9 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <mutex>
+#include <set>
+#include <tuple>
 #include <utility>
 
 #include "ganengine/cuda_check.h"
@@ -28,22 +31,53 @@ __device__ __forceinline__ void await_previous_kernel() {
 
 bool programmatic_launch_enabled();  // GANENGINE_PDL (on by default) or set_early_launch
 
+// Sets a function attribute of `kernel` on `device` (the current device) the first time it is
+// asked for that kernel, attribute and device; later calls do nothing (whatever their value).
+template <class Kernel>
+void set_function_attribute_once(Kernel kernel, cudaFuncAttribute attribute, int value, int device) {
+  static std::mutex mu;
+  static std::set<std::tuple<const void*, int, int>> done;
+  std::lock_guard<std::mutex> lock(mu);
+  const std::tuple<const void*, int, int> key{reinterpret_cast<const void*>(kernel), static_cast<int>(attribute),
+                                              device};
+  if (done.count(key)) return;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, attribute, value));
+  done.insert(key);
+}
+
+// cluster_blocks > 0: the grid runs in thread-block clusters of that many consecutive blocks along
+// x (sm_90; more than 8 needs the kernel's cudaFuncAttributeNonPortableClusterSizeAllowed).
 template <class... Params, class... Args>
-void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
-                   Args&&... args) {
+void launch_kernel_in_clusters(void (*kernel)(Params...), dim3 grid, dim3 block, unsigned cluster_blocks,
+                               size_t shared_bytes, cudaStream_t stream, Args&&... args) {
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = shared_bytes;
   config.stream = stream;
-  cudaLaunchAttribute early;
-  early.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  early.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attrs[2];
+  unsigned n = 0;
   if (programmatic_launch_enabled()) {
-    config.attrs = &early;
-    config.numAttrs = 1;
+    attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
   }
+  if (cluster_blocks > 0) {
+    attrs[n].id = cudaLaunchAttributeClusterDimension;
+    attrs[n].val.clusterDim.x = cluster_blocks;
+    attrs[n].val.clusterDim.y = 1;
+    attrs[n].val.clusterDim.z = 1;
+    ++n;
+  }
+  config.attrs = attrs;
+  config.numAttrs = n;
   CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+}
+
+template <class... Params, class... Args>
+void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
+                   Args&&... args) {
+  launch_kernel_in_clusters(kernel, grid, block, 0, shared_bytes, stream, std::forward<Args>(args)...);
 }
 
 }  // namespace gpu

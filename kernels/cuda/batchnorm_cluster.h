@@ -1,0 +1,37 @@
+// BatchNorm's training passes over small NHWC layers in one launch each (batchnorm_cluster.cu),
+// instead of batchnorm.cu's three (per-channel partial sums, their merge, the element-wise pass).
+//
+// A thread-block cluster owns a group of channels: its blocks split the rows, each copies its
+// rows of every tensor it reads into shared memory and reduces them, the cluster's barrier lets
+// every block merge all of the cluster's partials (read through distributed shared memory, in
+// rank order), and each block then makes the element-wise pass from the rows it holds. At batch
+// 64 a BatchNorm pass was three kernels of 4-8 us each, about twenty passes on a step's critical
+// path.
+//
+// The sums are taken in a fixed order that depends only on the shape (deterministic, but not
+// the three-launch path's order: results agree to rounding, not bitwise).
+#pragma once
+#include "batchnorm_math.cuh"
+#include "channel_reduce.cuh"
+#include "ganengine/ops.h"
+#include "ganengine/tensor.h"
+
+namespace ge {
+namespace gpu {
+
+// Both return false, having done nothing, when the layer does not take the one-launch path:
+// not NHWC, channels not a whole number of 16-byte packs, buffers not 16-byte aligned, a block's
+// rows larger than its shared memory, more rows a thread than auto takes (GANENGINE_BN_CLUSTER,
+// set_cluster_batchnorm), or switched off.
+bool batchnorm_forward_train_clustered(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                                       Tensor& running_var, float momentum, float eps, Tensor& y, Tensor& save_mean,
+                                       Tensor& save_invstd, const ops::FusedActivation* act);
+
+// y: the fused activation's output, read when act.fused and not act.recompute; beta: read when
+// act.recompute.
+bool batchnorm_backward_clustered(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor* beta,
+                                  const Tensor* y, const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
+                                  Tensor& dgamma, Tensor& dbeta, const bn::ActivationGrad& act);
+
+}  // namespace gpu
+}  // namespace ge

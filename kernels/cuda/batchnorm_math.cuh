@@ -1,0 +1,310 @@
+// BatchNorm's per-element and per-channel arithmetic on the GPU, shared by the three-launch
+// passes (batchnorm.cu: reduction, merge, element-wise pass) and the one-launch passes over small
+// layers (batchnorm_cluster.cu): both round every operation the same way, so they differ only in
+// the order their sums are taken.
+#pragma once
+#include "activation_math.cuh"
+#include "cuda_util.cuh"
+#include "ganengine/ops.h"
+#include "vector_pack.cuh"
+
+namespace ge {
+namespace gpu {
+namespace bn {
+
+// ---- accumulators for the channel reduction
+
+// Welford's running mean and M2: stable even when the mean is large next to the spread.
+struct MeanVarAcc {
+  float n, mean, m2;
+  static constexpr int kFields = 3;
+  __device__ static MeanVarAcc zero() { return {0.f, 0.f, 0.f}; }
+  __device__ void add(float x) { add(x, n + 1.f, 1.f / (n + 1.f)); }
+  // Welford's update with the new count and its reciprocal given: accumulators that see the
+  // same rows share one division (with one per element the statistics pass ran at about
+  // 1.6 TB/s on the H200 at batch 1024, the backward sums over three tensors at 3.2 TB/s).
+  __device__ void add(float x, float new_n, float inv_new_n) {
+    n = new_n;
+    const float delta = x - mean;
+    mean += delta * inv_new_n;
+    m2 += delta * (x - mean);
+  }
+  // Chan et al.'s pairwise combination.
+  __device__ void merge(const MeanVarAcc& o) {
+    if (o.n == 0.f) return;
+    if (n == 0.f) {
+      *this = o;
+      return;
+    }
+    const float total = n + o.n;
+    const float delta = o.mean - mean;
+    const float o_share = o.n / total;
+    mean += delta * o_share;
+    m2 += o.m2 + delta * delta * n * o_share;
+    n = total;
+  }
+  // merge() for accumulators that have all seen the same rows (one thread's pack of channels):
+  // the same operations, with o.n / total taken once.
+  template <int V>
+  __device__ static void merge_pack(MeanVarAcc (&a)[V], const MeanVarAcc (&o)[V]) {
+    if (o[0].n == 0.f) return;
+    if (a[0].n == 0.f) {
+#pragma unroll
+      for (int j = 0; j < V; ++j) a[j] = o[j];
+      return;
+    }
+    const float total = a[0].n + o[0].n;
+    const float o_share = o[0].n / total;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const float delta = o[j].mean - a[j].mean;
+      a[j].mean += delta * o_share;
+      a[j].m2 += o[j].m2 + delta * delta * a[j].n * o_share;
+      a[j].n = total;
+    }
+  }
+  __device__ float get(int k) const { return k == 0 ? n : (k == 1 ? mean : m2); }
+  __device__ void set(int k, float v) { (k == 0 ? n : (k == 1 ? mean : m2)) = v; }
+};
+
+struct GradSumsAcc {
+  float sum_dy, sum_dy_xmu;
+  static constexpr int kFields = 2;
+  __device__ static GradSumsAcc zero() { return {0.f, 0.f}; }
+  __device__ void merge(const GradSumsAcc& o) {
+    sum_dy += o.sum_dy;
+    sum_dy_xmu += o.sum_dy_xmu;
+  }
+  template <int V>
+  __device__ static void merge_pack(GradSumsAcc (&a)[V], const GradSumsAcc (&o)[V]) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) a[j].merge(o[j]);
+  }
+  __device__ float get(int k) const { return k == 0 ? sum_dy : sum_dy_xmu; }
+  __device__ void set(int k, float v) { (k == 0 ? sum_dy : sum_dy_xmu) = v; }
+};
+
+// The training forward's normalise and shift, each operation rounded as written: the backward
+// recomputes the fused activation's output with it, so it must be bitwise what the forward wrote
+// (no contraction left to the compiler's choice in either place).
+__device__ __forceinline__ float bn_affine(float x, float mean, float invstd, float gamma, float beta) {
+  return __fmaf_rn(__fmul_rn(__fsub_rn(x, mean), invstd), gamma, beta);
+}
+
+// The gradient reaching BatchNorm's output: dy itself, or the fused activation's gradient,
+// rounded as the unfused activation layer would store it. The activation's output y is read back
+// or, with kRecompute, formed again from x and the channel's mean, invstd, gamma and beta exactly
+// as the forward formed it: one activation-sized read less. The gradient sums recompute it (H200,
+// O3 batch 1024: 529 -> 403 us a step); the dx pass reads it (recomputing, it went 589 -> 625 us).
+// (A first try, session 5, loaded the four per-channel values per element and both passes
+// measured slower; here each thread loads its channels' values once, and the activation's output
+// is only tested for its sign: rounds_positive.) kRecompute is a template argument: the values
+// it needs cost registers where they are not used.
+struct ActivationGrad {
+  bool fused = false;
+  bool recompute = false;  // the kernels' kRecompute
+  ops::Activation kind = ops::Activation::ReLU;
+  float slope = 0.f;
+};
+
+// One channel's values for bn_affine.
+struct ChannelAffine {
+  float mean, invstd, gamma, beta;
+};
+
+// Whether a normalised value z rounds to a positive T: all that ReLU's and LeakyReLU's (slope >= 0)
+// gradients ask of their output, which is positive exactly then. For half, exactly when z exceeds
+// 2^-25 (half the smallest subnormal; the tie rounds to even, zero): one compare. Rounding to
+// half and back for the output and the activation on it, as the forward does, made the
+// recomputing passes slower than reading the output (H200, batch 1024: dx 690 against 589 us).
+template <class T>
+__device__ __forceinline__ bool rounds_positive(float z) {
+  return round_to<T>(z) > 0.f;
+}
+template <>
+__device__ __forceinline__ bool rounds_positive<__half>(float z) {
+  return z > 0x1p-25f;
+}
+
+template <class T, bool kRecompute = false>
+__device__ __forceinline__ float bn_output_grad(const ActivationGrad& a, float x, float y, float dy,
+                                                const ChannelAffine& c) {
+  if (!a.fused) return dy;
+  // activate_grad's ReLU and LeakyReLU, with y > 0 as recomputed (the host recomputes for these,
+  // with slope >= 0, only).
+  if (kRecompute)
+    return round_to<T>(rounds_positive<T>(bn_affine(x, c.mean, c.invstd, c.gamma, c.beta))
+                           ? dy
+                           : (a.kind == ops::Activation::ReLU ? 0.f : dy * a.slope));
+  return round_to<T>(activate_grad(a.kind, y, dy, a.slope));
+}
+
+template <class T>
+struct StatsVisit {
+  static constexpr int kPack = kWidePack<T>;
+  // Eight rows loaded before any is added. Four left the statistics' warps waiting on those
+  // loads (ncu source counters, batch 1024); with eight (63 registers: four blocks per SM
+  // instead of five, still more than the 3.9 per SM of a pass's 512 blocks at batch 1024)
+  // O2/O3 steps were 0.4-0.8% shorter at batch 64 and 1024 on the H200, side by side.
+  static constexpr int kUnroll = 8;
+  using Loaded = Pack<T, kPack>;
+  struct Channels {};
+  const T* x;
+  __device__ void operator()(MeanVarAcc& acc, uint64_t i, uint32_t) const { acc.add(load_float(x + i)); }
+  __device__ Channels channels(uint32_t) const { return {}; }
+  __device__ Loaded load(uint64_t i) const { return *reinterpret_cast<const Loaded*>(x + i); }
+  __device__ void add(MeanVarAcc (&acc)[kPack], const Loaded& v, const Channels&) const {
+    const float n = acc[0].n + 1.f;  // the pack's channels have all seen the same rows
+    const float inv_n = 1.f / n;
+#pragma unroll
+    for (int j = 0; j < kPack; ++j) acc[j].add(load_float(&v.v[j]), n, inv_n);
+  }
+};
+
+// Channel c's values for bn_affine (only the mean without a recomputed activation).
+template <class P>
+__device__ __forceinline__ ChannelAffine channel_affine(const float* mean, const float* invstd, const P* gamma,
+                                                        const P* beta, uint32_t c, bool recompute) {
+  ChannelAffine a{__ldg(mean + c), 0.f, 0.f, 0.f};
+  if (recompute) {
+    a.invstd = __ldg(invstd + c);
+    a.gamma = load_float(gamma + c);
+    a.beta = load_float(beta + c);
+  }
+  return a;
+}
+
+// Sums of the output gradient and of its product with x - mean (y: the fused activation's
+// output, read when act.fused and not kRecompute).
+template <class T, class P, bool kRecompute>
+struct GradSumsVisit {
+  static constexpr int kPack = kWidePack<T>;
+  static constexpr int kUnroll = 2;  // up to three tensors a row
+  struct Loaded {
+    Pack<T, kPack> x, dy, y;
+  };
+  struct Channels {  // a thread's channels stay the same: their values are loaded once
+    ChannelAffine c[kPack];
+  };
+  const T* x;
+  const T* dy;
+  const T* y;
+  const float* mean;
+  const float* invstd;
+  const P* gamma;
+  const P* beta;
+  ActivationGrad act;
+
+  __device__ bool reads_y() const { return act.fused && !kRecompute; }
+  // Written out operation by operation: the fused backward (kRecompute) and the unfused one
+  // (which never recomputes) are different instantiations, and the compiler's contraction of
+  // g * (x - mean) + sum differed between them (bitwise different dgamma).
+  __device__ static void add_grad(GradSumsAcc& acc, float g, float x, float mean) {
+    acc.sum_dy = __fadd_rn(acc.sum_dy, g);
+    acc.sum_dy_xmu = __fmaf_rn(g, __fsub_rn(x, mean), acc.sum_dy_xmu);
+  }
+  __device__ void operator()(GradSumsAcc& acc, uint64_t i, uint32_t c) const {
+    const ChannelAffine ca = channel_affine(mean, invstd, gamma, beta, c, kRecompute);
+    const float xv = load_float(x + i);
+    const float yv = reads_y() ? load_float(y + i) : 0.f;
+    const float g = bn_output_grad<T, kRecompute>(act, xv, yv, load_float(dy + i), ca);
+    add_grad(acc, g, xv, ca.mean);
+  }
+  __device__ Channels channels(uint32_t c0) const {
+    Channels ch;
+#pragma unroll
+    for (int j = 0; j < kPack; ++j) ch.c[j] = channel_affine(mean, invstd, gamma, beta, c0 + j, kRecompute);
+    return ch;
+  }
+  __device__ Loaded load(uint64_t i) const {
+    using Packed = Pack<T, kPack>;
+    Loaded v;
+    v.x = *reinterpret_cast<const Packed*>(x + i);
+    v.dy = *reinterpret_cast<const Packed*>(dy + i);
+    if (reads_y()) v.y = *reinterpret_cast<const Packed*>(y + i);
+    return v;
+  }
+  __device__ void add(GradSumsAcc (&acc)[kPack], const Loaded& v, const Channels& ch) const {
+#pragma unroll
+    for (int j = 0; j < kPack; ++j) {
+      const float xv = load_float(&v.x.v[j]);
+      const float yv = reads_y() ? load_float(&v.y.v[j]) : 0.f;
+      const float g = bn_output_grad<T, kRecompute>(act, xv, yv, load_float(&v.dy.v[j]), ch.c[j]);
+      add_grad(acc[j], g, xv, ch.c[j].mean);
+    }
+  }
+};
+
+// 1/sqrt(biased variance + eps): what the element-wise passes normalise with.
+__device__ __forceinline__ float batch_invstd(const MeanVarAcc& acc, float eps) {
+  return 1.f / sqrtf(acc.m2 / acc.n + eps);
+}
+
+// Saves mean/invstd and updates the running statistics.
+template <class P>
+struct FinishStats {
+  float eps, momentum;
+  float* save_mean;
+  float* save_invstd;
+  P* running_mean;
+  P* running_var;
+  __device__ void operator()(uint32_t c, const MeanVarAcc& acc) const {
+    finish(c, acc, load_float(running_mean + c), load_float(running_var + c));
+  }
+  // With the running statistics' old values given (loaded early by the caller).
+  __device__ void finish(uint32_t c, const MeanVarAcc& acc, float old_mean, float old_var) const {
+    const float var = acc.m2 / acc.n;
+    save_mean[c] = acc.mean;
+    save_invstd[c] = batch_invstd(acc, eps);
+    const float unbiased_var = acc.n > 1.f ? acc.m2 / (acc.n - 1.f) : var;
+    // A non-finite batch (an overflowed half step) must not poison the running statistics.
+    if (isfinite(acc.mean) && isfinite(unbiased_var)) {
+      store_float(running_mean + c, momentum * acc.mean + (1.f - momentum) * old_mean);
+      store_float(running_var + c, momentum * unbiased_var + (1.f - momentum) * old_var);
+    }
+  }
+};
+
+// dx's three per-channel coefficients (bn_dx).
+struct DxCoef {
+  float k0, k1, k2;
+};
+__device__ __forceinline__ DxCoef dx_coef(const GradSumsAcc& sums, float gamma, float invstd, uint32_t M) {
+  const float inv_m = 1.f / static_cast<float>(M);
+  return {gamma * invstd, sums.sum_dy * inv_m, invstd * invstd * sums.sum_dy_xmu * inv_m};
+}
+
+// Backward: dbeta, dgamma, and the three per-channel coefficients of dx.
+// coef layout: [0] gamma*invstd, [1] mean of dy, [2] invstd^2 * mean of dy*(x - mean).
+template <class P>
+struct FinishGrads {
+  uint32_t C, M;
+  const P* gamma;
+  const float* save_invstd;
+  P* dgamma;
+  P* dbeta;
+  float* coef;
+  // dbeta and dgamma only.
+  __device__ void params(uint32_t c, const GradSumsAcc& sums) const {
+    store_float(dbeta + c, sums.sum_dy);
+    store_float(dgamma + c, sums.sum_dy_xmu * save_invstd[c]);
+  }
+  __device__ void operator()(uint32_t c, const GradSumsAcc& sums) const {
+    const float invstd = save_invstd[c];
+    params(c, sums);
+    const DxCoef k = dx_coef(sums, load_float(gamma + c), invstd, M);
+    coef[c] = k.k0;
+    coef[C + c] = k.k1;
+    coef[2 * C + c] = k.k2;
+  }
+};
+
+// dx = k0 * (g - k1 - (x - mean) * k2), g the gradient at BatchNorm's output.
+__device__ __forceinline__ float bn_dx(float k0, float k1, float k2, float g, float x, float mean) {
+  const float xmu = x - mean;
+  return k0 * (g - k1 - xmu * k2);
+}
+
+}  // namespace bn
+}  // namespace gpu
+}  // namespace ge
