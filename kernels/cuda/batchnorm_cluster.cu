@@ -30,9 +30,9 @@ constexpr unsigned kMaxClusterBlocks = 16;  // H100/H200: 16 with the non-portab
 constexpr size_t kMaxStagedBytes = 192 * 1024;
 // auto: layers of at most 2^20 values whose threads take at most 8 rows each. On the H200 (O2/O3
 // steps side by side, three rounds) that took D's and G's two narrowest BatchNorm layers at
-// batch 64 (2.5-2.8% shorter steps) and 128 (0.4%), none at 256; also taking the 2^21-value
-// layers (at 64 the 16x16x128 ones, at 256 the 4x4x512 ones) was 0.7% slower at 64 and up to
-// 1% slower at 256.
+// batch 64 (2.5-2.8% shorter steps) and 128 (0.5-0.7%), none at 256; also taking the 2^21-value
+// layers (at 64 the 16x16x128 ones, at 256 the 4x4x512 ones) was 0.8-0.9% slower at 64 and
+// 0.2-1.3% slower at 256.
 constexpr uint32_t kAutoMaxRowsPerThread = 8;
 constexpr uint64_t kAutoMaxElements = uint64_t{1} << 20;
 
