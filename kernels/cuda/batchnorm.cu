@@ -86,15 +86,10 @@ __global__ void sync_stats_finish_kernel(const float* first, const float* second
                                          P* running_mean, P* running_var, float* total_count) {
   const uint32_t c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= C) return;
-  const float n = first[c], mean = local[C + c], var = second[c] / n;
+  const float n = first[c];
   if (c == 0) total_count[0] = n;
-  save_mean[c] = mean;
-  save_invstd[c] = 1.f / sqrtf(var + eps);
-  const float unbiased_var = n > 1.f ? second[c] / (n - 1.f) : var;
-  if (isfinite(mean) && isfinite(unbiased_var)) {
-    store_float(running_mean + c, momentum * mean + (1.f - momentum) * load_float(running_mean + c));
-    store_float(running_var + c, momentum * unbiased_var + (1.f - momentum) * load_float(running_var + c));
-  }
+  // The global count, mean and M2: what FinishStats makes of a single replica's.
+  FinishStats<P>{eps, momentum, save_mean, save_invstd, running_mean, running_var}(c, {n, local[C + c], second[c]});
 }
 
 // Backward: this replica's dgamma and dbeta (as PyTorch's SyncBatchNorm), and its sums of dy
@@ -120,10 +115,10 @@ __global__ void sync_grads_coef_kernel(const float* sums, uint32_t C, const floa
                                        const float* save_invstd, float* coef) {
   const uint32_t c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= C) return;
-  const float invstd = save_invstd[c], inv_m = 1.f / total_count[0];
-  coef[c] = load_float(gamma + c) * invstd;
-  coef[C + c] = sums[c] * inv_m;
-  coef[2 * C + c] = invstd * invstd * sums[C + c] * inv_m;
+  const DxCoef k = dx_coef({sums[c], sums[C + c]}, load_float(gamma + c), save_invstd[c], total_count[0]);
+  coef[c] = k.k0;
+  coef[C + c] = k.k1;
+  coef[2 * C + c] = k.k2;
 }
 
 // Eval: mean and invstd from the running statistics, in the layout the normalise kernel reads.
@@ -218,7 +213,7 @@ __global__ void batchnorm_dx_kernel(const T* x, const T* dy, const T* y, T* dx, 
       const float xf = load_float(&xv.v[j]);
       const float grad = bn_output_grad<T>(act, xf, act.fused ? load_float(&yv.v[j]) : 0.f, load_float(&gv.v[j]),
                                            {m[j], 0.f, 0.f, 0.f});
-      store_float(&out.v[j], bn::bn_dx(k0[j], k1[j], k2[j], grad, xf, m[j]));
+      store_float(&out.v[j], bn_dx(k0[j], k1[j], k2[j], grad, xf, m[j]));
     }
     reinterpret_cast<Pack<T, V>*>(dx)[p] = out;
   }
@@ -315,8 +310,8 @@ void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor&
   if (sync) check_sync(*sync, x);
   const ChannelGeometry g = channel_geometry(x);
   GE_CHECK(g.M > 0 && g.C > 0, "batchnorm: empty input ", x.str());
-  if (!sync && batchnorm_forward_train_clustered(x, gamma, beta, running_mean, running_var, momentum, eps, y, save_mean,
-                                                 save_invstd, act))
+  if (!sync && batchnorm_forward_train_clustered(x, g, gamma, beta, running_mean, running_var, momentum, eps, y,
+                                                 save_mean, save_invstd, act))
     return;
   cudaStream_t stream = stream_of(x);
   const uint32_t splits = reduce_splits(g);
@@ -410,7 +405,7 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
   const ChannelGeometry g = channel_geometry(x);
   GE_CHECK(g.M > 0 && g.C > 0, "batchnorm: empty input ", x.str());
   if (!sync &&
-      batchnorm_backward_clustered(x, dy, gamma, beta, y_act, save_mean, save_invstd, dx, dgamma, dbeta, agrad))
+      batchnorm_backward_clustered(x, g, dy, gamma, beta, y_act, save_mean, save_invstd, dx, dgamma, dbeta, agrad))
     return;
   cudaStream_t stream = stream_of(x);
   const uint32_t splits = reduce_splits(g);

@@ -5,9 +5,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <map>
-#include <mutex>
-#include <tuple>
 
 #include "batchnorm_cluster.h"
 #include "copy_async.cuh"
@@ -238,7 +235,7 @@ __global__ void __launch_bounds__(kClusterThreads)
   accumulate_rows<kRows>(local, ch, acc, ty, rows.count, kCols, col);
   const GradSumsAcc total = cluster_total<GradSumsAcc, V, Packs>(acc, lane);
   if (lane < kCols) {
-    const DxCoef k = dx_coef(total, gamma_c, invstd_c, g.M);
+    const DxCoef k = dx_coef(total, gamma_c, invstd_c, static_cast<float>(g.M));
     coef[0][lane] = k.k0;
     coef[1][lane] = k.k1;
     coef[2][lane] = k.k2;
@@ -312,59 +309,21 @@ ClusterLayout cluster_layout(const ChannelGeometry& g, int sms, int tensors) {
   return l;
 }
 
-int sm_count(int device) {
-  static std::atomic<int> counts[64] = {};
-  if (device < 0 || device >= 64) return 132;
-  int n = counts[device].load(std::memory_order_relaxed);
-  if (n == 0) {
-    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
-    counts[device].store(n, std::memory_order_relaxed);
-  }
-  return n;
-}
-
 // The layout when this layer takes the one-launch path, packs == 0 when it does not.
 template <class T>
-ClusterLayout layout_if_taken(const Tensor& x, std::initializer_list<const void*> buffers, int tensors) {
+ClusterLayout layout_if_taken(const ChannelGeometry& g, int device, std::initializer_list<const void*> buffers,
+                              int tensors) {
   const ClusterBatchNorm choice = effective_choice();
-  if (choice == ClusterBatchNorm::Off || x.format() != MemoryFormat::NHWC) return {};
-  const ChannelGeometry g = channel_geometry(x);
+  if (choice == ClusterBatchNorm::Off || !g.nhwc) return {};
   if (g.M == 0 || g.C % kWidePack<T> != 0) return {};
   for (const void* p : buffers)
     if (p && !aligned16(p)) return {};
-  const ClusterLayout l = cluster_layout<T>(g, sm_count(x.device().index), tensors);
+  const ClusterLayout l = cluster_layout<T>(g, sm_count(device), tensors);
   if (l.staged_bytes > kMaxStagedBytes) return {};
   if (choice == ClusterBatchNorm::Auto &&
       (l.rows_per_thread > kAutoMaxRowsPerThread || uint64_t{g.M} * g.C > kAutoMaxElements))
     return {};
   return l;
-}
-
-// Whether clusters of this kernel and layout can be placed on the GPU at all (the occupancy
-// calculator's answer, asked once per kernel, cluster size, shared memory and device).
-template <class... Params>
-bool clusters_fit(void (*kernel)(Params...), const ClusterLayout& l, int device) {
-  static std::mutex mu;
-  static std::map<std::tuple<const void*, unsigned, size_t, int>, bool> known;
-  std::lock_guard<std::mutex> lock(mu);
-  const auto key = std::make_tuple(reinterpret_cast<const void*>(kernel), l.blocks, l.staged_bytes, device);
-  const auto it = known.find(key);
-  if (it != known.end()) return it->second;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(l.blocks, l.groups);
-  config.blockDim = dim3(l.packs, kClusterThreads / l.packs);
-  config.dynamicSmemBytes = l.staged_bytes;
-  cudaLaunchAttribute cluster;
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = l.blocks;
-  cluster.val.clusterDim.y = 1;
-  cluster.val.clusterDim.z = 1;
-  config.attrs = &cluster;
-  config.numAttrs = 1;
-  int active = 0;
-  CUDA_CHECK(cudaOccupancyMaxActiveClusters(&active, kernel, &config));
-  known[key] = active > 0;
-  return active > 0;
 }
 
 // Launches `kernel` as layout `l` says, after giving it the shared memory and (above 8 blocks)
@@ -374,9 +333,11 @@ bool launch_layout(void (*kernel)(Params...), const ClusterLayout& l, int device
   set_function_attribute_once(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kMaxStagedBytes),
                               device);
   if (l.blocks > 8) set_function_attribute_once(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1, device);
-  if (!clusters_fit(kernel, l, device)) return false;
-  launch_kernel_in_clusters(kernel, dim3(l.blocks, l.groups), dim3(l.packs, kClusterThreads / l.packs), l.blocks,
-                            l.staged_bytes, stream, std::forward<Args>(args)...);
+  const dim3 block(l.packs, kClusterThreads / l.packs);
+  if (resident_clusters(reinterpret_cast<const void*>(kernel), block, l.blocks, l.staged_bytes, device) == 0)
+    return false;
+  launch_kernel_in_clusters(kernel, dim3(l.blocks, l.groups), block, l.blocks, l.staged_bytes, stream,
+                            std::forward<Args>(args)...);
   CUDA_CHECK_LAUNCH();
   return true;
 }
@@ -387,18 +348,19 @@ void set_cluster_batchnorm(ClusterBatchNorm choice) { cluster_choice = choice; }
 
 bool batchnorm_in_one_launch(const Tensor& x) {
   bool taken = false;
-  GE_DISPATCH_FLOAT(x.dtype(), T, taken = layout_if_taken<T>(x, {x.data()}, 1).packs != 0);
+  GE_DISPATCH_FLOAT(x.dtype(), T,
+                    taken = layout_if_taken<T>(channel_geometry(x), x.device().index, {x.data()}, 1).packs != 0);
   return taken;
 }
 
-bool batchnorm_forward_train_clustered(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
-                                       Tensor& running_var, float momentum, float eps, Tensor& y, Tensor& save_mean,
-                                       Tensor& save_invstd, const ops::FusedActivation* act) {
+bool batchnorm_forward_train_clustered(const Tensor& x, const ChannelGeometry& g, const Tensor& gamma,
+                                       const Tensor& beta, Tensor& running_mean, Tensor& running_var, float momentum,
+                                       float eps, Tensor& y, Tensor& save_mean, Tensor& save_invstd,
+                                       const ops::FusedActivation* act) {
   bool taken = false;
   GE_DISPATCH_FLOAT(x.dtype(), T, {
-    const ClusterLayout l = layout_if_taken<T>(x, {x.data(), y.data()}, 1);
+    const ClusterLayout l = layout_if_taken<T>(g, x.device().index, {x.data(), y.data()}, 1);
     if (l.packs != 0) {
-      const ChannelGeometry g = channel_geometry(x);
       const bool fused = act != nullptr;
       const ops::Activation kind = fused ? act->kind : ops::Activation::ReLU;
       const float slope = fused ? act->negative_slope : 0.f;
@@ -424,15 +386,16 @@ bool batchnorm_forward_train_clustered(const Tensor& x, const Tensor& gamma, con
   return taken;
 }
 
-bool batchnorm_backward_clustered(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor* beta,
-                                  const Tensor* y, const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
-                                  Tensor& dgamma, Tensor& dbeta, const ActivationGrad& act) {
+bool batchnorm_backward_clustered(const Tensor& x, const ChannelGeometry& g, const Tensor& dy, const Tensor& gamma,
+                                  const Tensor* beta, const Tensor* y, const Tensor& save_mean,
+                                  const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
+                                  const ActivationGrad& act) {
   bool taken = false;
   GE_DISPATCH_FLOAT(x.dtype(), T, {
     const T* y_data = act.fused && !act.recompute ? y->data_as<T>() : nullptr;
-    const ClusterLayout l = layout_if_taken<T>(x, {x.data(), dy.data(), dx.data(), y_data}, y_data ? 3 : 2);
+    const ClusterLayout l =
+        layout_if_taken<T>(g, x.device().index, {x.data(), dy.data(), dx.data(), y_data}, y_data ? 3 : 2);
     if (l.packs != 0) {
-      const ChannelGeometry g = channel_geometry(x);
       const int device = x.device().index;
       GE_DISPATCH_FLOAT(gamma.dtype(), P, {
         const FinishGrads<P> finish{

@@ -23,15 +23,18 @@ namespace gpu {
 // not NHWC, channels not a whole number of 16-byte packs, buffers not 16-byte aligned, a block's
 // rows larger than its shared memory, more rows a thread than auto takes (GANENGINE_BN_CLUSTER,
 // set_cluster_batchnorm), or switched off.
-bool batchnorm_forward_train_clustered(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
-                                       Tensor& running_var, float momentum, float eps, Tensor& y, Tensor& save_mean,
-                                       Tensor& save_invstd, const ops::FusedActivation* act);
+// g: x's channel_geometry.
+bool batchnorm_forward_train_clustered(const Tensor& x, const ChannelGeometry& g, const Tensor& gamma,
+                                       const Tensor& beta, Tensor& running_mean, Tensor& running_var, float momentum,
+                                       float eps, Tensor& y, Tensor& save_mean, Tensor& save_invstd,
+                                       const ops::FusedActivation* act);
 
 // y: the fused activation's output, read when act.fused and not act.recompute; beta: read when
 // act.recompute.
-bool batchnorm_backward_clustered(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor* beta,
-                                  const Tensor* y, const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
-                                  Tensor& dgamma, Tensor& dbeta, const bn::ActivationGrad& act);
+bool batchnorm_backward_clustered(const Tensor& x, const ChannelGeometry& g, const Tensor& dy, const Tensor& gamma,
+                                  const Tensor* beta, const Tensor* y, const Tensor& save_mean,
+                                  const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
+                                  const bn::ActivationGrad& act);
 
 }  // namespace gpu
 }  // namespace ge

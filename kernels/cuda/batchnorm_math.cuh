@@ -269,8 +269,8 @@ struct FinishStats {
 struct DxCoef {
   float k0, k1, k2;
 };
-__device__ __forceinline__ DxCoef dx_coef(const GradSumsAcc& sums, float gamma, float invstd, uint32_t M) {
-  const float inv_m = 1.f / static_cast<float>(M);
+__device__ __forceinline__ DxCoef dx_coef(const GradSumsAcc& sums, float gamma, float invstd, float count) {
+  const float inv_m = 1.f / count;
   return {gamma * invstd, sums.sum_dy * inv_m, invstd * invstd * sums.sum_dy_xmu * inv_m};
 }
 
@@ -292,7 +292,7 @@ struct FinishGrads {
   __device__ void operator()(uint32_t c, const GradSumsAcc& sums) const {
     const float invstd = save_invstd[c];
     params(c, sums);
-    const DxCoef k = dx_coef(sums, load_float(gamma + c), invstd, M);
+    const DxCoef k = dx_coef(sums, load_float(gamma + c), invstd, static_cast<float>(M));
     coef[c] = k.k0;
     coef[C + c] = k.k1;
     coef[2 * C + c] = k.k2;

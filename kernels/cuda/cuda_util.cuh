@@ -110,6 +110,13 @@ template <class Kernel>
 int resident_blocks(Kernel* kernel, int threads, size_t dynamic_smem, int device) {
   return resident_blocks(reinterpret_cast<const void*>(kernel), threads, dynamic_smem, device);
 }
+// The SMs of `device`, asked once.
+int sm_count(int device);
+// Clusters of `cluster_blocks` blocks of `kernel` (block shape `block`, `dynamic_smem` bytes each)
+// that fit on `device` at once; 0 when none can be placed. Asked once per kernel, shape and
+// device, like resident_blocks. The kernel must already have the attributes (shared memory,
+// non-portable cluster size) it will be launched with.
+int resident_clusters(const void* kernel, dim3 block, unsigned cluster_blocks, size_t dynamic_smem, int device);
 
 // ---- argument checks and the stream of a tensor's device
 inline void check_gpu_float(const Tensor& t, const char* what) {

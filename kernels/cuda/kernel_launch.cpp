@@ -1,8 +1,14 @@
-// kernel_launch.cuh's switch (this file is compiled by the host compiler, which does not read
-// that header's device code).
+// kernel_launch.cuh's switch and attribute setter (this file is compiled by the host compiler,
+// which does not read that header's device code).
+#include <cuda_runtime.h>
+
 #include <atomic>
+#include <mutex>
+#include <set>
+#include <tuple>
 
 #include "ganengine/backend.h"
+#include "ganengine/cuda_check.h"
 #include "ganengine/env_choice.h"
 
 namespace ge {
@@ -17,6 +23,17 @@ bool programmatic_launch_enabled() {
   static const bool env_on = env_choice("GANENGINE_PDL", {"on", "off"}) == "on";
   const EarlyLaunch choice = early_launch.load(std::memory_order_relaxed);
   return choice == EarlyLaunch::FromEnv ? env_on : choice == EarlyLaunch::On;
+}
+
+void set_function_attribute_once(const void* kernel, cudaFuncAttribute attribute, int value, int device) {
+  using Key = std::tuple<const void*, int, int>;
+  static std::mutex mu;
+  static std::set<Key> done;
+  const Key key{kernel, static_cast<int>(attribute), device};
+  std::lock_guard<std::mutex> lock(mu);
+  if (done.count(key)) return;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, attribute, value));
+  done.insert(key);
 }
 
 }  // namespace gpu

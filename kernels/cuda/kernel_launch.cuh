@@ -11,9 +11,6 @@
 #pragma once
 #include <cuda_runtime.h>
 
-#include <mutex>
-#include <set>
-#include <tuple>
 #include <utility>
 
 #include "ganengine/cuda_check.h"
@@ -33,16 +30,10 @@ bool programmatic_launch_enabled();  // GANENGINE_PDL (on by default) or set_ear
 
 // Sets a function attribute of `kernel` on `device` (the current device) the first time it is
 // asked for that kernel, attribute and device; later calls do nothing (whatever their value).
-template <class Kernel>
-void set_function_attribute_once(Kernel kernel, cudaFuncAttribute attribute, int value, int device) {
-  static std::mutex mu;
-  static std::set<std::tuple<const void*, int, int>> done;
-  std::lock_guard<std::mutex> lock(mu);
-  const std::tuple<const void*, int, int> key{reinterpret_cast<const void*>(kernel), static_cast<int>(attribute),
-                                              device};
-  if (done.count(key)) return;
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, attribute, value));
-  done.insert(key);
+void set_function_attribute_once(const void* kernel, cudaFuncAttribute attribute, int value, int device);
+template <class... Params>
+void set_function_attribute_once(void (*kernel)(Params...), cudaFuncAttribute attribute, int value, int device) {
+  set_function_attribute_once(reinterpret_cast<const void*>(kernel), attribute, value, device);
 }
 
 // cluster_blocks > 0: the grid runs in thread-block clusters of that many consecutive blocks along
