@@ -12,6 +12,10 @@
 #include "temp_dir.h"
 #include "trainer_compare.h"
 #include "test_util.h"
+#if GE_WITH_CUDA
+#include "ganengine/cuda_check.h"
+#include "ganengine/cuda_context.h"
+#endif
 
 using namespace ge;
 using namespace ge::test;
@@ -306,6 +310,42 @@ TEST_CASE("gpu cuda graph: capture records without running and a failed capture 
   g.replay();
   CHECK(x.to_floats() == std::vector<float>{4, 8, 12, 16});
 }
+
+#if GE_WITH_CUDA  // cudaMemsetAsync inside the capture
+// cuDNN clears counters with cudaMemsetAsync; the captured graph runs small memsets as kernels
+// (kernels/cuda/graph_memsets.h). They must write the same bytes, in the same order with the
+// work around them.
+TEST_CASE("gpu cuda graph: small memsets replay as kernels that write the same bytes in order") {
+  GE_REQUIRE_GPU();
+  const Device d = Device::cuda(0);
+  std::vector<float> start(64);
+  for (int i = 0; i < 64; ++i) start[static_cast<size_t>(i)] = static_cast<float>(i + 1);
+  Tensor x = Tensor::from_floats(start, {64}, DType::F32, d);
+  char* bytes = static_cast<char*>(x.data());
+  CudaGraph g;
+  g.capture(d, [&] {
+    cudaStream_t stream = gpu::context(0).stream();
+    ops::scale_inplace(x, 2.f);
+    CUDA_CHECK(cudaMemsetAsync(bytes + 16, 0, 12, stream));              // floats 4..6
+    CUDA_CHECK(cudaMemset2DAsync(bytes + 64, 48, 0x3f, 20, 3, stream));  // 3 rows of 20 bytes, pitch 48
+    ops::scale_inplace(x, 0.5f);
+  });
+  REQUIRE(g.captured());
+  CHECK(g.memsets_replaced() == 2);
+  CHECK(x.to_floats() == start);  // recorded, not run
+
+  std::vector<float> expected = start;
+  for (float& v : expected) v *= 2.f;
+  std::vector<char> image(64 * sizeof(float));
+  std::memcpy(image.data(), expected.data(), image.size());
+  std::memset(image.data() + 16, 0, 12);
+  for (int row = 0; row < 3; ++row) std::memset(image.data() + 64 + row * 48, 0x3f, 20);
+  std::memcpy(expected.data(), image.data(), image.size());
+  for (float& v : expected) v *= 0.5f;
+  g.replay();
+  CHECK(x.to_floats() == expected);
+}
+#endif
 
 TEST_CASE("gpu allocator: a graph pool never calls cudaMalloc and keeps its blocks until released") {
   GE_REQUIRE_GPU();

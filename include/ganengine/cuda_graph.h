@@ -34,6 +34,8 @@ class CudaGraph {
   void replay();
   bool captured() const { return exec_ != nullptr; }
   size_t nodes() const { return nodes_; }  // kernels, copies and memsets recorded
+  // Small memsets recorded as kernel nodes (kernels/cuda/graph_memsets.h; included in nodes()).
+  size_t memsets_replaced() const { return memsets_replaced_; }
   GraphPoolId pool() const { return pool_; }
   // Waits for the stream, destroys the graph and gives its memory pool back to the cache.
   void reset();
@@ -45,6 +47,7 @@ class CudaGraph {
   GraphPoolId pool_ = 0;
   bool pinned_workspace_ = false;
   size_t nodes_ = 0;
+  size_t memsets_replaced_ = 0;
 };
 
 }  // namespace ge

@@ -3,6 +3,7 @@
 #include "ganengine/cuda_graph.h"
 
 #include "ganengine/cuda_context.h"
+#include "graph_memsets.h"
 
 namespace ge {
 
@@ -55,6 +56,7 @@ void CudaGraph::capture(Device device, const std::function<void()>& body) {
     if (ended != cudaSuccess || graph == nullptr)
       fail("CUDA graph capture on cuda:", device_, " failed: ", cudaGetErrorName(ended), " (",
            cudaGetErrorString(ended), "): the captured work used an operation a graph cannot hold");
+    memsets_replaced_ = gpu::memsets_to_kernels(graph);
     cudaGraphExec_t exec = nullptr;
     // Kernels keep the priority of the stream they were captured from (cuda_context.cpp).
     CUDA_CHECK(cudaGraphInstantiate(&exec, graph, cudaGraphInstantiateFlagUseNodePriority));
@@ -70,6 +72,7 @@ void CudaGraph::capture(Device device, const std::function<void()>& body) {
     exec_ = nullptr;
     graph_ = nullptr;
     nodes_ = 0;
+    memsets_replaced_ = 0;
     cuda_allocator_release_graph_pool(device_, pool_);  // also ends it
     pool_ = 0;
     gpu::unpin_workspace(ctx);
@@ -96,6 +99,7 @@ void CudaGraph::reset() {
     exec_ = nullptr;
     graph_ = nullptr;
     nodes_ = 0;
+    memsets_replaced_ = 0;
     if (synced != cudaSuccess) {
       // The device failed; reusing memory it might still touch would turn one error into
       // silent corruption. Keep the pool reserved (leaked) and report.
