@@ -1,7 +1,7 @@
 // Conv2d with its activation fused (D's first layer and its LeakyReLU): on the CPU the layer is
-// bitwise the two layers in sequence, forward and both kinds of backward (the filter gradient
-// alone, as D's passes on data and on fake.detach() ask, and with the input gradient, as G's
-// pass through D does). The GPU kernels are held to the same ops in tests/test_gpu_ops.cpp.
+// bitwise the two layers in sequence, forward and every kind of backward (the filter gradient
+// alone, as D's passes on data and on fake.detach() ask, the input gradient alone, as G's pass
+// through D asks, and both). The GPU kernels are held to the same ops in tests/test_gpu_ops.cpp.
 #include <cstring>
 
 #include "ganengine/nn.h"
@@ -23,7 +23,7 @@ struct Pass {
 // One forward and one backward through Conv2d(8 -> 16, 4, 2, 1) and a LeakyReLU(0.2), with the
 // activation fused into the convolution or as its own layer.
 Pass run(bool fused, bool want_input_grad, const PrecisionPolicy& policy, const Tensor& w, const Tensor& x,
-         const Tensor& dy) {
+         const Tensor& dy, bool want_param_grads = true) {
   const nn::Placement where = nn::Placement::for_device(Device::cpu(), policy.compute_dtype);
   nn::Conv2d conv(8, 16, 4, 2, 1, false, policy, where);
   nn::ActivationLayer act(ops::Activation::LeakyReLU, 0.2f);
@@ -35,7 +35,8 @@ Pass run(bool fused, bool want_input_grad, const PrecisionPolicy& policy, const 
   }
   Pass out;
   out.y = act.forward(conv.forward(x, true), true).clone();
-  out.dx = conv.backward(act.backward(dy.clone(), true, want_input_grad), true, want_input_grad);
+  out.dx =
+      conv.backward(act.backward(dy.clone(), want_param_grads, want_input_grad), want_param_grads, want_input_grad);
   out.dw = conv.weight().model_grad.clone();
   return out;
 }
@@ -60,6 +61,11 @@ TEST_CASE("fused conv activation: Conv2d with its LeakyReLU fused is bitwise the
     for (const double v : fused.y.to_doubles()) (v < 0 ? negative : positive) = true;
     CHECK((negative && positive));
   }
+  // G's pass through D: the input gradient only.
+  const Pass fused = run(true, true, policy, w, x, dy, /*want_param_grads=*/false);
+  const Pass apart = run(false, true, policy, w, x, dy, /*want_param_grads=*/false);
+  REQUIRE(fused.dx.defined());
+  CHECK(same_bytes(fused.dx, apart.dx));
 }
 
 TEST_CASE("fused conv activation: only a plain convolution takes an activation") {

@@ -215,6 +215,27 @@ TEST_CASE("gpu ops: conv2d with a fused activation matches the CPU and the two o
                            dwg, two_ops);
         }
       }
+      // The input gradient alone (G's pass through D), into all of w's channels and, where the
+      // 8-channel kernels write fewer, into the first 3.
+      std::vector<int64_t> dx_widths{cc.c};
+      if (c.hand_written) dx_widths.push_back(3);
+      for (const int64_t dx_channels : dx_widths) {
+        CAPTURE(dx_channels);
+        const ge::Shape dx_shape{cc.n, dx_channels, cc.h, cc.w};
+        Tensor dx = zeros_cpu(dx_shape, c.dt, c.f);
+        ge::ops::conv2d_activation_backward_data(y_ref, dy, w, dx, p, act);
+        Tensor dxg = poisoned_gpu(dx);
+        ge::ops::conv2d_activation_backward_data(yg, gpu(dy), gpu(w), dxg, p, act);
+        expect_close("conv2d_activation_backward_data", dxg, dx);
+        if (c.hand_written) {
+          Tensor dpre = poisoned_gpu(dy);
+          ge::ops::activation_backward(kind, yg, gpu(dy), dpre, 0.2f);
+          Tensor two_ops = poisoned_gpu(dx);
+          ge::ops::conv2d_backward_data(dpre, gpu(w), two_ops, p);
+          expect_identical("conv2d_activation_backward_data vs activation_backward + conv2d_backward_data", dxg,
+                           two_ops);
+        }
+      }
     }
 }
 

@@ -9,13 +9,15 @@
   void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p); \
   void conv2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw, const Conv2dParams& p, \
                               float beta);                                                         \
-  /* The convolution followed by an in-place activation, and the filter gradient through  */   \
-  /* both given the activation's output y and its gradient dy (ops.h).                      */   \
+  /* The convolution followed by an in-place activation, and the filter and input gradients */   \
+  /* through both given the activation's output y and its gradient dy (ops.h).              */   \
   void conv2d_activation_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p,  \
                                  const ops::FusedActivation& act);                                    \
   void conv2d_activation_backward_filter(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dw, \
                                          const Conv2dParams& p, const ops::FusedActivation& act,          \
                                          float beta);                                                     \
+  void conv2d_activation_backward_data(const Tensor& y, const Tensor& dy, const Tensor& w, Tensor& dx,   \
+                                       const Conv2dParams& p, const ops::FusedActivation& act);           \
   /* act: an activation applied after the normalisation (nullptr: none); y_act: its output,  */ \
   /* from which the backward forms the activation's gradient first. beta (with act): the   */ \
   /* forward's shift, with which the GPU may recompute y_act from x instead of reading it. */ \

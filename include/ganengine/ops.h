@@ -120,6 +120,11 @@ void conv2d_activation_forward(const Tensor& x, const Tensor& w, Tensor& y, cons
                                const FusedActivation& act);
 void conv2d_activation_backward_filter(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dw,
                                        const Conv2dParams& p, const FusedActivation& act, float beta = 0.f);
+// dx = backward_data(the activation's gradient, w), that gradient formed from y and dy as above
+// (G's pass through D, where only D's input gradient is wanted). dx may hold fewer channels
+// than w, as conv2d_backward_data's.
+void conv2d_activation_backward_data(const Tensor& y, const Tensor& dy, const Tensor& w, Tensor& dx,
+                                     const Conv2dParams& p, const FusedActivation& act);
 const char* activation_name(Activation a);
 void activation_forward(Activation a, const Tensor& x, Tensor& y, float negative_slope = 0.2f);
 void activation_backward(Activation a, const Tensor& y, const Tensor& dy, Tensor& dx,

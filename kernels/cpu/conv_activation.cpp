@@ -18,5 +18,12 @@ void conv2d_activation_backward_filter(const Tensor& x, const Tensor& y, const T
   cpu::conv2d_backward_filter(x, dpre, dw, p, beta);
 }
 
+void conv2d_activation_backward_data(const Tensor& y, const Tensor& dy, const Tensor& w, Tensor& dx,
+                                     const Conv2dParams& p, const ops::FusedActivation& act) {
+  Tensor dpre = Tensor::empty(dy.shape(), dy.dtype(), dy.device(), dy.format());
+  cpu::activation_backward(act.kind, y, dy, dpre, act.negative_slope);
+  cpu::conv2d_backward_data(dpre, w, dx, p);
+}
+
 }  // namespace cpu
 }  // namespace ge

@@ -248,5 +248,14 @@ void conv2d_activation_backward_filter(const Tensor& x, const Tensor& y, const T
   backward_filter_with(x, dy, dw, p, beta, &act, &y);
 }
 
+void conv2d_activation_backward_data(const Tensor& y, const Tensor& dy, const Tensor& w, Tensor& dx,
+                                     const Conv2dParams& p, const ops::FusedActivation& act) {
+  check_conv(dx, w, dy, p, ConvPass::BackwardData);
+  if (conv2d_backward_data_8ch(dy, w, dx, p, &act, &y)) return;
+  Tensor dpre = Tensor::empty(dy.shape(), dy.dtype(), dy.device(), dy.format());
+  gpu::activation_backward(act.kind, y, dy, dpre, act.negative_slope);
+  conv2d_backward_data(dpre, w, dx, p);
+}
+
 }  // namespace gpu
 }  // namespace ge

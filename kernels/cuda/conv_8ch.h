@@ -31,10 +31,13 @@ bool conv2d_forward_8ch(const Tensor& x, const Tensor& w, Tensor& y, const Conv2
 bool conv2d_backward_filter_8ch(const Tensor& x, const Tensor& dy, Tensor& dw, const Conv2dParams& p, float beta,
                                 const ops::FusedActivation* act = nullptr, const Tensor* y_act = nullptr);
 
-// dx = backward_data(dy, w) for a w with 8 input channels and 64 or 128 output channels, dx
+// dx = backward_data(dy', w) for a w with 8 input channels and 64 or 128 output channels, dx
 // holding 8 channels or the first 1 or 3 of them (conv_8ch_dgrad.cu; dx twice dy's size, dy at
-// least 8 pixels wide). True when it ran, false to leave it to cuDNN.
-bool conv2d_backward_data_8ch(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p);
+// least 8 pixels wide), dy' = dy or with act (ReLU or LeakyReLU) the activation's gradient given
+// its output y_act, rounded as activation_backward stores it. True when it ran, false to leave it
+// to the caller.
+bool conv2d_backward_data_8ch(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p,
+                              const ops::FusedActivation* act = nullptr, const Tensor* y_act = nullptr);
 
 }  // namespace gpu
 }  // namespace ge

@@ -17,10 +17,19 @@
 // and used by every phase and tap that reads it, 16 products from 9 loads. The weights stay in
 // shared memory for the block's life. Results are rounded to the dtype once, staged in the
 // footprint's buffer and written as whole output rows.
+//
+// With an activation (D's first layer's LeakyReLU when only its input gradient is wanted: G's
+// pass through D), dy is the activation's output gradient: the footprint of the activation's
+// output y arrives beside dy's, and each thread turns the dy chunks it copied into the
+// activation's gradient, rounded as activation_backward stores it, before the block reads them.
+// Bitwise the two ops in sequence, without writing and re-reading that gradient (a 64-channel
+// tensor: at batch 64 the separate pass took about 9 us of G's serial chain on the H200).
 #include <initializer_list>
 
+#include "activation_math.cuh"
 #include "conv_8ch.h"
 #include "conv_8ch_tile.cuh"
+#include "ganengine/env_choice.h"
 #include "kernel_launch.cuh"
 #include "vector_pack.cuh"
 
@@ -85,11 +94,11 @@ __host__ __device__ constexpr int tap_of(int p, int d) {
   return p == 0 ? (d == 0 ? 3 : d == 1 ? 1 : -1) : (d == 0 ? -1 : d == 1 ? 2 : 0);
 }
 
-template <int kK>
+template <int kK, bool kActivation>
 constexpr size_t dgrad_smem_bytes(int fp_pixels) {
   // The weights, as 16 taps x 8 channels x kK (+8 halves a row: rows in different banks), then
-  // two footprint buffers.
-  return (16 * 8 * (kK + 8) + 2 * static_cast<size_t>(fp_pixels) * kK) * 2;
+  // two footprint buffers, and with an activation one for y's footprint.
+  return (16 * 8 * (kK + 8) + (kActivation ? 3 : 2) * static_cast<size_t>(fp_pixels) * kK) * 2;
 }
 
 // Writes a tile's staged output pixels (8 channels each in out_s) with their first kC channels
@@ -109,16 +118,17 @@ __device__ __forceinline__ void write_pixel_pairs(const T* out_s, T* dx, int tid
   }
 }
 
-// dy (N, P, Q, kK), w (kK, 4, 4, 8), dx (N, H, W, C), NHWC, C 1, 3 or 8. One-dimensional grid of
-// blocks walking the tiles.
+// dy (N, P, Q, kK), w (kK, 4, 4, 8), dx (N, H, W, C), NHWC, C 1, 3 or 8; with kActivation, y_act
+// (N, P, Q, kK) the activation's output and dy its gradient. One-dimensional grid of blocks
+// walking the tiles.
 // The launch bounds name the blocks an SM holds (shared memory is the limit: three with kK 64,
 // one with 128), so the compiler may use the registers that leaves: left alone it chose 96 and
 // spilled, and the kernel took 131 us a call at batch 1024 (H200, ncu) against 108 us with 161.
 // (A single footprint buffer, four blocks an SM with kK 64, measured the same 108 us.)
-template <class T, int kK>
+template <class T, int kK, bool kActivation>
 __global__ void __launch_bounds__(kBlockThreads, kK == 64 ? 3 : 1)
-    conv_8ch_dgrad_kernel(const T* __restrict__ dy, const T* __restrict__ w, T* __restrict__ dx, DgradTiling tl,
-                          int C) {
+    conv_8ch_dgrad_kernel(const T* __restrict__ dy, const T* __restrict__ w, T* __restrict__ dx, DgradTiling tl, int C,
+                          const T* __restrict__ y_act, ops::Activation act, float slope) {
   await_previous_kernel();
   constexpr int kChunks = kK / 8;  // 16-byte chunks of a dy pixel
   constexpr int kWStride = kK + 8;
@@ -127,6 +137,7 @@ __global__ void __launch_bounds__(kBlockThreads, kK == 64 ? 3 : 1)
   T* w_s = reinterpret_cast<T*>(smem);
   // Buffer b (computed, not an array: a runtime index would put it in local memory).
   auto in_s = [&](int b) { return w_s + 16 * 8 * kWStride + b * tl.fp_pixels * kK; };
+  T* const y_s = in_s(2);  // with kActivation
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   // w_s[tap][c][k] = w[k][tap][c], written once per block: a thread reads one (k, tap)'s 8
@@ -150,19 +161,26 @@ __global__ void __launch_bounds__(kBlockThreads, kK == 64 ? 3 : 1)
   // source counters, batch 1024).
   const int chunk = tid % kChunks, first_pixel = tid / kChunks;
   const int first_row = first_pixel / tl.fc, first_col = first_pixel % tl.fc;
-  auto issue = [&](int tile, uint32_t buf) {
+  // Both footprints of a tile (y's with kActivation) use the same offsets: a thread's own
+  // copies are the chunks it later turns into the activation's gradient.
+  auto issue = [&](int tile, uint32_t buf, uint32_t y_buf) {
     int n, m0, j0;
     tl.locate(tile, n, m0, j0);
-    const T* dyn = dy + static_cast<size_t>(n) * tl.P * tl.Q * kK + chunk * 8;
+    const size_t image = static_cast<size_t>(n) * tl.P * tl.Q * kK + chunk * 8;
+    const T* dyn = dy + image;
+    const T* yn = kActivation ? y_act + image : nullptr;
     int fcol = first_col;
     int r = m0 - 1 + first_row, c = j0 - 1 + first_col;  // the dy pixel footprint pixel px reads
     uint32_t offset = (first_pixel * kK + chunk * 8) * sizeof(T);  // in the buffer, unswizzled
     for (int px = first_pixel; px < tl.fp_pixels; px += kPixelStep) {
       const bool inside = static_cast<unsigned>(r) < static_cast<unsigned>(tl.P) &&
                           static_cast<unsigned>(c) < static_cast<unsigned>(tl.Q);
+      const uint32_t pixel = inside ? (r * tl.Q + c) * kK : 0;
       // The swizzle, chunk ^ (fcol % 8) where chunk stood: the pixel's own bits start above the
       // chunk's (a pixel is 128 or 256 bytes).
-      copy_async_16(buf + (offset ^ ((fcol & 7) * 8 * sizeof(T))), inside ? dyn + (r * tl.Q + c) * kK : dyn, inside);
+      const uint32_t at = offset ^ ((fcol & 7) * 8 * sizeof(T));
+      copy_async_16(buf + at, dyn + pixel, inside);
+      if constexpr (kActivation) copy_async_16(y_buf + at, yn + pixel, inside);
       offset += kPixelStep * kK * sizeof(T);
       fcol += kPixelStep;
       c += kPixelStep;
@@ -190,14 +208,41 @@ __global__ void __launch_bounds__(kBlockThreads, kK == 64 ? 3 : 1)
   const T* w_lane = w_s + (lane & 7) * kWStride + ((lane >> 3) & 1) * 8;
   const int g = lane >> 2, t = lane & 3;  // accumulator fragment: pixel row g (+8), channels 2t, 2t+1
 
+  // With kActivation: dy's chunks this thread copied into buffer b become the activation's
+  // gradient (y's footprint holds the matching chunks), rounded to T as activation_backward
+  // stores it; zeros outside dy stay zeros.
+  auto activation_gradient = [&](int b) {
+    T* in = in_s(b);
+    int fcol = first_col;
+    uint32_t offset = first_pixel * kK + chunk * 8;  // in halves, unswizzled
+    for (int px = first_pixel; px < tl.fp_pixels; px += kPixelStep) {
+      const uint32_t at = offset ^ ((fcol & 7) * 8);
+      Pack<T, 8>* g = reinterpret_cast<Pack<T, 8>*>(in + at);
+      const Pack<T, 8> ya = *reinterpret_cast<const Pack<T, 8>*>(y_s + at);
+      Pack<T, 8> out;
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        store_float(&out.v[e], activate_grad(act, load_float(&ya.v[e]), load_float(&g->v[e]), slope));
+      *g = out;
+      offset += kPixelStep * kK;
+      fcol += kPixelStep;
+      while (fcol >= tl.fc) fcol -= tl.fc;
+    }
+  };
+
   const uint32_t in_s_address = shared_address(in_s(0)), buffer_bytes = tl.fp_pixels * kK * sizeof(T);
-  if (blockIdx.x < tl.total) issue(blockIdx.x, in_s_address);
+  const uint32_t y_address = shared_address(y_s);
+  if (blockIdx.x < tl.total) issue(blockIdx.x, in_s_address, y_address);
   copy_async_commit();
   int buf = 0;
   for (int tile = blockIdx.x; tile < tl.total; tile += gridDim.x, buf ^= 1) {
     copy_async_wait<0>();
-    __syncthreads();  // this tile's footprint has landed; the other buffer's output is written
-    if (tile + gridDim.x < tl.total) issue(tile + gridDim.x, in_s_address + (buf ^ 1) * buffer_bytes);
+    // A thread's own copies have landed: with an activation it turns them into the gradient.
+    if constexpr (kActivation) activation_gradient(buf);
+    // This tile's footprint (and gradient) is in for every thread; the other buffer's output is
+    // written, and y's buffer read.
+    __syncthreads();
+    if (tile + gridDim.x < tl.total) issue(tile + gridDim.x, in_s_address + (buf ^ 1) * buffer_bytes, y_address);
     copy_async_commit();
     const T* in = in_s(buf);
 
@@ -262,25 +307,35 @@ __global__ void __launch_bounds__(kBlockThreads, kK == 64 ? 3 : 1)
   }
 }
 
-template <class T, int kK>
-void launch_dgrad(const Tensor& dy, const Tensor& w, Tensor& dx, const DgradTiling& tl, CudaContext& ctx) {
-  auto kernel = conv_8ch_dgrad_kernel<T, kK>;
-  const size_t smem = dgrad_smem_bytes<kK>(tl.fp_pixels);
-  allow_dynamic_smem(kernel, dgrad_smem_bytes<kK>(kMaxFootprintPixels), dy.device().index);
+template <class T, int kK, bool kActivation>
+void launch_dgrad(const Tensor& dy, const Tensor& w, Tensor& dx, const DgradTiling& tl, const Tensor* y_act,
+                  ops::Activation act, float slope, CudaContext& ctx) {
+  auto kernel = conv_8ch_dgrad_kernel<T, kK, kActivation>;
+  const size_t smem = dgrad_smem_bytes<kK, kActivation>(tl.fp_pixels);
+  allow_dynamic_smem(kernel, dgrad_smem_bytes<kK, kActivation>(kMaxFootprintPixels), dy.device().index);
   const int blocks = grid_blocks(kernel, smem, dy.device().index, tl.total);
   launch_kernel(kernel, static_cast<unsigned>(blocks), kBlockThreads, smem, ctx.stream(), dy.data_as<T>(),
-                w.data_as<T>(), dx.data_as<T>(), tl, static_cast<int>(dx.dim(1)));
+                w.data_as<T>(), dx.data_as<T>(), tl, static_cast<int>(dx.dim(1)), y_act ? y_act->data_as<T>() : nullptr,
+                act, slope);
   CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
-bool conv2d_backward_data_8ch(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p) {
+bool conv2d_backward_data_8ch(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p,
+                              const ops::FusedActivation* act, const Tensor* y_act) {
   if (!conv_8ch_enabled()) return false;
   const DType dt = dy.dtype();
   if ((dt != DType::F16 && dt != DType::BF16) || w.dtype() != dt || dx.dtype() != dt) return false;
   for (const Tensor* t : std::initializer_list<const Tensor*>{&dy, &w, &dx})
     if (t->rank() != 4 || t->format() != MemoryFormat::NHWC || !aligned16(t->data())) return false;
+  // The activations whose gradient needs only the sign of y (activate_grad); Tanh's goes apart.
+  // GANENGINE_CONV_8CH_DGRAD_ACT=off forms the gradient apart (for measuring).
+  static const bool fuse = env_choice("GANENGINE_CONV_8CH_DGRAD_ACT", {"on", "off"}) == "on";
+  if (act && !fuse) return false;
+  if (act && (act->kind == ops::Activation::Tanh || !y_act || y_act->shape() != dy.shape() || y_act->dtype() != dt ||
+              y_act->format() != MemoryFormat::NHWC || !aligned16(y_act->data())))
+    return false;
   const int64_t K = w.dim(0), C = dx.dim(1);
   if ((K != 64 && K != 128) || dy.dim(1) != K || w.dim(1) != 8 || w.dim(2) != 4 || w.dim(3) != 4 ||
       (C != 1 && C != 3 && C != 8) || p.stride != 2 || p.pad != 1 || dy.dim(0) != dx.dim(0))
@@ -288,11 +343,17 @@ bool conv2d_backward_data_8ch(const Tensor& dy, const Tensor& w, Tensor& dx, con
   DgradTiling tl;
   if (!choose_dgrad_tiling(dy.dim(0), dy.dim(2), dy.dim(3), dx.dim(2), dx.dim(3), tl)) return false;
   CudaContext& ctx = context(dy.device().index);
+  const ops::Activation kind = act ? act->kind : ops::Activation::ReLU;
+  const float slope = act ? act->negative_slope : 0.f;
   GE_DISPATCH_HALF(dt, T, {
-    if (K == 64)
-      launch_dgrad<T, 64>(dy, w, dx, tl, ctx);
+    if (K == 64 && act)
+      launch_dgrad<T, 64, true>(dy, w, dx, tl, y_act, kind, slope, ctx);
+    else if (K == 64)
+      launch_dgrad<T, 64, false>(dy, w, dx, tl, nullptr, kind, slope, ctx);
+    else if (act)
+      launch_dgrad<T, 128, true>(dy, w, dx, tl, y_act, kind, slope, ctx);
     else
-      launch_dgrad<T, 128>(dy, w, dx, tl, ctx);
+      launch_dgrad<T, 128, false>(dy, w, dx, tl, nullptr, kind, slope, ctx);
   });
   return true;
 }

@@ -111,6 +111,20 @@ void conv2d_activation_backward_filter(const Tensor& x_in, const Tensor& y, cons
   GE_DISPATCH(x, conv2d_activation_backward_filter(x, y, dy, dw, p, act, beta));
 }
 
+void conv2d_activation_backward_data(const Tensor& y, const Tensor& dy, const Tensor& w, Tensor& dx,
+                                     const Conv2dParams& p, const FusedActivation& act) {
+  check_conv("conv2d_activation_backward_data", dx, w, dy, p);
+  same_device("conv2d_activation_backward_data", {&y, &dy, &w, &dx});
+  GE_CHECK(y.shape() == dy.shape() && y.dtype() == dy.dtype(), "conv2d_activation_backward_data: y ", y.str(),
+           " and dy ", dy.str(), " must match");
+  if (dx.device().is_cuda()) {  // the GPU backend handles a narrower dx itself
+    GE_DISPATCH(dy, conv2d_activation_backward_data(y, dy, w, dx, p, act));
+    return;
+  }
+  write_with_channels(dx, w.dim(1),
+                      [&](Tensor& full) { GE_DISPATCH(dy, conv2d_activation_backward_data(y, dy, w, full, p, act)); });
+}
+
 namespace {
 std::atomic<bool> g_deterministic_convolutions{false};
 }  // namespace

@@ -107,12 +107,15 @@ Tensor Conv2d::backward(Tensor dy_in, bool want_param_grads, bool want_input_gra
   // and backward-filter then run on 8-channel pixels (H200, batch 1024: 91 + 87 us a call
   // against 118 + 127 us reading 3 channels, for a 25 us copy).
   dy = padded(dy, dy.dim(0), out_padded_);
-  // With a fused activation dy is its output's gradient. Only the filter gradient wanted (D's
-  // passes on data and on fake.detach()): one op forms the activation's gradient on the way in.
-  // The input gradient wanted too: the activation's gradient first (in place, as the separate
-  // layer would), then both passes as usual.
+  // With a fused activation dy is its output's gradient. Only one gradient wanted (the filter's
+  // in D's passes on data and on fake.detach(), the input's in G's pass through D): one op forms
+  // the activation's gradient on the way in. Both wanted: the activation's gradient first (in
+  // place, as the separate layer would), then both passes as usual.
   const bool fused_filter_only = fused_ && !want_input_grad;
-  if (fused_ && want_input_grad) ops::activation_backward(fused_->kind, saved_y_, dy, dy, fused_->negative_slope);
+  const bool fused_input_only = fused_ && want_input_grad && !want_param_grads;
+  if (fused_ && want_input_grad && want_param_grads)
+    ops::activation_backward(fused_->kind, saved_y_, dy, dy, fused_->negative_slope);
+  const Tensor y_for_input = fused_input_only ? saved_y_ : Tensor();
   if (want_param_grads) {
     const Tensor x_kept = saved_x_, y = saved_y_;
     const Shape w_shape = saved_w_.shape();
@@ -152,6 +155,8 @@ Tensor Conv2d::backward(Tensor dy_in, bool want_param_grads, bool want_input_gra
   Tensor dx = Tensor::empty(x_shape, x_dtype, where_.device, where_.format);
   if (transposed_)
     ops::conv_transpose2d_backward_data(dy, w, dx, p_);
+  else if (fused_input_only)
+    ops::conv2d_activation_backward_data(y_for_input, dy, w, dx, p_, *fused_);
   else
     ops::conv2d_backward_data(dy, w, dx, p_);
   return padded(dx, dx.dim(0), input_channels_);
