@@ -15,7 +15,7 @@ for t in ${TRACES:-O3:64}; do
     timeout 120 $BIN bench --opt-level $opt --batch-sizes $batch --warmup 20 --steps 20 --windows 3 \
     > $OUT/$tag.log 2>&1
   echo "rc $?"; grep -E "ms/step|kernel_trace" $OUT/$tag.log | tail -3
-  python3 tools/dev/trace_steps.py $OUT/$tag.csv --last ${LAST:-20} --timeline > $OUT/$tag.txt 2>&1
-  head -60 $OUT/$tag.txt
-  gzip -f $OUT/$tag.csv
+  python3 tools/dev/trace_steps.py $OUT/$tag.csv --last ${LAST:-20} --critical --timeline > $OUT/$tag.txt 2>&1
+  head -4 $OUT/$tag.txt; sed -n '/critical path/,/on the path/p' $OUT/$tag.txt | tail -${CRIT_LINES:-3}
+  gzip -f $OUT/$tag.csv $OUT/$tag.csv.edges
 done

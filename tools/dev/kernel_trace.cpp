@@ -4,8 +4,13 @@
 //
 //   CUDA_INJECTION64_PATH=kernel_trace.so GE_TRACE_OUT=trace.csv ganengine bench ...
 //
+// It also writes every instantiated graph's edges (trace.csv.edges: graph, from and to node ids
+// as the activity records name them, edge type), from which trace_steps.py finds each replay's
+// critical path.
+//
 // Build: tools/dev/build_kernel_trace.sh. Analyse: tools/dev/trace_steps.py trace.csv.
 // A development tool only: not built by CMake, not linked into ganengine.
+#include <cuda.h>
 #include <cupti.h>
 
 #include <cstdio>
@@ -26,8 +31,15 @@ struct Record {
   std::string name;
 };
 
+struct Edge {
+  uint32_t graph;
+  uint64_t from, to;
+  int type;
+};
+
 std::mutex records_mutex;
 std::vector<Record> records;
+std::vector<Edge> edges;
 constexpr size_t kBufferBytes = 8u << 20;
 
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
@@ -85,6 +97,36 @@ void write_trace() {
   fclose(f);
   rename(temp.c_str(), target.c_str());
   fprintf(stderr, "kernel_trace: %zu records in %s\n", records.size(), target.c_str());
+  const std::string edges_path = target + ".edges", edges_temp = edges_path + ".tmp";
+  if (FILE* e = fopen(edges_temp.c_str(), "w")) {
+    fprintf(e, "graph,from,to,type\n");
+    for (const Edge& x : edges)
+      fprintf(e, "%u,%llu,%llu,%d\n", x.graph, static_cast<unsigned long long>(x.from),
+              static_cast<unsigned long long>(x.to), x.type);
+    fclose(e);
+    rename(edges_temp.c_str(), edges_path.c_str());
+  }
+}
+
+// Before a graph is instantiated: its edges, by the node ids the activity records carry.
+void CUPTIAPI on_resource(void*, CUpti_CallbackDomain, CUpti_CallbackId id, const void* data) {
+  if (id != CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATE_STARTING) return;
+  const auto* graph_data = static_cast<const CUpti_GraphData*>(static_cast<const CUpti_ResourceData*>(data)->resourceDescriptor);
+  CUgraph graph = graph_data->graph;
+  uint32_t graph_id = 0;
+  if (!graph || cuptiGetGraphId(graph, &graph_id) != CUPTI_SUCCESS) return;
+  size_t n = 0;
+  if (cuGraphGetEdges(graph, nullptr, nullptr, nullptr, &n) != CUDA_SUCCESS) return;
+  std::vector<CUgraphNode> from(n), to(n);
+  std::vector<CUgraphEdgeData> data_(n);
+  if (n && cuGraphGetEdges(graph, from.data(), to.data(), data_.data(), &n) != CUDA_SUCCESS) return;
+  std::lock_guard<std::mutex> lock(records_mutex);
+  for (size_t i = 0; i < n; ++i) {
+    uint64_t a = 0, b = 0;
+    if (cuptiGetGraphNodeId(from[i], &a) != CUPTI_SUCCESS || cuptiGetGraphNodeId(to[i], &b) != CUPTI_SUCCESS)
+      continue;
+    edges.push_back({graph_id, a, b, data_[i].type});
+  }
 }
 
 bool check(CUptiResult result, const char* what) {
@@ -102,6 +144,10 @@ extern "C" int InitializeInjection(void) {
   check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "enable kernels");
   check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET), "enable memsets");
   check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY), "enable memcpys");
+  CUpti_SubscriberHandle subscriber;
+  if (check(cuptiSubscribe(&subscriber, on_resource, nullptr), "subscribe"))
+    check(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPHEXEC_CREATE_STARTING),
+          "enable graph callbacks");
   atexit(write_trace);
   return 1;
 }

@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """Reads tools/dev/kernel_trace.cpp's CSV and describes the graph replays (training steps) in it.
 
-  trace_steps.py trace.csv [--last 20] [--timeline]
+  trace_steps.py trace.csv [--last 20] [--timeline] [--critical]
 
 A replay is every activity with the correlation id of one cudaGraphLaunch. For the last N
 replays of the most common size it prints: span (first start to last end), the time some
 kernel ran (union), the idle time inside the span, the gap to the next replay, time per
 kernel name inside the graph (mean per replay), and with --timeline the median replay's
-activities in start order (offset, duration, stream) with the idle gaps marked.
+activities in start order (offset, duration, stream) with the idle gaps marked. With
+--critical and the tracer's trace.csv.edges beside the trace, the median replay's critical path:
+from the activity that ends last, back through the dependency that finished last each time, with
+each activity's wait (its start after that dependency's end; negative when it launched early)
+and the time it added to the path.
 """
 import argparse
 import csv
@@ -69,6 +73,7 @@ def main():
     ap.add_argument("trace")
     ap.add_argument("--last", type=int, default=20)
     ap.add_argument("--timeline", action="store_true")
+    ap.add_argument("--critical", action="store_true")
     args = ap.parse_args()
 
     groups = collections.defaultdict(list)
@@ -77,7 +82,8 @@ def main():
             if row["graph"] == "0":
                 continue
             groups[int(row["correlation"])].append(
-                (int(row["start_ns"]), int(row["end_ns"]), int(row["stream"]), row["kind"], row["name"]))
+                (int(row["start_ns"]), int(row["end_ns"]), int(row["stream"]), row["kind"], row["name"],
+                 int(row["graph"]), int(row["graph_node"])))
     if not groups:
         print("no graph replays in the trace")
         return
@@ -116,6 +122,8 @@ def main():
           f" (sum {us(sum(per_share.values())):.1f} us)")
     for name, t in sorted(per_share.items(), key=lambda kv: -kv[1])[:45]:
         print(f"  {us(per_name[name]):8.1f} {us(t):8.1f}  {short(name)}")
+    if args.critical:
+        critical_path(mid[3], args.trace + ".edges")
     if args.timeline:
         g, gaps = mid[3], mid[4]
         s0 = min(a[0] for a in g)
@@ -130,6 +138,66 @@ def main():
                 print(f"  -- idle {us(gap_at[gs] - gs):.1f} us")
                 gi += 1
             print(f"  {us(a[0] - s0):8.1f} {us(a[1] - a[0]):7.1f}  s{a[2]:<3} {short(a[4])}")
+
+
+def critical_path(replay, edges_path):
+    """The chain of activities that set the replay's end, walked back from the last to end."""
+    # A node id is the graph's id in the high 32 bits and the node's number in the low ones; the
+    # activities name the nodes of the executable graph, a copy of the one whose edges the tracer
+    # wrote at instantiation, with the same numbers: matched on those.
+    low = lambda node: node & 0xFFFFFFFF
+    graph_of = collections.Counter()
+    with open(edges_path) as f:
+        rows = list(csv.DictReader(f))
+    size = len(replay)
+    for r in rows:
+        graph_of[int(r["graph"])] += 1
+    # the graph with about as many edges as the replay has activities (the training step's)
+    graph = min(graph_of, key=lambda g: abs(graph_of[g] - size)) if graph_of else None
+    preds = collections.defaultdict(list)
+    for r in rows:
+        if int(r["graph"]) == graph:
+            preds[low(int(r["to"]))].append(low(int(r["from"])))
+    by_node = {low(a[6]): a for a in replay}
+    if not any(n in preds for n in by_node):
+        print("\nno edge matches the replay's nodes")
+        return
+    def last_input(node):  # the activity among node's (transitive through non-activities) inputs that ended last
+        best = None
+        stack = list(preds.get(node, []))
+        seen = set()
+        while stack:
+            p = stack.pop()
+            if p in seen:
+                continue
+            seen.add(p)
+            if p in by_node:
+                if best is None or by_node[p][1] > by_node[best][1]:
+                    best = p
+            else:
+                stack.extend(preds.get(p, []))
+        return best
+
+    s0 = min(a[0] for a in replay)
+    node = low(max(replay, key=lambda a: a[1])[6])
+    path = []
+    while node is not None:
+        path.append(node)
+        node = last_input(node)
+    path.reverse()
+    us = lambda ns: ns / 1000.0
+    print(f"\ncritical path of the median replay: {len(path)} activities; offset, wait after its input, "
+          f"time added, duration (us), stream, name")
+    prev_end, waits, busy = None, 0, 0
+    for n in path:
+        a = by_node[n]
+        wait = 0 if prev_end is None else a[0] - prev_end
+        added = a[1] - (a[0] if prev_end is None else max(a[0], prev_end))
+        waits += max(wait, 0)
+        busy += added
+        print(f"  {us(a[0] - s0):8.1f} {us(wait):6.1f} {us(added):6.1f} {us(a[1] - a[0]):6.1f}  s{a[2]:<3} {short(a[4])}")
+        prev_end = a[1]
+    print(f"  on the path: {us(busy):.1f} us of running, {us(waits):.1f} us of waiting between activities")
 
 
 if __name__ == "__main__":
