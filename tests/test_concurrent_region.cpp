@@ -99,6 +99,27 @@ TEST_CASE("gpu concurrent region: on_side keeps its tensors until the join and i
   CHECK(x.to_floats() == std::vector<float>{6, 12, 18, 24});
 }
 
+// By default a second on_side that keeps tensors first joins (the caller waits for the side
+// lane's earlier work) and so releases what the first kept; held, both stay until the join.
+TEST_CASE("gpu concurrent region: held - a second on_side keeps the first call's tensors until the join") {
+  GE_REQUIRE_GPU();
+  const Device d = Device::cuda(0);
+  for (const bool hold : {false, true}) {
+    CAPTURE(hold);
+    ConcurrentRegion region(d);
+    region.hold_kept_until_join(hold);
+    Tensor first = Tensor::empty(kShape, DType::F32, d), second = Tensor::empty(kShape, DType::F32, d);
+    const void* p1 = first.data();
+    region.on_side({first}, [&] { first.fill_zero(); });
+    first = Tensor();
+    region.on_side({second}, [&] { second.fill_zero(); });
+    second = Tensor();
+    CHECK(side_lane_hands_out(region, p1) == !hold);  // released by the join only without hold
+    region.join();
+    CHECK(side_lane_hands_out(region, p1));
+  }
+}
+
 TEST_CASE("gpu concurrent region: the branch lane's blocks and the main lane's stay apart until join_branch") {
   GE_REQUIRE_GPU();
   const Device d = Device::cuda(0);
@@ -180,14 +201,19 @@ TEST_CASE("gpu trainer lanes: steps with the side lane and the fake branch are b
   for (OptLevel level : {OptLevel::O0, OptLevel::O1, OptLevel::O2, OptLevel::O3}) {
     for (Choice branch : {Choice::Off, Choice::On}) {
       for (bool graph : {false, true}) {
+        // Filter gradients' inputs held to the pass's end, or released as the next one is handed
+        // over, alternately.
+        const Choice hold = (branch == Choice::On) == graph ? Choice::On : Choice::Off;
         // One string: doctest prints a const char* as its address.
         const std::string config = std::string(opt_level_name(level)) + (graph ? " graph" : " eager") +
-                                   (branch == Choice::On ? ", fake branch" : "");
+                                   (branch == Choice::On ? ", fake branch" : "") +
+                                   (hold == Choice::On ? ", held" : ", released");
         INFO(config);
         TrainerConfig cfg = small_trainer_config(level, Device::cuda(0), 16, 32);
         cfg.cuda_graph = graph;
         cfg.side_lane = Choice::On;
         cfg.fake_branch = branch;
+        cfg.side_hold = hold;
         TrainerConfig serial = cfg;
         serial.side_lane = Choice::Off;
         // One trainer after the other: two graph pools on one device would take each other's

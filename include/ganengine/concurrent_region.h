@@ -55,8 +55,11 @@ class ConcurrentRegion {
   // fn's device work goes to the calling lane's side lane, ordered after everything the calling
   // lane has been given so far; the host runs fn now. `keep` stays alive until that side lane's
   // next join. To bound what is kept, a call with a non-empty `keep` joins first if an earlier
-  // call's tensors are still kept.
+  // call's tensors are still kept, unless hold_kept_until_join(true) was asked.
   void on_side(std::vector<Tensor> keep, const std::function<void()>& fn);
+  // true: on_side never joins to release what earlier calls kept (the calling lane does not
+  // wait for its side lane's earlier work; what is kept stays until the next explicit join).
+  void hold_kept_until_join(bool hold) { hold_kept_ = hold; }
   // The calling lane waits for everything given to its side lane so far.
   void join();
 
@@ -81,6 +84,7 @@ class ConcurrentRegion {
   static ConcurrentRegion* active(Device device);
 
  private:
+  bool hold_kept_ = false;
   // A lane that issues work and the side lane it hands filter gradients to.
   struct LanePair {
     bool side_pending = false;  // side work given since the last join

@@ -112,7 +112,7 @@ void ConcurrentRegion::on_side(std::vector<Tensor> keep, const std::function<voi
     return;
   }
   LanePair& pair = calling_pair();
-  if (!keep.empty() && !pair.keep.empty()) join();
+  if (!hold_kept_ && !keep.empty() && !pair.keep.empty()) join();
   const gpu::Lane caller = gpu::current_lane();
   LaneScope scope(gpu::side_of(caller));
   wait_for_lane(caller);

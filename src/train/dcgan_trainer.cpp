@@ -142,6 +142,7 @@ void DcganTrainer::step_body(const Tensor& real, const Tensor& noise) {
   const bool side_lane = use_side_lane(real);
   const bool fake_branch = side_lane && use_fake_branch(real);
   ConcurrentRegion region(cfg_.device, side_lane);
+  region.hold_kept_until_join(side_lane && use_side_hold(real));
   if (fake_branch) region.fork_branch();  // the fake batch's pass depends on nothing before it
   // The overflow flags the unscales set: zeroed before any of them, which come after a join of
   // this side lane (the fake branch's after the real loss's).
@@ -240,6 +241,11 @@ bool DcganTrainer::use_fake_branch(const Tensor& real) const {
   if (cfg_.replicas) return false;  // each pass all-reduces its overflow flag: both would at once
   static const std::string env = env_choice("GANENGINE_FAKE_BRANCH", {"auto", "on", "off"});
   return lanes_wanted(cfg_.fake_branch, env, real, TrainerConfig::kFakeBranchMaxPixels);
+}
+
+bool DcganTrainer::use_side_hold(const Tensor& real) const {
+  static const std::string env = env_choice("GANENGINE_SIDE_HOLD", {"auto", "on", "off"});
+  return lanes_wanted(cfg_.side_hold, env, real, TrainerConfig::kSideHoldMaxPixels);
 }
 
 void DcganTrainer::average_grads(nn::Sequential& net) {
