@@ -31,19 +31,14 @@ struct Edges {
   std::vector<cudaGraphEdgeData> data;
 };
 
-Edges incoming(cudaGraphNode_t node) {
+// A node's incoming (cudaGraphNodeGetDependencies) or outgoing (cudaGraphNodeGetDependentNodes)
+// edges, with their data.
+using EdgeQuery = cudaError_t (*)(cudaGraphNode_t, cudaGraphNode_t*, cudaGraphEdgeData*, size_t*);
+Edges edges_of(cudaGraphNode_t node, EdgeQuery query) {
   size_t n = 0;
-  CUDA_CHECK(cudaGraphNodeGetDependencies(node, nullptr, nullptr, &n));
+  CUDA_CHECK(query(node, nullptr, nullptr, &n));
   Edges e{std::vector<cudaGraphNode_t>(n), std::vector<cudaGraphEdgeData>(n)};
-  if (n) CUDA_CHECK(cudaGraphNodeGetDependencies(node, e.nodes.data(), e.data.data(), &n));
-  return e;
-}
-
-Edges outgoing(cudaGraphNode_t node) {
-  size_t n = 0;
-  CUDA_CHECK(cudaGraphNodeGetDependentNodes(node, nullptr, nullptr, &n));
-  Edges e{std::vector<cudaGraphNode_t>(n), std::vector<cudaGraphEdgeData>(n)};
-  if (n) CUDA_CHECK(cudaGraphNodeGetDependentNodes(node, e.nodes.data(), e.data.data(), &n));
+  if (n) CUDA_CHECK(query(node, e.nodes.data(), e.data.data(), &n));
   return e;
 }
 
@@ -62,7 +57,8 @@ bool successor_priority(const Edges& edges, cudaLaunchAttributeValue* priority) 
 }
 
 void replace(cudaGraph_t graph, cudaGraphNode_t memset, const cudaMemsetParams& m) {
-  const Edges in = incoming(memset), out = outgoing(memset);
+  const Edges in = edges_of(memset, cudaGraphNodeGetDependencies),
+              out = edges_of(memset, cudaGraphNodeGetDependentNodes);
 
   char* dst = static_cast<char*>(m.dst);
   size_t pitch = m.pitch, width = m.width, height = m.height;
