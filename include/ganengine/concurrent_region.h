@@ -84,7 +84,6 @@ class ConcurrentRegion {
   static ConcurrentRegion* active(Device device);
 
  private:
-  bool hold_kept_ = false;
   // A lane that issues work and the side lane it hands filter gradients to.
   struct LanePair {
     bool side_pending = false;  // side work given since the last join
@@ -97,6 +96,7 @@ class ConcurrentRegion {
   Device device_;
   uint64_t serial_ = 0;  // distinct for every enabled region of the process
   bool enabled_ = false;
+  bool hold_kept_ = false;       // hold_kept_until_join
   bool branch_pending_ = false;  // forked and not joined yet
   bool branch_work_ = false;     // on_branch gave it work since the fork
   Mark branch_fork_;

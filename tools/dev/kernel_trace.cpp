@@ -118,14 +118,14 @@ void CUPTIAPI on_resource(void*, CUpti_CallbackDomain, CUpti_CallbackId id, cons
   size_t n = 0;
   if (cuGraphGetEdges(graph, nullptr, nullptr, nullptr, &n) != CUDA_SUCCESS) return;
   std::vector<CUgraphNode> from(n), to(n);
-  std::vector<CUgraphEdgeData> data_(n);
-  if (n && cuGraphGetEdges(graph, from.data(), to.data(), data_.data(), &n) != CUDA_SUCCESS) return;
+  std::vector<CUgraphEdgeData> edge_data(n);
+  if (n && cuGraphGetEdges(graph, from.data(), to.data(), edge_data.data(), &n) != CUDA_SUCCESS) return;
   std::lock_guard<std::mutex> lock(records_mutex);
   for (size_t i = 0; i < n; ++i) {
     uint64_t a = 0, b = 0;
     if (cuptiGetGraphNodeId(from[i], &a) != CUPTI_SUCCESS || cuptiGetGraphNodeId(to[i], &b) != CUPTI_SUCCESS)
       continue;
-    edges.push_back({graph_id, a, b, data_[i].type});
+    edges.push_back({graph_id, a, b, edge_data[i].type});
   }
 }
 

@@ -51,6 +51,10 @@ def span_shares(acts):
     return shares
 
 
+def us(ns):
+    return ns / 1000.0
+
+
 def union_busy(intervals):
     busy, cur_s, cur_e = 0, None, None
     gaps = []
@@ -105,7 +109,6 @@ def main():
             per_name[a[4]] += (a[1] - a[0]) / len(replays)
         for a, share in span_shares(g):
             per_share[a[4]] += share / len(replays)
-    us = lambda ns: ns / 1000.0
     med = lambda xs: statistics.median(xs)
     print(f"replay span {us(med([r[0] for r in rows])):.1f} us (median), start to next start "
           f"{us(med([r[2] for r in rows])):.1f} us, some kernel running {us(med([r[1] for r in rows])):.1f} us, "
@@ -185,7 +188,6 @@ def critical_path(replay, edges_path):
         path.append(node)
         node = last_input(node)
     path.reverse()
-    us = lambda ns: ns / 1000.0
     print(f"\ncritical path of the median replay: {len(path)} activities; offset, wait after its input, "
           f"time added, duration (us), stream, name")
     prev_end, waits, busy = None, 0, 0
