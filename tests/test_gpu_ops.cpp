@@ -241,7 +241,8 @@ TEST_CASE("gpu ops: conv2d with a fused activation matches the CPU and the two o
 
 // The forward (and so the transposed convolution's backward-data) reads a 1- or 3-channel x as
 // 4-channel pixels (a reduction of 64 instead of 128, conv_8ch.cu): the same products, summed in
-// another order, so close rather than bitwise; the backward-filters pad x and are bitwise.
+// another order, so close rather than bitwise. The backward-filters read it so too, but sum each
+// dw value over the same pixels in the same order as from the padded copy: bitwise.
 TEST_CASE("gpu ops: an x with 1 or 3 of w's 8 channels gives what its zero-padded copy gives") {
   GE_REQUIRE_GPU();
   using ge::ops::Activation;

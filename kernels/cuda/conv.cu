@@ -191,8 +191,9 @@ void run_conv(ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& y, 
 }
 
 // y = act(conv(x, w)), act nullptr for none: the hand-written kernels where they apply, else
-// cuDNN followed by the activation as its own pass. Only the 8-channel forward reads an x
-// narrower than w (ops.h); the other kernels get a copy with w's channels.
+// cuDNN followed by the activation as its own pass. Only the 8-channel forward and
+// backward-filter read an x narrower than w (ops.h); the other kernels get a copy with w's
+// channels.
 void forward_with(const Tensor& x_in, const Tensor& w, Tensor& y, const Conv2dParams& p,
                   const ops::FusedActivation* act) {
   check_conv(x_in, w, y, p, ConvPass::Forward);
@@ -207,8 +208,8 @@ void forward_with(const Tensor& x_in, const Tensor& w, Tensor& y, const Conv2dPa
 void backward_filter_with(const Tensor& x_in, const Tensor& dy, Tensor& dw, const Conv2dParams& p, float beta,
                           const ops::FusedActivation* act, const Tensor* y_act) {
   check_conv(x_in, dw, dy, p, ConvPass::BackwardFilter);
-  const Tensor x = ops::with_channels(x_in, dw.dim(1));  // every kernel here reads all of w's channels
-  if (conv2d_backward_filter_8ch(x, dy, dw, p, beta, act, y_act)) return;
+  if (conv2d_backward_filter_8ch(x_in, dy, dw, p, beta, act, y_act)) return;
+  const Tensor x = ops::with_channels(x_in, dw.dim(1));  // every other kernel reads all of w's channels
   Tensor grad = dy;
   if (act) {
     grad = Tensor::empty(dy.shape(), dy.dtype(), dy.device(), dy.format());

@@ -20,6 +20,7 @@
 
 #include "activation_math.cuh"
 #include "conv_8ch.h"
+#include "conv_8ch_input.cuh"
 #include "conv_8ch_tile.cuh"
 #include "ganengine/env_choice.h"
 #include "kernel_launch.cuh"
@@ -31,108 +32,6 @@ namespace gpu {
 namespace {
 
 using namespace conv8;
-
-// How a tile's input footprint reaches shared memory, and how the kernel reads it: the two
-// kinds of input (see the top of this file) as policies of one kernel.
-//
-// PaddedInput: 8-channel pixels of 16 bytes, one cp.async each, stored in Tiling's order (even
-// footprint columns first); a k-step of 16 is two taps of 8 channels, the reduction's order
-// tap-major (w (K, 4, 4, 8) as it is in memory).
-template <class T>
-struct PaddedInput {
-  static constexpr int kPixelHalves = 8;
-  static constexpr int kKSteps = 8;
-  static constexpr int kWeightHalfStep = 8;  // b1's k (2t + 8) sits 8 halves after b0's
-  FootprintWalk walk;
-  __device__ explicit PaddedInput(const Tiling& tl) : walk(tl) {}
-  __device__ __forceinline__ void issue(const T* __restrict__ x, T* in_s, const Tiling& tl, int n, int p0, int q0) {
-    load_footprint_async(x, in_s, tl, walk, n, p0, q0);
-  }
-  __device__ __forceinline__ void finish(T*, const Tiling&) const {}
-  // Where k 2t of k-step ks sits in a weight row.
-  __device__ static int weight_k(int ks, int t) { return ks * 16 + 2 * t; }
-  // The footprint pixel output pixel m reads at the first tap of k-step ks (+ k_half: the second).
-  __device__ static int pixel_base(const Tiling& tl, int m) { return tl.pixel_base(m); }
-  __device__ static int tap_base(const Tiling& tl, int ks, int k_half) {
-    const int tap = 2 * ks + k_half;
-    return tl.tap_offset(tap >> 2, tap & 3);
-  }
-};
-
-// NarrowInput: the image batch's kC (1 or 3) channels as 4-channel pixels of 8 bytes, stored
-// row-major (footprint column fc_i holds input column 2 q0 - 1 + fc_i); a k-step of 16 is one
-// filter row, its taps 0-1 in one ldmatrix row and 2-3 in the other (two neighbouring pixels,
-// 16-byte aligned: the footprint's width is even and an output pixel's first tap column is). The
-// reduction runs (r, s, c) over 4 channels; w (K, 4, 4, 8) holds zeros from channel kC on, and
-// so does the footprint, so channel 3 adds nothing.
-//
-// Threads take pairs of neighbouring input pixels (columns 2k, 2k + 1: 2 kC halves in kC aligned
-// 32-bit words, W being even), walked as GridWalk walks a grid: pair pk of footprint row
-// fr_i is input pair q0 - 1 + pk, whose pixels land in footprint columns 2 pk - 1 and 2 pk (when
-// inside the footprint). issue() loads the thread's pairs into registers an iteration ahead
-// (cp.async cannot move 2- or 6-byte pixels); finish() stores them at the start of the tile's
-// own iteration.
-template <class T, int kC>
-struct NarrowInput {
-  static_assert(kC == 1 || kC == 3, "narrow inputs hold 1 or 3 channels");
-  static constexpr int kPixelHalves = 4;
-  static constexpr int kKSteps = 4;
-  static constexpr int kWeightHalfStep = 16;  // b1's k (2t + 8) is two taps (16 halves of w) on
-  // Pairs per thread, at most: a footprint's rows x (cols + 2) pairs are at most 390 under
-  // choose_tiling's 520-pixel bound, but 264 for every tiling but one-column tiles (Q = 1, left
-  // to cuDNN); room for a fourth pair spilled registers.
-  static constexpr int kPairs = 3;
-  uint32_t v[kPairs][kC];
-  GridWalk walk;  // over the footprint's rows of cols + 2 pairs
-
-  __device__ explicit NarrowInput(const Tiling& tl) : walk(tl.cols + 2) {}
-
-  __device__ __forceinline__ void issue(const T* __restrict__ x, T*, const Tiling& tl, int n, int p0, int q0) {
-    const int fr = footprint_rows(tl.rows), per_row = tl.cols + 2, row_pairs = tl.W / 2;
-    const uint32_t* xn = reinterpret_cast<const uint32_t*>(x) + static_cast<size_t>(n) * tl.H * row_pairs * kC;
-    int r = walk.r0, c = walk.c0;
-#pragma unroll
-    for (int j = 0; j < kPairs; ++j) {
-      const int row = 2 * p0 - 1 + r, pair = q0 - 1 + c;
-      const bool inside = r < fr && row >= 0 && row < tl.H && pair >= 0 && pair < row_pairs;
-      const uint32_t* src = xn + (static_cast<size_t>(inside ? row : 0) * row_pairs + (inside ? pair : 0)) * kC;
-#pragma unroll
-      for (int k = 0; k < kC; ++k) v[j][k] = inside ? __ldg(src + k) : 0u;
-      walk.next(r, c, per_row);
-    }
-  }
-
-  __device__ __forceinline__ void finish(T* in_s, const Tiling& tl) const {
-    const int fr = footprint_rows(tl.rows), fc = footprint_cols(tl.cols), per_row = tl.cols + 2;
-    int r = walk.r0, c = walk.c0;
-#pragma unroll
-    for (int j = 0; j < kPairs; ++j) {
-      if (r >= fr) break;
-      uint32_t h[2 * kC];  // the pair's halves, pixel-major
-#pragma unroll
-      for (int k = 0; k < kC; ++k) {
-        h[2 * k] = v[j][k] & 0xffffu;
-        h[2 * k + 1] = v[j][k] >> 16;
-      }
-#pragma unroll
-      for (int px = 0; px < 2; ++px) {
-        const int col = 2 * c - 1 + px;
-        if (col < 0 || col >= fc) continue;
-        const uint32_t ch0 = h[px * kC], ch1 = kC > 1 ? h[px * kC + 1] : 0u, ch2 = kC > 2 ? h[px * kC + 2] : 0u;
-        *reinterpret_cast<uint2*>(in_s + (r * fc + col) * 4) = make_uint2(ch0 | (ch1 << 16), ch2);
-      }
-      walk.next(r, c, per_row);
-    }
-  }
-
-  __device__ static int weight_k(int ks, int t) { return ks * 16 * 2 + (t >> 1) * 8 + 2 * (t & 1); }
-  __device__ static int pixel_base(const Tiling& tl, int m) {
-    return 2 * tl.row_of(m) * footprint_cols(tl.cols) + 2 * tl.col_of(m);
-  }
-  __device__ static int tap_base(const Tiling& tl, int ks, int k_half) {
-    return ks * footprint_cols(tl.cols) + 2 * k_half;
-  }
-};
 
 constexpr int kOutStride = kGroupChannels + 8;  // halves per staged output row: +8 spreads rows over the banks
 constexpr int kMTiles = kTilePixels / 16;
@@ -242,18 +141,6 @@ __global__ void __launch_bounds__(kBlockThreads, 5)
   }
 }
 
-// Calls f with a null pointer to the input policy for x's c channels (1, 3 or 8; the host checks
-// c is one of them): `f(static_cast<Input*>(nullptr))`.
-template <class T, class F>
-void dispatch_input(int c, F&& f) {
-  if (c == 1)
-    f(static_cast<NarrowInput<T, 1>*>(nullptr));
-  else if (c == 3)
-    f(static_cast<NarrowInput<T, 3>*>(nullptr));
-  else
-    f(static_cast<PaddedInput<T>*>(nullptr));
-}
-
 }  // namespace
 
 bool conv_8ch_enabled() {
@@ -288,10 +175,7 @@ bool conv2d_forward_8ch(const Tensor& x, const Tensor& w, Tensor& y, const Conv2
   const ops::Activation kind = fused ? fused->kind : ops::Activation::ReLU;
   const float slope = fused ? fused->negative_slope : 0.f;
   const int C = static_cast<int>(x.dim(1));
-  // The narrow loader reads pixel pairs (W even) and holds a footprint's pairs in registers.
-  if (C != 8 && (tl.W % 2 != 0 || footprint_rows(tl.rows) * (tl.cols + 2) >
-                                      NarrowInput<__half, 1>::kPairs * kBlockThreads))
-    return false;
+  if (C != 8 && !narrow_input_fits(tl)) return false;
   GE_DISPATCH_HALF(x.dtype(), T, {
     dispatch_input<T>(C, [&](auto input) {
       using Input = std::remove_pointer_t<decltype(input)>;

@@ -27,7 +27,8 @@ bool conv2d_forward_8ch(const Tensor& x, const Tensor& w, Tensor& y, const Conv2
 
 // dw = beta * dw + backward_filter(x, dy'), where dy' = dy, or with act the activation's
 // gradient given its output y_act, rounded to the dtype (what activation_backward would store).
-// True when it ran; false leaves it to the caller (always for an x without 8 channels).
+// x may hold 1 or 3 of w's 8 channels (the rest zeros). True when it ran; false leaves it to the
+// caller.
 bool conv2d_backward_filter_8ch(const Tensor& x, const Tensor& dy, Tensor& dw, const Conv2dParams& p, float beta,
                                 const ops::FusedActivation* act = nullptr, const Tensor* y_act = nullptr);
 

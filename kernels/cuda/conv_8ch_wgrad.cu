@@ -5,11 +5,18 @@
 // fused activation's output, if any) and its input footprint arrive in shared memory by
 // cp.async, issued while the previous tile is computed; dy passes through the activation's
 // gradient there, and the block accumulates its share of dw in registers: warp w holds all 64
-// output channels by taps 4w..4w+3. ldmatrix.trans turns both pixel-major tiles into the
-// fragments mma wants. The blocks' partial sums then go to a workspace and one more kernel adds them in a
-// fixed order, so the result does not depend on scheduling.
+// output channels by taps 4w..4w+3 (filter row w). ldmatrix.trans turns both pixel-major tiles
+// into the fragments mma wants. A 1- or 3-channel x (an image batch, or G's last layer's output
+// gradient) is read as it is, as pixels of 4 channels (conv_8ch_input.cuh): half the products
+// of its padded copy and no padding copy; at batch 1024 on the H200, D's first layer's
+// backward-filter with its LeakyReLU took 98 us a call against 122 us plus a 27 us copy. The
+// blocks' partial sums then go to a workspace and one more kernel adds them in a fixed order,
+// so the result does not depend on scheduling.
+#include <type_traits>
+
 #include "activation_math.cuh"
 #include "conv_8ch.h"
+#include "conv_8ch_input.cuh"
 #include "conv_8ch_tile.cuh"
 #include "kernel_launch.cuh"
 #include "vector_pack.cuh"
@@ -23,7 +30,13 @@ using namespace conv8;
 
 constexpr int kDyStride = kGroupChannels + 8;  // halves per staged dy row: conflict-free ldmatrix rows
 constexpr int kPartial = kGroupChannels * kK;  // floats of one block's partial dw
-constexpr int kTapsPerWarp = 4;
+
+// Each block walks at least this many tiles where the batch is small enough that the resident
+// blocks would walk fewer: every block writes 32 KB of partial sums for the next kernel to add,
+// at batch 64 (1024 tiles) more than a third of the traffic with three blocks per SM. Side by
+// side on the H200, four made O2/O3 steps 1.9/1.1% shorter at batch 64 than three blocks per SM
+// (eight measured as four); from batch 128 on there are more tiles than that.
+constexpr int kMinTilesPerBlock = 4;
 
 // Shared memory, two of each (this tile's and the next's, filled by cp.async): the input
 // footprint, the dy tile and, with an activation, its output's tile.
@@ -47,9 +60,9 @@ __device__ __forceinline__ void load_dy_tile_async(const T* __restrict__ t, T* t
   }
 }
 
-// x (N, H, W, 8), dy and y_act (N, P, Q, K), NHWC. Grid (blocks walking the tiles, channel
-// groups of 64). partial: (groups, gridDim.x, 64, 128) floats.
-template <class T, bool kActivation>
+// x (N, H, W, 8, or its Input's 1 or 3 channels), dy and y_act (N, P, Q, K), NHWC. Grid (blocks
+// walking the tiles, channel groups of 64). partial: (groups, gridDim.x, 64, 128) floats.
+template <class T, bool kActivation, class Input>
 __global__ void __launch_bounds__(kBlockThreads)
     conv_8ch_wgrad_kernel(const T* __restrict__ x, const T* __restrict__ dy, const T* __restrict__ y_act,
                           float* __restrict__ partial, Tiling tl, int K, ops::Activation act, float slope) {
@@ -60,35 +73,36 @@ __global__ void __launch_bounds__(kBlockThreads)
   auto dy_s = [&](int b) { return reinterpret_cast<T*>(smem + 2 * kFootprintBytes + b * kDyTileBytes); };
   auto y_s = [&](int b) { return reinterpret_cast<T*>(smem + 2 * kFootprintBytes + (2 + b) * kDyTileBytes); };
 
+  constexpr int kNTiles = Input::kWgradNTiles, kPixel = Input::kPixelHalves;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int k0 = blockIdx.y * kGroupChannels;
-  float acc[kGroupChannels / 16][kTapsPerWarp][4] = {};
-  const FootprintWalk walk(tl);
-  auto load_tile = [&](int tile, int buf) {
+  float acc[kGroupChannels / 16][kNTiles][4] = {};
+  Input input(tl);
+  // Tile `tile`'s footprint (for the narrow input: into registers, stored by finish() at the
+  // start of its own iteration), dy and y_act tiles, into buffer buf.
+  auto issue_tile = [&](int tile, int buf) {
     int n, p0, q0;
     tl.locate(tile, n, p0, q0);
-    load_footprint_async(x, in_s(buf), tl, walk, n, p0, q0);
+    input.issue(x, in_s(buf), tl, n, p0, q0);
     load_dy_tile_async(dy, dy_s(buf), tl, K, n, p0, q0, k0);
     if (kActivation) load_dy_tile_async(y_act, y_s(buf), tl, K, n, p0, q0, k0);
   };
 
   // Lane l addresses row l % 8 of matrix l / 8 in each ldmatrix_x4_trans; for B its footprint
-  // pixel is pixel_base[ks] + tap_base[pair].
+  // pixel is pixel_base[ks] + tap_base[load].
   const int row = lane & 7, mat = lane >> 3;
-  int pixel_base[kTilePixels / 16], tap_base[kTapsPerWarp / 2];
+  int pixel_base[kTilePixels / 16], tap_base[kNTiles / 2];
 #pragma unroll
-  for (int ks = 0; ks < kTilePixels / 16; ++ks) pixel_base[ks] = tl.pixel_base(ks * 16 + (mat & 1) * 8 + row);
+  for (int ks = 0; ks < kTilePixels / 16; ++ks) pixel_base[ks] = Input::pixel_base(tl, ks * 16 + (mat & 1) * 8 + row);
 #pragma unroll
-  for (int pair = 0; pair < kTapsPerWarp / 2; ++pair) {
-    const int tap = warp * kTapsPerWarp + 2 * pair + (mat >> 1);
-    tap_base[pair] = tl.tap_offset(tap >> 2, tap & 3);
-  }
+  for (int load = 0; load < kNTiles / 2; ++load) tap_base[load] = Input::wgrad_tap_base(tl, warp, load, mat >> 1);
 
-  if (blockIdx.x < tl.total) load_tile(blockIdx.x, 0);
+  if (blockIdx.x < tl.total) issue_tile(blockIdx.x, 0);
   copy_async_commit();
   int buf = 0;
   for (int tile = blockIdx.x; tile < tl.total; tile += gridDim.x, buf ^= 1) {
-    if (tile + gridDim.x < tl.total) load_tile(tile + gridDim.x, buf ^ 1);  // that buffer is free (barrier below)
+    input.finish(in_s(buf), tl);  // that buffer was last read two iterations ago (barrier below)
+    if (tile + gridDim.x < tl.total) issue_tile(tile + gridDim.x, buf ^ 1);
     copy_async_commit();
     copy_async_wait<1>();
     __syncthreads();
@@ -116,17 +130,17 @@ __global__ void __launch_bounds__(kBlockThreads)
 
 #pragma unroll
     for (int ks = 0; ks < kTilePixels / 16; ++ks) {
-      // B (pixels x tap channels): matrices (tap a, pixels 0-7), (a, 8-15), (a+1, 0-7), (a+1, 8-15)
-      // of this k-step's 16 pixels give b0, b1 of two n-tiles.
-      uint32_t b[kTapsPerWarp][2];
+      // B (pixels x columns): matrices (n-tile 2l, pixels 0-7), (2l, 8-15), (2l+1, 0-7),
+      // (2l+1, 8-15) of this k-step's 16 pixels give b0, b1 of two n-tiles.
+      uint32_t b[kNTiles][2];
 #pragma unroll
-      for (int pair = 0; pair < kTapsPerWarp / 2; ++pair) {
+      for (int load = 0; load < kNTiles / 2; ++load) {
         uint32_t r[4];
-        ldmatrix_x4_trans(r, in + (pixel_base[ks] + tap_base[pair]) * 8);
-        b[2 * pair][0] = r[0];
-        b[2 * pair][1] = r[1];
-        b[2 * pair + 1][0] = r[2];
-        b[2 * pair + 1][1] = r[3];
+        ldmatrix_x4_trans(r, in + (pixel_base[ks] + tap_base[load]) * kPixel);
+        b[2 * load][0] = r[0];
+        b[2 * load][1] = r[1];
+        b[2 * load + 1][0] = r[2];
+        b[2 * load + 1][1] = r[3];
       }
       // A (channels x pixels) from the pixel-major dy tile: matrices (channels c0..c0+7,
       // pixels 0-7), (c0+8.., 0-7), (c0.., 8-15), (c0+8.., 8-15) are a0..a3.
@@ -135,23 +149,24 @@ __global__ void __launch_bounds__(kBlockThreads)
         uint32_t a[4];
         ldmatrix_x4_trans(a, dyt + (ks * 16 + (mat >> 1) * 8 + row) * kDyStride + mt * 16 + (mat & 1) * 8);
 #pragma unroll
-        for (int nt = 0; nt < kTapsPerWarp; ++nt) mma_16816<T>(acc[mt][nt], a, b[nt]);
+        for (int nt = 0; nt < kNTiles; ++nt) mma_16816<T>(acc[mt][nt], a, b[nt]);
       }
     }
     __syncthreads();  // every warp is done with this buffer before the next loads refill it
   }
 
-  // d0, d1: channel c0 + g, columns 2t, 2t+1 of the n-tile; d2, d3: channel c0 + g + 8.
+  // d0, d1: channel c0 + g, n-tile columns 2t, 2t+1; d2, d3: channel c0 + g + 8.
   const int g = lane >> 2, t = lane & 3;
   float* out = partial + (static_cast<size_t>(blockIdx.y) * gridDim.x + blockIdx.x) * kPartial;
 #pragma unroll
   for (int mt = 0; mt < kGroupChannels / 16; ++mt)
 #pragma unroll
-    for (int nt = 0; nt < kTapsPerWarp; ++nt)
+    for (int nt = 0; nt < kNTiles; ++nt)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int c = mt * 16 + g + 8 * h, col = (warp * kTapsPerWarp + nt) * 8 + 2 * t;
+        const int c = mt * 16 + g + 8 * h, col = Input::wgrad_column(warp, nt, t);
         *reinterpret_cast<float2*>(out + c * kK + col) = make_float2(acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1]);
+        if (Input::kWgradZeroUpper) *reinterpret_cast<float2*>(out + c * kK + col + 4) = make_float2(0.f, 0.f);
       }
 }
 
@@ -185,10 +200,9 @@ __global__ void __launch_bounds__(kSumOutputs* kSumSlices)
 bool conv2d_backward_filter_8ch(const Tensor& x, const Tensor& dy, Tensor& dw, const Conv2dParams& p, float beta,
                                 const ops::FusedActivation* act, const Tensor* y_act) {
   Tiling tl;
-  // 8 channels in memory only: for a 1- or 3-channel input, a register loader (the forward's of
-  // session 5, pixels of 8 channels) made this kernel slower (H200, batch 1024: 184 us a call
-  // against 126 us, more than the 25 us of a padding copy), so the caller pads (conv.cu).
-  if (x.dim(1) != 8 || !tiling_for(x, dw, dy, p, tl)) return false;
+  if (!tiling_for(x, dw, dy, p, tl)) return false;
+  const int C = static_cast<int>(x.dim(1));
+  if (C != 8 && !narrow_input_fits(tl)) return false;
   if (act && (!y_act || y_act->shape() != dy.shape() || y_act->dtype() != dy.dtype() ||
               y_act->format() != dy.format() || !aligned16(y_act->data())))
     return false;
@@ -197,22 +211,29 @@ bool conv2d_backward_filter_8ch(const Tensor& x, const Tensor& dy, Tensor& dw, c
   const ops::Activation kind = act ? act->kind : ops::Activation::ReLU;
   const float slope = act ? act->negative_slope : 0.f;
   GE_DISPATCH_HALF(x.dtype(), T, {
-    auto fused = conv_8ch_wgrad_kernel<T, true>;
-    auto kernel = act ? fused : conv_8ch_wgrad_kernel<T, false>;
-    const size_t smem = smem_bytes(act != nullptr);
-    // Both variants use more than the 48 KB of shared memory a kernel gets without asking.
-    allow_dynamic_smem(fused, smem_bytes(true), x.device().index);
-    allow_dynamic_smem(conv_8ch_wgrad_kernel<T, false>, smem_bytes(false), x.device().index);
-    // As many blocks as the fused kernel fits at once (three per SM on an H200), with or
-    // without the activation: the same blocks sum the same tiles in the same order, so the
-    // fused op is bitwise the two ops in sequence. Each block leaves 32 KB of partial sums
-    // (13 MB on an H200), in the cuDNN workspace the other convolutions need anyway.
-    const int blocks = grid_blocks(fused, smem_bytes(true), x.device().index, tl.total);
+    // As many blocks as the padded fused kernel fits at once (three per SM on an H200; fewer for
+    // small batches, kMinTilesPerBlock), for every variant: the same blocks sum the same tiles in the same order, and a
+    // block sums each dw value over its tiles' pixels in the same order whichever input it reads, so the fused op is
+    // bitwise the two ops in sequence and a 1- or 3-channel x bitwise its padded copy. Each block
+    // leaves 32 KB of partial sums (13 MB on an H200), in the cuDNN workspace the other
+    // convolutions need anyway.
+    auto widest = conv_8ch_wgrad_kernel<T, true, PaddedInput<T>>;
+    allow_dynamic_smem(widest, smem_bytes(true), x.device().index);
+    const int blocks = std::min(grid_blocks(widest, smem_bytes(true), x.device().index, tl.total),
+                                std::max(1, tl.total / kMinTilesPerBlock));
     float* partial =
         static_cast<float*>(workspace(ctx, static_cast<size_t>(groups) * blocks * kPartial * sizeof(float)));
     const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(groups));
-    launch_kernel(kernel, grid, kBlockThreads, smem, ctx.stream(), x.data_as<T>(), dy.data_as<T>(),
-                  act ? y_act->data_as<T>() : nullptr, partial, tl, K, kind, slope);
+    dispatch_input<T>(C, [&](auto input) {
+      using Input = std::remove_pointer_t<decltype(input)>;
+      auto fused = conv_8ch_wgrad_kernel<T, true, Input>;
+      auto kernel = act ? fused : conv_8ch_wgrad_kernel<T, false, Input>;
+      // Both variants use more than the 48 KB of shared memory a kernel gets without asking.
+      allow_dynamic_smem(fused, smem_bytes(true), x.device().index);
+      allow_dynamic_smem(conv_8ch_wgrad_kernel<T, false, Input>, smem_bytes(false), x.device().index);
+      launch_kernel(kernel, grid, kBlockThreads, smem_bytes(act != nullptr), ctx.stream(), x.data_as<T>(),
+                    dy.data_as<T>(), act ? y_act->data_as<T>() : nullptr, partial, tl, K, kind, slope);
+    });
     CUDA_CHECK_LAUNCH();
     launch_kernel(sum_partials_kernel<T>, static_cast<unsigned>(groups * kPartial / kSumOutputs),
                   dim3(kSumOutputs, kSumSlices), 0, ctx.stream(), partial, blocks, dw.data_as<T>(), beta);
