@@ -142,11 +142,12 @@ __device__ __forceinline__ float bn_output_grad(const ActivationGrad& a, float x
 template <class T>
 struct StatsVisit {
   static constexpr int kPack = kWidePack<T>;
-  // Eight rows loaded before any is added. Four left the statistics' warps waiting on those
-  // loads (ncu source counters, batch 1024); with eight (63 registers: four blocks per SM
-  // instead of five, still more than the 3.9 per SM of a pass's 512 blocks at batch 1024)
-  // O2/O3 steps were 0.4-0.8% shorter at batch 64 and 1024 on the H200, side by side.
-  static constexpr int kUnroll = 8;
+  // Four rows loaded before any is added, and in the vector kernel the next four loaded before
+  // these are added (accumulate_rows_prefetched). Without that prefetch, eight rows at a time
+  // made O2/O3 steps 0.4-0.8% shorter than four at batch 64 and 1024 on the H200; with it, four
+  // measured 0.7-1.0% shorter than no prefetch at 64 and 0.4-0.5% at 1024, eight 1.1% longer at
+  // 256 (113 registers against 63: fewer blocks beside the other lanes' kernels).
+  static constexpr int kUnroll = 4;
   using Loaded = Pack<T, kPack>;
   struct Channels {};
   const T* x;

@@ -279,6 +279,53 @@ __device__ __forceinline__ void accumulate_rows(const Visit& visit, Acc (&acc)[V
   accumulate_rows<kStride>(visit, visit.channels(c0), acc, row, end, C, c0);
 }
 
+// accumulate_rows for rows in global memory, the same sums in the same order, with the loads of
+// each group of Visit::kUnroll rows issued before the previous group is added: otherwise a
+// thread's loads are in flight only while it waits, none while it adds, and the statistics pass
+// (about six instructions per value) ran at 2.2 TB/s on the H200 where the normalising pass,
+// which reads and writes, ran at 3.9. At batch 1024 (groups of eight rows) the statistics
+// passes took 219 us of an O3 step instead of 311, the gradient sums 388 instead of 441 (CUPTI
+// timeline).
+template <int kStride, class Acc, class Visit, int V>
+__device__ __forceinline__ void accumulate_rows_prefetched(const Visit& visit, Acc (&acc)[V], uint32_t row,
+                                                           uint32_t end, uint32_t C, uint32_t c0) {
+  constexpr int U = Visit::kUnroll;
+  using Loaded = typename Visit::Loaded;
+  const typename Visit::Channels channels = visit.channels(c0);
+  auto full_group = [&](uint32_t r) { return r + (U - 1) * kStride < end; };
+  auto load_group = [&](Loaded(&rows)[U], uint32_t r) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) rows[u] = visit.load(static_cast<uint64_t>(r + u * kStride) * C + c0);
+  };
+  auto add_group = [&](const Loaded(&rows)[U]) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) visit.add(acc, rows[u], channels);
+  };
+  // Two groups of registers used in turn (no copies between them).
+  Loaded a[U], b[U];
+  if (full_group(row)) {
+    load_group(a, row);
+    row += U * kStride;
+    while (true) {
+      if (!full_group(row)) {
+        add_group(a);
+        break;
+      }
+      load_group(b, row);
+      row += U * kStride;
+      add_group(a);
+      if (!full_group(row)) {
+        add_group(b);
+        break;
+      }
+      load_group(a, row);
+      row += U * kStride;
+      add_group(b);
+    }
+  }
+  for (; row < end; row += kStride) visit.add(acc, visit.load(static_cast<uint64_t>(row) * C + c0), channels);
+}
+
 // partials layout: [Acc::kFields][splits][C].
 template <class Acc>
 inline size_t partials_floats(const ChannelGeometry& g, uint32_t splits) {
@@ -299,7 +346,7 @@ __global__ void __launch_bounds__(kVecLanes* kVecRows)
   Acc acc[V];
 #pragma unroll
   for (int j = 0; j < V; ++j) acc[j] = Acc::zero();
-  if (c0 < g.C) accumulate_rows<kVecRows>(visit, acc, begin + ty, end, g.C, c0);
+  if (c0 < g.C) accumulate_rows_prefetched<kVecRows>(visit, acc, begin + ty, end, g.C, c0);
 
 #pragma unroll
   for (int j = 0; j < V; ++j)
