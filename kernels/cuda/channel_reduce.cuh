@@ -301,7 +301,10 @@ __device__ __forceinline__ void accumulate_rows_prefetched(const Visit& visit, A
 #pragma unroll
     for (int u = 0; u < U; ++u) visit.add(acc, rows[u], channels);
   };
-  // Two groups of registers used in turn (no copies between them).
+  // Two groups of registers used in turn (no copies between them). The two halves of the loop
+  // are written out: folded into one lambda called with (a, b) and (b, a), the kernels compiled
+  // to other register counts and O2/O3 steps measured 1.0-1.2% slower at batch 1024 and 3.8-3.9%
+  // at 64 on the H200 (session 15, call 11).
   Loaded a[U], b[U];
   if (full_group(row)) {
     load_group(a, row);

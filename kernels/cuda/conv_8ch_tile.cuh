@@ -109,8 +109,8 @@ inline bool choose_tiling(int64_t N, int64_t H, int64_t W, int64_t P, int64_t Q,
 }
 
 // The tiling of this convolution (x the 8-channel side, with 1, 3 or 8 channels in memory: the
-// forward and backward-filter read all three, conv_8ch_input.cuh; y the 64k-channel side), or false when
-// the kernels do not handle it (conv_8ch.h) or GANENGINE_CONV_8CH=off. In conv_8ch.cu.
+// forward and backward-filter read all three, conv_8ch_input.cuh; y the 64k-channel side), or
+// false when the kernels do not handle it (conv_8ch.h) or GANENGINE_CONV_8CH=off. In conv_8ch.cu.
 bool tiling_for(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p, Tiling& tl);
 
 // Lets `kernel` use `bytes` of dynamic shared memory on `device`: more than the 48 KB a kernel
