@@ -810,16 +810,18 @@ void expect_adam_close(const AdamState& g, const AdamState& c) {
 }
 
 // Parameters of DCGAN-like shapes (conv weights in both layouts, BN vectors), one spanning
-// several chunks, and 40 in all so that one step needs two multi-tensor launches.
-AdamState make_adam_state(DType half_dt, bool with_copies) {
+// several chunks and ending in a part of the kernel's four-element groups, others of odd sizes,
+// and 40 in all so that one step needs two multi-tensor launches. state_dt: the parameters' and
+// moments' dtype (f32 masters, or half at O3).
+AdamState make_adam_state(DType half_dt, bool with_copies, DType state_dt = DType::F32) {
   AdamState s;
-  std::vector<Shape> shapes{{8, 3, 4, 4}, {16, 8, 4, 4}, {16}, {16}, {50000}, {1, 16, 4, 4}};
+  std::vector<Shape> shapes{{8, 3, 4, 4}, {16, 8, 4, 4}, {16}, {16}, {50001}, {1, 16, 4, 4}};
   while (shapes.size() < 40) shapes.push_back({int64_t(3 + shapes.size())});
   for (size_t i = 0; i < shapes.size(); ++i) {
     const MemoryFormat f = i % 2 ? MemoryFormat::NHWC : MemoryFormat::NCHW;
-    s.params.push_back(random_cpu(shapes[i], DType::F32, f));
-    s.m.push_back(random_cpu(shapes[i], DType::F32, f, -0.01, 0.01));
-    s.v.push_back(random_cpu(shapes[i], DType::F32, f, 0.0, 1e-4));
+    s.params.push_back(random_cpu(shapes[i], state_dt, f));
+    s.m.push_back(random_cpu(shapes[i], state_dt, f, -0.01, 0.01));
+    s.v.push_back(random_cpu(shapes[i], state_dt, f, 0.0, 1e-4));
     if (with_copies) {
       // One copy is laid out differently from its master (NCHW copy of an NHWC conv weight).
       const bool relaid = i == 1;
@@ -834,48 +836,62 @@ TEST_CASE("gpu ops: Adam over three steps with and without skip and half copies 
   GE_REQUIRE_GPU();
   ge::ops::AdamConfig cfg;
   cfg.lr = 1e-3f;
-  for (DType half_dt : {DType::F16, DType::BF16})
-    for (bool with_copies : {false, true})
-      for (int skip_at : {-1, 1}) {  // -1: no step skipped; 1: the second step overflowed
-        CAPTURE(ge::dtype_name(half_dt));
-        CAPTURE(with_copies);
-        CAPTURE(skip_at);
-        AdamState cpu_state = make_adam_state(half_dt, with_copies);
-        AdamState gpu_state = to_device(cpu_state, kGpu);
-        for (int t = 0; t < 3; ++t) {
-          CAPTURE(t);
-          std::vector<Tensor> grads;
-          for (const Tensor& p : cpu_state.params) grads.push_back(random_cpu(p.shape(), DType::F32, p.format()));
-          const Tensor skip = values_cpu({t == skip_at ? 1.0 : 0.0}, {1});
-          const AdamState before = to_device(gpu_state, kCpu);
+  for (DType state_dt : {DType::F32, DType::F16, DType::BF16})
+    for (DType half_dt : {DType::F16, DType::BF16})
+      for (bool with_copies : {false, true})
+        for (int skip_at : {-1, 1}) {  // -1: no step skipped; 1: the second step overflowed
+          if (state_dt != DType::F32 && (with_copies || half_dt != state_dt)) continue;  // O3: half states, no copies
+          CAPTURE(ge::dtype_name(state_dt));
+          CAPTURE(ge::dtype_name(half_dt));
+          CAPTURE(with_copies);
+          CAPTURE(skip_at);
+          AdamState cpu_state = make_adam_state(half_dt, with_copies, state_dt);
+          AdamState gpu_state = to_device(cpu_state, kGpu);
+          // Parameter 4 (50001 elements) on the GPU as views one element into wider buffers: not
+          // aligned for the kernel's four-element groups, so its elements go one at a time.
+          auto misaligned = [](const Tensor& t) {
+            Tensor view = Tensor::zeros({t.numel() + 1}, t.dtype(), t.device()).slice0(1, t.numel() + 1);
+            view.copy_from(t);
+            return view;
+          };
+          for (std::vector<Tensor>* buffers : {&gpu_state.params, &gpu_state.m, &gpu_state.v})
+            (*buffers)[4] = misaligned((*buffers)[4]);
+          for (int t = 0; t < 3; ++t) {
+            CAPTURE(t);
+            std::vector<Tensor> grads;
+            for (const Tensor& p : cpu_state.params) grads.push_back(random_cpu(p.shape(), DType::F32, p.format()));
+            const Tensor skip = values_cpu({t == skip_at ? 1.0 : 0.0}, {1});
+            const AdamState before = to_device(gpu_state, kCpu);
 
-          ge::ops::adam_step(cpu_state.params, grads, cpu_state.m, cpu_state.v, cpu_state.step, skip, cfg,
-                             cpu_state.copies);
-          ge::ops::adam_step(gpu_state.params, clones(grads, kGpu), gpu_state.m, gpu_state.v, gpu_state.step,
-                             gpu(skip), cfg, gpu_state.copies);
-          expect_adam_close(gpu_state, cpu_state);
-          if (t == skip_at) {  // nothing moved, the step count included
-            const AdamState after = to_device(gpu_state, kCpu);
-            for (size_t i = 0; i < before.params.size(); ++i) {
-              expect_identical("skipped param", after.params[i], before.params[i]);
-              expect_identical("skipped exp_avg", after.m[i], before.m[i]);
-              expect_identical("skipped exp_avg_sq", after.v[i], before.v[i]);
+            ge::ops::adam_step(cpu_state.params, grads, cpu_state.m, cpu_state.v, cpu_state.step, skip, cfg,
+                               cpu_state.copies);
+            std::vector<Tensor> gpu_grads = clones(grads, kGpu);
+            gpu_grads[4] = misaligned(gpu_grads[4]);
+            ge::ops::adam_step(gpu_state.params, gpu_grads, gpu_state.m, gpu_state.v, gpu_state.step, gpu(skip), cfg,
+                               gpu_state.copies);
+            expect_adam_close(gpu_state, cpu_state);
+            if (t == skip_at) {  // nothing moved, the step count included
+              const AdamState after = to_device(gpu_state, kCpu);
+              for (size_t i = 0; i < before.params.size(); ++i) {
+                expect_identical("skipped param", after.params[i], before.params[i]);
+                expect_identical("skipped exp_avg", after.m[i], before.m[i]);
+                expect_identical("skipped exp_avg_sq", after.v[i], before.v[i]);
+              }
+              expect_identical("skipped step", after.step, before.step);
             }
-            expect_identical("skipped step", after.step, before.step);
+          }
+          CHECK(gpu_state.step.item() == (skip_at < 0 ? 3.0 : 2.0));
+          // Half copies are the fp32 masters rounded once.
+          for (size_t i = 0; i < gpu_state.copies.size(); ++i) {
+            const Values master = gpu_state.params[i].to_doubles(), copy = gpu_state.copies[i].to_doubles();
+            for (size_t j = 0; j < master.size(); j += 97) {
+              const float m32 = static_cast<float>(master[j]);
+              const double rounded = half_dt == DType::F16 ? ge::half_bits_to_float(ge::float_to_half_bits(m32))
+                                                           : ge::bf16_bits_to_float(ge::float_to_bf16_bits(m32));
+              CHECK(copy[j] == rounded);
+            }
           }
         }
-        CHECK(gpu_state.step.item() == (skip_at < 0 ? 3.0 : 2.0));
-        // Half copies are the fp32 masters rounded once.
-        for (size_t i = 0; i < gpu_state.copies.size(); ++i) {
-          const Values master = gpu_state.params[i].to_doubles(), copy = gpu_state.copies[i].to_doubles();
-          for (size_t j = 0; j < master.size(); j += 97) {
-            const float m32 = static_cast<float>(master[j]);
-            const double rounded = half_dt == DType::F16 ? ge::half_bits_to_float(ge::float_to_half_bits(m32))
-                                                         : ge::bf16_bits_to_float(ge::float_to_bf16_bits(m32));
-            CHECK(copy[j] == rounded);
-          }
-        }
-      }
 }
 
 }  // namespace

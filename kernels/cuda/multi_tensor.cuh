@@ -33,20 +33,21 @@ struct TensorTable {
   int count;
 };
 
-// Which tensor and which chunk of it block `block` handles.
-template <int B, int M>
-__device__ __forceinline__ void locate_chunk(const TensorTable<B, M>& table, int block, int& tensor,
-                                             int64_t& begin, int64_t& end) {
+// Which tensor and which chunk of kChunk elements of it block `block` handles.
+template <int64_t kChunk = kChunkElems, int B, int M>
+__device__ __forceinline__ void locate_chunk(const TensorTable<B, M>& table, int block, int& tensor, int64_t& begin,
+                                             int64_t& end) {
   int t = 0;
   while (t + 1 < table.count && table.first_block[t + 1] <= block) ++t;
   tensor = t;
-  begin = static_cast<int64_t>(block - table.first_block[t]) * kChunkElems;
-  end = min(begin + kChunkElems, table.numel[t]);
+  begin = static_cast<int64_t>(block - table.first_block[t]) * kChunk;
+  end = min(begin + kChunk, table.numel[t]);
 }
 
 // Fills tables from per-tensor buffer lists and calls launch(table, blocks) for each full
-// table. buffers[b][i] is buffer b of tensor i; all buffers of a tensor have numel(i) elements.
-template <int B, int M>
+// table, a block per chunk of kChunk elements. buffers[b][i] is buffer b of tensor i; all
+// buffers of a tensor have numel(i) elements.
+template <int B, int M, int64_t kChunk = kChunkElems>
 void for_each_table(const std::vector<std::vector<const Tensor*>>& buffers,
                     const std::function<void(const TensorTable<B, M>&, int)>& launch) {
   const size_t n = buffers[0].size();
@@ -63,7 +64,7 @@ void for_each_table(const std::vector<std::vector<const Tensor*>>& buffers,
   for (size_t i = 0; i < n; ++i) {
     const int64_t numel = buffers[0][i]->numel();
     if (numel == 0) continue;
-    const int64_t chunks = ceil_div(numel, kChunkElems);
+    const int64_t chunks = ceil_div(numel, kChunk);
     GE_CHECK(chunks < kMaxBlocks, "multi-tensor op: tensor too large: ", buffers[0][i]->str());
     if (table.count == M || blocks + chunks >= kMaxBlocks) flush();
     const int slot = table.count++;
