@@ -235,6 +235,84 @@ TEST_CASE("gpu ops: conv2d with a fused activation matches the CPU and the two o
           expect_identical("conv2d_activation_backward_data vs activation_backward + conv2d_backward_data", dxg,
                            two_ops);
         }
+        // Taken on through the activation whose output x is (G's Tanh before D's first layer):
+        // the input gradient above followed by that activation's backward, bitwise where the
+        // hand-written kernel takes it as it writes dx (cuDNN's algorithms need not repeat their
+        // bits from one call to the next).
+        for (const Activation before : {Activation::Tanh, Activation::LeakyReLU}) {
+          CAPTURE(std::string(ge::ops::activation_name(before)));
+          const Tensor x_act = random_cpu(dx_shape, c.dt, c.f, -1.0, 1.0);
+          const ge::ops::InputActivation through{{before, 0.2f}, gpu(x_act)};
+          Tensor dxt = poisoned_gpu(dx);
+          ge::ops::conv2d_activation_backward_data(yg, gpu(dy), gpu(w), dxt, p, act, &through);
+          Tensor apart = dxg.clone();
+          ge::ops::activation_backward(before, through.x, apart, apart, 0.2f);
+          if (c.hand_written)
+            expect_identical("conv2d_activation_backward_data through the input's activation vs the two ops", dxt,
+                             apart);
+          else
+            expect_close("conv2d_activation_backward_data through the input's activation vs the two ops", dxt,
+                         apart.to(kCpu));
+          Tensor dxt_cpu = zeros_cpu(dx_shape, c.dt, c.f);
+          const ge::ops::InputActivation through_cpu{{before, 0.2f}, x_act};
+          ge::ops::conv2d_activation_backward_data(y_ref, dy, w, dxt_cpu, p, act, &through_cpu);
+          expect_close("conv2d_activation_backward_data through the input's activation", dxt, dxt_cpu);
+        }
+      }
+    }
+}
+
+// A transposed convolution followed by an activation as one op (G's last layer and its Tanh): the
+// 8-channel backward-data kernel takes the activation as it writes y, into 8 channels or the
+// image's 3; against the CPU, and bitwise against the GPU's two ops in sequence there. The 3x3
+// and f32 cases go to cuDNN and the separate activation kernel.
+TEST_CASE("gpu ops: a transposed convolution with a fused activation matches the CPU and the two ops") {
+  GE_REQUIRE_GPU();
+  struct Case {
+    int64_t n, k, p, q;  // x (N, K, P, Q)
+    int64_t c, r;        // w (K, c, r, r); y twice x's size with stride 2 (r 4, pad 1) or as r gives
+    int stride, pad;
+    DType dt;
+    MemoryFormat f;
+  };
+  const Case cases[] = {
+      {64, 64, 32, 32, 8, 4, 2, 1, DType::F16, MemoryFormat::NHWC},
+      {2, 128, 8, 16, 8, 4, 2, 1, DType::BF16, MemoryFormat::NHWC},
+      {2, 6, 5, 5, 5, 3, 1, 1, DType::F16, MemoryFormat::NHWC},
+      {2, 16, 8, 8, 8, 4, 2, 1, DType::F32, MemoryFormat::NCHW},
+  };
+  for (const Case& c : cases)
+    for (const Activation kind : {Activation::Tanh, Activation::ReLU, Activation::LeakyReLU}) {
+      CAPTURE(tag(c.dt, c.f));
+      CAPTURE(c.n);
+      CAPTURE(c.k);
+      CAPTURE(c.p);
+      CAPTURE(std::string(ge::ops::activation_name(kind)));
+      const ge::ops::FusedActivation act{kind, 0.2f};
+      const ge::Conv2dParams p{c.stride, c.pad};
+      const Tensor x = random_cpu({c.n, c.k, c.p, c.q}, c.dt, c.f);
+      const Tensor w = random_cpu({c.k, c.c, c.r, c.r}, c.dt, c.f);
+      const int64_t H = ge::conv_transpose_out_size(c.p, c.r, c.stride, c.pad);
+      const int64_t W = ge::conv_transpose_out_size(c.q, c.r, c.stride, c.pad);
+      std::vector<int64_t> widths{c.c};
+      if (c.c == 8) widths.push_back(3);
+      for (const int64_t channels : widths) {
+        CAPTURE(channels);
+        Tensor y = zeros_cpu({c.n, channels, H, W}, c.dt, c.f);
+        ge::ops::conv_transpose2d_activation_forward(x, w, y, p, act);
+        Tensor yg = poisoned_gpu(y);
+        ge::ops::conv_transpose2d_activation_forward(gpu(x), gpu(w), yg, p, act);
+        expect_close("conv_transpose2d_activation_forward", yg, y);
+        Tensor two_ops = poisoned_gpu(y);
+        ge::ops::conv_transpose2d_forward(gpu(x), gpu(w), two_ops, p);
+        ge::ops::activation_forward(kind, two_ops, two_ops, 0.2f);
+        const bool hand_written = c.dt != DType::F32 && c.r == 4;
+        if (hand_written)
+          expect_identical("conv_transpose2d_activation_forward vs conv_transpose2d_forward + activation_forward", yg,
+                           two_ops);
+        else
+          expect_close("conv_transpose2d_activation_forward vs conv_transpose2d_forward + activation_forward", yg,
+                       two_ops.to(kCpu));
       }
     }
 }

@@ -17,7 +17,10 @@
                                          const Conv2dParams& p, const ops::FusedActivation& act,          \
                                          float beta);                                                     \
   void conv2d_activation_backward_data(const Tensor& y, const Tensor& dy, const Tensor& w, Tensor& dx,   \
-                                       const Conv2dParams& p, const ops::FusedActivation& act);           \
+                                       const Conv2dParams& p, const ops::FusedActivation& act,            \
+                                       const ops::InputActivation* input);                                \
+  void conv_transpose2d_activation_forward(const Tensor& x, const Tensor& w, Tensor& y,                  \
+                                           const Conv2dParams& p, const ops::FusedActivation& act);        \
   /* act: an activation applied after the normalisation (nullptr: none); y_act: its output,  */ \
   /* from which the backward forms the activation's gradient first. beta (with act): the   */ \
   /* forward's shift, with which the GPU may recompute y_act from x instead of reading it. */ \

@@ -78,11 +78,21 @@ class Conv2d : public Layer {
   // returns the input gradient with as many channels as the input had.
   void keep_padded_output(bool on) { keep_padded_output_ = on; }
   int64_t padded_out_channels() const { return out_padded_; }
-  // The activation layer after this one runs inside it (ops::conv2d_activation_*): forward
-  // returns the activation's output, backward takes that output's gradient. Only for layers
-  // whose output needs no channel padding, not transposed (D's first layer and its LeakyReLU).
-  bool can_fuse_activation() const { return out_padded_ == out_ && !keep_padded_output_ && !transposed_; }
+  // The activation layer after this one runs inside it (ops::conv2d_activation_*,
+  // ops::conv_transpose2d_activation_forward): forward returns the activation's output, backward
+  // takes that output's gradient. Only for layers whose output is written without channel
+  // padding: D's first layer and its LeakyReLU, G's last (transposed) layer and its Tanh.
+  bool can_fuse_activation() const { return (transposed_ || out_padded_ == out_) && !keep_padded_output_; }
   void fuse_activation(const ops::FusedActivation& act);
+  const std::optional<ops::FusedActivation>& fused_activation() const { return fused_; }
+  // This layer's input is the output of `act` (G's Tanh before D's first layer): the input
+  // gradient backward returns is taken on through it, to the activation's input, as the
+  // gradient is written (ops::InputActivation). The layer that ran the activation must then not
+  // take it again: receives_gradient_through_activation on it.
+  void take_input_gradient_through(const ops::FusedActivation& act) { input_activation_ = act; }
+  // Backward receives the gradient at its fused activation's input, already taken through the
+  // activation by the next network's first layer (take_input_gradient_through).
+  void receives_gradient_through_activation(bool on) { gradient_through_activation_ = on; }
 
  private:
   Tensor compute_weight();  // the weight in the compute dtype (a fresh cast at O1)
@@ -100,6 +110,9 @@ class Conv2d : public Layer {
   Placement where_;
   Param weight_;
   std::optional<ops::FusedActivation> fused_;
+  std::optional<ops::FusedActivation> input_activation_;
+  bool gradient_through_activation_ = false;
+  bool input_converted_ = false;        // the latest forward's input came in another dtype or layout
   Tensor saved_x_, saved_w_, saved_y_;  // saved_y_: the fused activation's output
 };
 
@@ -188,9 +201,9 @@ class Sequential {
   void set_update_running_stats(bool on);  // every BatchNorm2d
   // Layer::twin of every layer: the same network for a second pass in flight at once.
   std::unique_ptr<Sequential> twin() const;
-  // Every BatchNorm2d, and every Conv2d whose output needs no channel padding, followed by a
-  // ReLU or LeakyReLU computes both (fewer passes over memory on the GPU, bitwise the same
-  // results). The layer list, and so the state_dict, is unchanged.
+  // Every BatchNorm2d followed by a ReLU or LeakyReLU, and every Conv2d whose output is written
+  // without channel padding followed by an activation, computes both (fewer passes over memory
+  // on the GPU, bitwise the same results). The layer list, and so the state_dict, is unchanged.
   void fuse_activations();
   std::vector<Param*> params();
   // PyTorch state_dict: "main.<i>.<name>" -> tensor (CPU, f32 weights as stored, i64 counters).

@@ -123,8 +123,22 @@ void conv2d_activation_backward_filter(const Tensor& x, const Tensor& y, const T
 // dx = backward_data(the activation's gradient, w), that gradient formed from y and dy as above
 // (G's pass through D, where only D's input gradient is wanted). dx may hold fewer channels
 // than w, as conv2d_backward_data's.
+// input: the activation whose output the convolution's input x is (G's Tanh before D's first
+// layer), or nullptr. Given, dx is taken on through it: dx = activation_backward(input->act,
+// input->x, dx), bitwise the two ops in sequence; the GPU forms it as it writes dx.
+struct InputActivation {
+  FusedActivation act;
+  Tensor x;  // the convolution's input: the activation's output, dx's shape
+};
 void conv2d_activation_backward_data(const Tensor& y, const Tensor& dy, const Tensor& w, Tensor& dx,
-                                     const Conv2dParams& p, const FusedActivation& act);
+                                     const Conv2dParams& p, const FusedActivation& act,
+                                     const InputActivation* input = nullptr);
+// ---- a transposed convolution followed by an in-place activation (G's last layer and its Tanh),
+// as one op: bitwise the two ops in sequence (the convolution rounded to y's dtype first); on the
+// GPU the 8-channel kernel takes the activation as it writes y. y may hold fewer channels than
+// w's output channels, as conv_transpose2d_forward's.
+void conv_transpose2d_activation_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p,
+                                         const FusedActivation& act);
 const char* activation_name(Activation a);
 void activation_forward(Activation a, const Tensor& x, Tensor& y, float negative_slope = 0.2f);
 void activation_backward(Activation a, const Tensor& y, const Tensor& dy, Tensor& dx,

@@ -250,12 +250,25 @@ void conv2d_activation_backward_filter(const Tensor& x, const Tensor& y, const T
 }
 
 void conv2d_activation_backward_data(const Tensor& y, const Tensor& dy, const Tensor& w, Tensor& dx,
-                                     const Conv2dParams& p, const ops::FusedActivation& act) {
+                                     const Conv2dParams& p, const ops::FusedActivation& act,
+                                     const ops::InputActivation* input) {
   check_conv(dx, w, dy, p, ConvPass::BackwardData);
-  if (conv2d_backward_data_8ch(dy, w, dx, p, &act, &y)) return;
+  const DxActivation through_input{input ? input->act : ops::FusedActivation{}, input ? &input->x : nullptr};
+  if (conv2d_backward_data_8ch(dy, w, dx, p, &act, &y, input ? &through_input : nullptr)) return;
   Tensor dpre = Tensor::empty(dy.shape(), dy.dtype(), dy.device(), dy.format());
   gpu::activation_backward(act.kind, y, dy, dpre, act.negative_slope);
   conv2d_backward_data(dpre, w, dx, p);
+  if (input) gpu::activation_backward(input->act.kind, input->x, dx, dx, input->act.negative_slope);
+}
+
+// A transposed convolution's forward is conv2d's backward-data (ops.h): x plays dy, y plays dx.
+void conv_transpose2d_activation_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p,
+                                         const ops::FusedActivation& act) {
+  check_conv(y, w, x, p, ConvPass::BackwardData);
+  const DxActivation forward{act, nullptr};
+  if (conv2d_backward_data_8ch(x, w, y, p, nullptr, nullptr, &forward)) return;
+  conv2d_backward_data(x, w, y, p);
+  gpu::activation_forward(act.kind, y, y, act.negative_slope);
 }
 
 }  // namespace gpu

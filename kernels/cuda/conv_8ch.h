@@ -32,13 +32,22 @@ bool conv2d_forward_8ch(const Tensor& x, const Tensor& w, Tensor& y, const Conv2
 bool conv2d_backward_filter_8ch(const Tensor& x, const Tensor& dy, Tensor& dw, const Conv2dParams& p, float beta,
                                 const ops::FusedActivation* act = nullptr, const Tensor* y_act = nullptr);
 
+// An activation taken on a backward-data's dx as it is written, each value rounded to the dtype
+// first: its forward (a transposed convolution followed by the activation), or with y its gradient
+// given its output y (dx's shape, dtype and layout), as activation_backward(act, y, dx, dx) after.
+struct DxActivation {
+  ops::FusedActivation act;
+  const Tensor* y = nullptr;
+};
+
 // dx = backward_data(dy', w) for a w with 8 input channels and 64 or 128 output channels, dx
 // holding 8 channels or the first 1 or 3 of them (conv_8ch_dgrad.cu; dx twice dy's size, dy at
 // least 8 pixels wide), dy' = dy or with act (ReLU or LeakyReLU) the activation's gradient given
-// its output y_act, rounded as activation_backward stores it. True when it ran, false to leave it
-// to the caller.
+// its output y_act, rounded as activation_backward stores it; then dx_act, if given, taken on dx.
+// True when it ran, false to leave it all to the caller.
 bool conv2d_backward_data_8ch(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p,
-                              const ops::FusedActivation* act = nullptr, const Tensor* y_act = nullptr);
+                              const ops::FusedActivation* act = nullptr, const Tensor* y_act = nullptr,
+                              const DxActivation* dx_act = nullptr);
 
 }  // namespace gpu
 }  // namespace ge

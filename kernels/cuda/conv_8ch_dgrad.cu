@@ -12,11 +12,11 @@
 //
 // A block's tile is 128 "phase pixels" (positions m, j: R rows of J columns of dy) with their
 // four phases, 512 output pixels. Its dy footprint (R+2 by J+2 pixels, zeros outside) arrives in
-// shared memory by cp.async while the block computes the previous tile. A warp owns 32 phase
-// pixels and all four phases: each of the nine shifts (dm, dj) of dy is read once (ldmatrix)
-// and used by every phase and tap that reads it, 16 products from 9 loads. The weights stay in
-// shared memory for the block's life. Results are rounded to the dtype once, staged in the
-// footprint's buffer and written as whole output rows.
+// shared memory by cp.async while the block computes the previous tile (or after it: see
+// kFootprintBuffers). A warp owns 32 phase pixels and all four phases: each of the nine shifts
+// (dm, dj) of dy is read once (ldmatrix) and used by every phase and tap that reads it, 16
+// products from 9 loads. The weights stay in shared memory for the block's life. Results are rounded to the dtype once,
+// staged in the footprint's buffer and written as whole output rows.
 //
 // With an activation (D's first layer's LeakyReLU when only its input gradient is wanted: G's
 // pass through D), dy is the activation's output gradient: the footprint of the activation's
@@ -24,6 +24,11 @@
 // activation's gradient, rounded as activation_backward stores it, before the block reads them.
 // Bitwise the two ops in sequence, without writing and re-reading that gradient (a 64-channel
 // tensor: at batch 64 the separate pass took about 9 us of G's serial chain on the H200).
+//
+// An activation may also be taken on dx as it is written (conv_8ch.h's DxActivation), after each
+// value is rounded to the dtype: G's Tanh on G's last layer's output, or Tanh's gradient on D's
+// first layer's input gradient when that input is G's Tanh output. Bitwise the separate pass
+// after the kernel, whose three passes over the image-sized tensor it saves.
 #include <initializer_list>
 
 #include "activation_math.cuh"
@@ -94,26 +99,95 @@ __host__ __device__ constexpr int tap_of(int p, int d) {
   return p == 0 ? (d == 0 ? 3 : d == 1 ? 1 : -1) : (d == 0 ? -1 : d == 1 ? 2 : 0);
 }
 
+// Footprint buffers: two, the next tile's footprint copied while this one computes; one with an
+// activation and kK 64, the next tile's copied after this one's output is written. That leaves
+// room for a third block an SM (shared memory: with two buffers and y's footprint, two blocks),
+// which took G's pass through D's first layer 175 us a call at batch 1024 against 200 us (H200,
+// CUPTI timeline, both with the activation's gradient for G's Tanh on the way out).
+template <int kK, bool kActivation>
+constexpr int kFootprintBuffers = kActivation&& kK == 64 ? 1 : 2;
+
 template <int kK, bool kActivation>
 constexpr size_t dgrad_smem_bytes(int fp_pixels) {
   // The weights, as 16 taps x 8 channels x kK (+8 halves a row: rows in different banks), then
-  // two footprint buffers, and with an activation one for y's footprint.
-  return (16 * 8 * (kK + 8) + (kActivation ? 3 : 2) * static_cast<size_t>(fp_pixels) * kK) * 2;
+  // the footprint buffers, and with an activation one for y's footprint.
+  constexpr int kBuffers = kFootprintBuffers<kK, kActivation> + (kActivation ? 1 : 0);
+  return (16 * 8 * (kK + 8) + kBuffers * static_cast<size_t>(fp_pixels) * kK) * 2;
+}
+
+// The activation taken on dx as it is written, on the device (conv_8ch.h's DxActivation).
+template <class T>
+struct DxActivationArgs {
+  bool on = false;
+  bool gradient = false;  // the activation's gradient from its output y, else its forward
+  ops::Activation kind = ops::Activation::ReLU;
+  float slope = 0.f;
+  const T* y = nullptr;  // with gradient: dx's shape, 16-byte aligned
+
+  // y's word at element `at` (even) of dx: the activation's output there, for apply.
+  __device__ __forceinline__ uint32_t y_word(size_t at) const {
+    return gradient ? *reinterpret_cast<const uint32_t*>(y + at) : 0u;
+  }
+  // Two neighbouring dx values as one word of the dtype's halves, with y's word at the same
+  // place (gradient): activate() or activate_grad() on each as rounded, rounded again, as the
+  // element-wise kernels compute and store them (activation.cu).
+  __device__ __forceinline__ uint32_t apply(uint32_t word, uint32_t y_word) const {
+    T v[2], out[2];
+    memcpy(v, &word, sizeof(word));
+    if (gradient) {
+      T yv[2];
+      memcpy(yv, &y_word, sizeof(y_word));
+#pragma unroll
+      for (int e = 0; e < 2; ++e)
+        store_float(&out[e], activate_grad(kind, load_float(&yv[e]), load_float(&v[e]), slope));
+    } else {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) store_float(&out[e], activate(kind, load_float(&v[e]), slope));
+    }
+    memcpy(&word, out, sizeof(word));
+    return word;
+  }
+};
+
+// With 1 or 3 channels a tile's 512 output pixels are written two at a time, pair tid and pair
+// tid + kBlockThreads of each thread, as kC 32-bit words each (pixels pair up along a row, so a
+// pair starts at an even pixel: 4-byte aligned). For the activation's gradient a thread loads
+// y's words of its pairs when the tile starts, so that they arrive while the tile computes:
+// loaded as the words were written, they cost the kernel some 30 us a call at batch 1024.
+constexpr int kPairsPerThread = 2 * kPhasePixels / kBlockThreads;
+static_assert(kPairsPerThread * kBlockThreads == 2 * kPhasePixels, "whole pairs a thread");
+constexpr int kMaxNarrowC = 3;
+using PairWords = uint32_t[kPairsPerThread][kMaxNarrowC];
+
+template <class T, class PixelAt>
+__device__ __forceinline__ void load_pair_y_words(const DxActivationArgs<T>& act, int C, int tid,
+                                                  const PixelAt& pixel_at, PairWords& words) {
+#pragma unroll
+  for (int k = 0; k < kPairsPerThread; ++k) {
+    const size_t first = pixel_at(2 * (tid + k * kBlockThreads)) * C;
+#pragma unroll
+    for (int w = 0; w < kMaxNarrowC; ++w)
+      if (w < C) words[k][w] = act.y_word(first + 2 * w);
+  }
 }
 
 // Writes a tile's staged output pixels (8 channels each in out_s) with their first kC channels
-// to dx: two pixels a thread at a time, kC 32-bit words (pixels pair up along a row, so a pair
-// starts at an even pixel: 4-byte aligned), neighbouring threads writing neighbouring words.
+// to dx, neighbouring threads writing neighbouring words; y_words: load_pair_y_words' with a
+// gradient activation.
 template <int kC, class T, class PixelAt>
-__device__ __forceinline__ void write_pixel_pairs(const T* out_s, T* dx, int tid, const PixelAt& pixel_at) {
+__device__ __forceinline__ void write_pixel_pairs(const T* out_s, T* dx, int tid, const PixelAt& pixel_at,
+                                                  const DxActivationArgs<T>& act, const PairWords& y_words) {
   const uint16_t* staged = reinterpret_cast<const uint16_t*>(out_s);
-  for (int pair = tid; pair < 2 * kPhasePixels; pair += kBlockThreads) {
+#pragma unroll
+  for (int k = 0; k < kPairsPerThread; ++k) {
+    const int pair = tid + k * kBlockThreads;
     const uint16_t* two = staged + pair * 16;
     uint32_t* dst = reinterpret_cast<uint32_t*>(dx + pixel_at(2 * pair) * kC);
 #pragma unroll
     for (int w = 0; w < kC; ++w) {
       const int lo = 2 * w, hi = 2 * w + 1;  // halves of the pair's 2 kC, pixel-major
-      dst[w] = two[(lo / kC) * 8 + lo % kC] | (static_cast<uint32_t>(two[(hi / kC) * 8 + hi % kC]) << 16);
+      const uint32_t word = two[(lo / kC) * 8 + lo % kC] | (static_cast<uint32_t>(two[(hi / kC) * 8 + hi % kC]) << 16);
+      dst[w] = act.on ? act.apply(word, y_words[k][w]) : word;
     }
   }
 }
@@ -128,8 +202,9 @@ __device__ __forceinline__ void write_pixel_pairs(const T* out_s, T* dx, int tid
 template <class T, int kK, bool kActivation>
 __global__ void __launch_bounds__(kBlockThreads, kK == 64 ? 3 : 1)
     conv_8ch_dgrad_kernel(const T* __restrict__ dy, const T* __restrict__ w, T* __restrict__ dx, DgradTiling tl, int C,
-                          const T* __restrict__ y_act, ops::Activation act, float slope) {
+                          const T* __restrict__ y_act, ops::Activation act, float slope, DxActivationArgs<T> dx_act) {
   await_previous_kernel();
+  constexpr int kBuffers = kFootprintBuffers<kK, kActivation>;
   constexpr int kChunks = kK / 8;  // 16-byte chunks of a dy pixel
   constexpr int kWStride = kK + 8;
   constexpr int kPixelStep = kBlockThreads / kChunks;  // footprint pixels between a thread's chunks
@@ -137,7 +212,7 @@ __global__ void __launch_bounds__(kBlockThreads, kK == 64 ? 3 : 1)
   T* w_s = reinterpret_cast<T*>(smem);
   // Buffer b (computed, not an array: a runtime index would put it in local memory).
   auto in_s = [&](int b) { return w_s + 16 * 8 * kWStride + b * tl.fp_pixels * kK; };
-  T* const y_s = in_s(2);  // with kActivation
+  T* const y_s = in_s(kBuffers);  // with kActivation
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   // w_s[tap][c][k] = w[k][tap][c], written once per block: a thread reads one (k, tap)'s 8
@@ -235,14 +310,24 @@ __global__ void __launch_bounds__(kBlockThreads, kK == 64 ? 3 : 1)
   if (blockIdx.x < tl.total) issue(blockIdx.x, in_s_address, y_address);
   copy_async_commit();
   int buf = 0;
-  for (int tile = blockIdx.x; tile < tl.total; tile += gridDim.x, buf ^= 1) {
+  for (int tile = blockIdx.x; tile < tl.total; tile += gridDim.x, buf ^= kBuffers - 1) {
+    int n, m0, j0;
+    tl.locate(tile, n, m0, j0);
+    const int out_cols_log2 = tl.cols_log2 + 1;
+    auto out_pixel = [&](int o) {  // index of output pixel o of the tile in dx, in pixels
+      return (static_cast<size_t>(n) * tl.H + 2 * m0 + (o >> out_cols_log2)) * tl.W + 2 * j0 +
+             (o & ((1 << out_cols_log2) - 1));
+    };
+    PairWords y_words;
+    if (dx_act.gradient && C != 8) load_pair_y_words(dx_act, C, tid, out_pixel, y_words);
     copy_async_wait<0>();
     // A thread's own copies have landed: with an activation it turns them into the gradient.
     if constexpr (kActivation) activation_gradient(buf);
     // This tile's footprint (and gradient) is in for every thread; the other buffer's output is
     // written, and y's buffer read.
     __syncthreads();
-    if (tile + gridDim.x < tl.total) issue(tile + gridDim.x, in_s_address + (buf ^ 1) * buffer_bytes, y_address);
+    if (kBuffers == 2 && tile + gridDim.x < tl.total)
+      issue(tile + gridDim.x, in_s_address + (buf ^ 1) * buffer_bytes, y_address);
     copy_async_commit();
     const T* in = in_s(buf);
 
@@ -289,41 +374,56 @@ __global__ void __launch_bounds__(kBlockThreads, kK == 64 ? 3 : 1)
                 pack_pair<T>(acc[py][px][mt][2 * h], acc[py][px][mt][2 * h + 1]);
           }
     __syncthreads();
-    int n, m0, j0;
-    tl.locate(tile, n, m0, j0);
-    const int out_cols_log2 = tl.cols_log2 + 1;
-    auto out_pixel = [&](int o) {  // index of output pixel o of the tile in dx, in pixels
-      return (static_cast<size_t>(n) * tl.H + 2 * m0 + (o >> out_cols_log2)) * tl.W + 2 * j0 +
-             (o & ((1 << out_cols_log2) - 1));
-    };
     if (C == 8) {
-      for (int o = tid; o < 4 * kPhasePixels; o += kBlockThreads)
-        *reinterpret_cast<uint4*>(dx + out_pixel(o) * 8) = *reinterpret_cast<const uint4*>(out_s + o * 8);
+      for (int o = tid; o < 4 * kPhasePixels; o += kBlockThreads) {
+        const size_t first = out_pixel(o) * 8;
+        uint4 v = *reinterpret_cast<const uint4*>(out_s + o * 8);
+        if (dx_act.on) {
+          v.x = dx_act.apply(v.x, dx_act.y_word(first));
+          v.y = dx_act.apply(v.y, dx_act.y_word(first + 2));
+          v.z = dx_act.apply(v.z, dx_act.y_word(first + 4));
+          v.w = dx_act.apply(v.w, dx_act.y_word(first + 6));
+        }
+        *reinterpret_cast<uint4*>(dx + first) = v;
+      }
     } else if (C == 3) {
-      write_pixel_pairs<3>(out_s, dx, tid, out_pixel);
+      write_pixel_pairs<3>(out_s, dx, tid, out_pixel, dx_act, y_words);
     } else {
-      write_pixel_pairs<1>(out_s, dx, tid, out_pixel);
+      write_pixel_pairs<1>(out_s, dx, tid, out_pixel, dx_act, y_words);
+    }
+    if (kBuffers == 1) {
+      __syncthreads();  // the one buffer's output is written
+      if (tile + gridDim.x < tl.total) issue(tile + gridDim.x, in_s_address, y_address);
+      copy_async_commit();
     }
   }
 }
 
 template <class T, int kK, bool kActivation>
 void launch_dgrad(const Tensor& dy, const Tensor& w, Tensor& dx, const DgradTiling& tl, const Tensor* y_act,
-                  ops::Activation act, float slope, CudaContext& ctx) {
+                  ops::Activation act, float slope, const DxActivation* dx_act, CudaContext& ctx) {
+  DxActivationArgs<T> dx_args;
+  if (dx_act) {
+    dx_args.on = true;
+    dx_args.gradient = dx_act->y != nullptr;
+    dx_args.kind = dx_act->act.kind;
+    dx_args.slope = dx_act->act.negative_slope;
+    dx_args.y = dx_act->y ? dx_act->y->data_as<T>() : nullptr;
+  }
   auto kernel = conv_8ch_dgrad_kernel<T, kK, kActivation>;
   const size_t smem = dgrad_smem_bytes<kK, kActivation>(tl.fp_pixels);
   allow_dynamic_smem(kernel, dgrad_smem_bytes<kK, kActivation>(kMaxFootprintPixels), dy.device().index);
   const int blocks = grid_blocks(kernel, smem, dy.device().index, tl.total);
   launch_kernel(kernel, static_cast<unsigned>(blocks), kBlockThreads, smem, ctx.stream(), dy.data_as<T>(),
                 w.data_as<T>(), dx.data_as<T>(), tl, static_cast<int>(dx.dim(1)), y_act ? y_act->data_as<T>() : nullptr,
-                act, slope);
+                act, slope, dx_args);
   CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
 bool conv2d_backward_data_8ch(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p,
-                              const ops::FusedActivation* act, const Tensor* y_act) {
+                              const ops::FusedActivation* act, const Tensor* y_act, const DxActivation* dx_act) {
   if (!conv_8ch_enabled()) return false;
   const DType dt = dy.dtype();
   if ((dt != DType::F16 && dt != DType::BF16) || w.dtype() != dt || dx.dtype() != dt) return false;
@@ -340,6 +440,11 @@ bool conv2d_backward_data_8ch(const Tensor& dy, const Tensor& w, Tensor& dx, con
   if ((K != 64 && K != 128) || dy.dim(1) != K || w.dim(1) != 8 || w.dim(2) != 4 || w.dim(3) != 4 ||
       (C != 1 && C != 3 && C != 8) || p.stride != 2 || p.pad != 1 || dy.dim(0) != dx.dim(0))
     return false;
+  if (dx_act && dx_act->y) {
+    const Tensor& y = *dx_act->y;
+    if (y.shape() != dx.shape() || y.dtype() != dt || y.format() != MemoryFormat::NHWC || !aligned16(y.data()))
+      return false;
+  }
   DgradTiling tl;
   if (!choose_dgrad_tiling(dy.dim(0), dy.dim(2), dy.dim(3), dx.dim(2), dx.dim(3), tl)) return false;
   CudaContext& ctx = context(dy.device().index);
@@ -347,13 +452,13 @@ bool conv2d_backward_data_8ch(const Tensor& dy, const Tensor& w, Tensor& dx, con
   const float slope = act ? act->negative_slope : 0.f;
   GE_DISPATCH_HALF(dt, T, {
     if (K == 64 && act)
-      launch_dgrad<T, 64, true>(dy, w, dx, tl, y_act, kind, slope, ctx);
+      launch_dgrad<T, 64, true>(dy, w, dx, tl, y_act, kind, slope, dx_act, ctx);
     else if (K == 64)
-      launch_dgrad<T, 64, false>(dy, w, dx, tl, nullptr, kind, slope, ctx);
+      launch_dgrad<T, 64, false>(dy, w, dx, tl, nullptr, kind, slope, dx_act, ctx);
     else if (act)
-      launch_dgrad<T, 128, true>(dy, w, dx, tl, y_act, kind, slope, ctx);
+      launch_dgrad<T, 128, true>(dy, w, dx, tl, y_act, kind, slope, dx_act, ctx);
     else
-      launch_dgrad<T, 128, false>(dy, w, dx, tl, nullptr, kind, slope, ctx);
+      launch_dgrad<T, 128, false>(dy, w, dx, tl, nullptr, kind, slope, dx_act, ctx);
   });
   return true;
 }

@@ -112,17 +112,26 @@ void conv2d_activation_backward_filter(const Tensor& x_in, const Tensor& y, cons
 }
 
 void conv2d_activation_backward_data(const Tensor& y, const Tensor& dy, const Tensor& w, Tensor& dx,
-                                     const Conv2dParams& p, const FusedActivation& act) {
+                                     const Conv2dParams& p, const FusedActivation& act, const InputActivation* input) {
   check_conv("conv2d_activation_backward_data", dx, w, dy, p);
-  same_device("conv2d_activation_backward_data", {&y, &dy, &w, &dx});
+  const Tensor no_input;
+  same_device("conv2d_activation_backward_data", {&y, &dy, &w, &dx, input ? &input->x : &no_input});
   GE_CHECK(y.shape() == dy.shape() && y.dtype() == dy.dtype(), "conv2d_activation_backward_data: y ", y.str(),
            " and dy ", dy.str(), " must match");
+  GE_CHECK(
+      !input || (input->x.shape() == dx.shape() && input->x.dtype() == dx.dtype() && input->x.format() == dx.format()),
+      "conv2d_activation_backward_data: the input activation's output ", input ? input->x.str() : "", " must match dx ",
+      dx.str());
   if (dx.device().is_cuda()) {  // the GPU backend handles a narrower dx itself
-    GE_DISPATCH(dy, conv2d_activation_backward_data(y, dy, w, dx, p, act));
+    GE_DISPATCH(dy, conv2d_activation_backward_data(y, dy, w, dx, p, act, input));
     return;
   }
-  write_with_channels(dx, w.dim(1),
-                      [&](Tensor& full) { GE_DISPATCH(dy, conv2d_activation_backward_data(y, dy, w, full, p, act)); });
+  // The CPU kernel writes all of w's channels; the input activation's output gets them as zeros.
+  write_with_channels(dx, w.dim(1), [&](Tensor& full) {
+    InputActivation wide;
+    if (input) wide = {input->act, with_channels(input->x, w.dim(1))};
+    GE_DISPATCH(dy, conv2d_activation_backward_data(y, dy, w, full, p, act, input ? &wide : nullptr));
+  });
 }
 
 namespace {
@@ -136,6 +145,16 @@ bool deterministic_convolutions() { return g_deterministic_convolutions; }
 // same weight read as (K=Cin, C=Cout, R, S): its "input" is conv2d's output and vice versa.
 void conv_transpose2d_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p) {
   conv2d_backward_data(x, w, y, p);
+}
+void conv_transpose2d_activation_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p,
+                                         const FusedActivation& act) {
+  check_conv("conv_transpose2d_activation_forward", y, w, x, p);
+  if (y.device().is_cuda()) {  // the GPU backend handles a narrower y itself
+    GE_DISPATCH(x, conv_transpose2d_activation_forward(x, w, y, p, act));
+    return;
+  }
+  write_with_channels(y, w.dim(1),
+                      [&](Tensor& full) { GE_DISPATCH(x, conv_transpose2d_activation_forward(x, w, full, p, act)); });
 }
 void conv_transpose2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p) {
   conv2d_forward(dy, w, dx, p);

@@ -54,8 +54,8 @@ Tensor Conv2d::compute_weight() {
 
 Tensor Conv2d::forward(const Tensor& x_in, bool) {
   Tensor x = x_in;
-  if (x.dtype() != policy_.compute_dtype || x.format() != where_.format)
-    x = ops::converted(x_in, policy_.compute_dtype, where_.format, where_.device);
+  input_converted_ = x.dtype() != policy_.compute_dtype || x.format() != where_.format;
+  if (input_converted_) x = ops::converted(x_in, policy_.compute_dtype, where_.format, where_.device);
   const int64_t N = x.dim(0), H = x.dim(2), W = x.dim(3);
   GE_CHECK(x.dim(1) == in_ || x.dim(1) == in_padded_, describe(), ": input ", x.str(), " should have ", in_,
            " channels");
@@ -76,7 +76,10 @@ Tensor Conv2d::forward(const Tensor& x_in, bool) {
   const int64_t y_channels = transposed_ && !keep_padded_output_ ? out_ : out_padded_;
   Tensor y = Tensor::empty({N, y_channels, Ho, Wo}, policy_.compute_dtype, where_.device, where_.format);
   if (fused_) {
-    ops::conv2d_activation_forward(x, w, y, p_, *fused_);  // fuse_activation: never transposed
+    if (transposed_)
+      ops::conv_transpose2d_activation_forward(x, w, y, p_, *fused_);
+    else
+      ops::conv2d_activation_forward(x, w, y, p_, *fused_);
     saved_y_ = y;
   } else if (transposed_) {
     ops::conv_transpose2d_forward(x, w, y, p_);
@@ -93,7 +96,7 @@ Tensor Conv2d::forward(const Tensor& x_in, bool) {
 
 void Conv2d::fuse_activation(const ops::FusedActivation& act) {
   GE_CHECK(can_fuse_activation(), describe(),
-           ": an activation fuses only into a (not transposed) convolution whose output needs no channel padding");
+           ": an activation fuses only into a convolution whose output is written without channel padding");
   fused_ = act;
 }
 
@@ -107,13 +110,16 @@ Tensor Conv2d::backward(Tensor dy_in, bool want_param_grads, bool want_input_gra
   // its own channels: G's last layer's 3, without a padding copy (side by side on the H200, O2/O3
   // steps 0.8-1.1% shorter at batch 256 and 1024 than padding it to 8 first).
   if (!transposed_) dy = padded(dy, dy.dim(0), out_padded_);
-  // With a fused activation dy is its output's gradient. Only one gradient wanted (the filter's
-  // in D's passes on data and on fake.detach(), the input's in G's pass through D): one op forms
-  // the activation's gradient on the way in. Both wanted: the activation's gradient first (in
-  // place, as the separate layer would), then both passes as usual.
-  const bool fused_filter_only = fused_ && !want_input_grad;
-  const bool fused_input_only = fused_ && want_input_grad && !want_param_grads;
-  if (fused_ && want_input_grad && want_param_grads)
+  // With a fused activation dy is its output's gradient (unless the next network's first layer
+  // has taken it through the activation: receives_gradient_through_activation). Only one
+  // gradient wanted of a convolution (the filter's in D's passes on data and on fake.detach(),
+  // the input's in G's pass through D): one op forms the activation's gradient on the way in.
+  // Otherwise (both wanted, or a transposed convolution) the activation's gradient first, in
+  // place as the separate layer would, then the passes as usual.
+  const bool activation_pending = fused_ && !gradient_through_activation_;
+  const bool fused_filter_only = activation_pending && !transposed_ && !want_input_grad;
+  const bool fused_input_only = activation_pending && !transposed_ && want_input_grad && !want_param_grads;
+  if (activation_pending && !fused_filter_only && !fused_input_only)
     ops::activation_backward(fused_->kind, saved_y_, dy, dy, fused_->negative_slope);
   const Tensor y_for_input = fused_input_only ? saved_y_ : Tensor();
   if (want_param_grads) {
@@ -148,18 +154,30 @@ Tensor Conv2d::backward(Tensor dy_in, bool want_param_grads, bool want_input_gra
   const Shape x_shape{saved_x_.dim(0), transposed_ ? in_padded_ : input_channels_, saved_x_.dim(2),
                       saved_x_.dim(3)};
   const DType x_dtype = saved_x_.dtype();
+  const Tensor x_kept = saved_x_;
   saved_x_ = Tensor();
   saved_w_ = Tensor();
   saved_y_ = Tensor();
   if (!want_input_grad) return Tensor();
+  // Taken through the input's activation, the gradient must meet that activation's own output,
+  // not a converted copy of it (the trainer gives both networks one precision policy).
+  GE_CHECK(!input_activation_ || !input_converted_, describe(),
+           ": the input gradient is taken through the activation before this layer, but the input came in ",
+           "another dtype or layout than this layer computes in; give both layers the same precision policy");
+  const ops::InputActivation through{input_activation_.value_or(ops::FusedActivation{}), x_kept};
+  bool through_taken = !input_activation_;
   Tensor dx = Tensor::empty(x_shape, x_dtype, where_.device, where_.format);
-  if (transposed_)
+  if (transposed_) {
     ops::conv_transpose2d_backward_data(dy, w, dx, p_);
-  else if (fused_input_only)
-    ops::conv2d_activation_backward_data(y_for_input, dy, w, dx, p_, *fused_);
-  else
+  } else if (fused_input_only) {
+    ops::conv2d_activation_backward_data(y_for_input, dy, w, dx, p_, *fused_, through_taken ? nullptr : &through);
+    through_taken = true;
+  } else {
     ops::conv2d_backward_data(dy, w, dx, p_);
-  return padded(dx, dx.dim(0), input_channels_);
+  }
+  Tensor out = padded(dx, dx.dim(0), input_channels_);
+  if (!through_taken) ops::activation_backward(through.act.kind, x_kept, out, out, through.act.negative_slope);
+  return out;
 }
 
 std::unique_ptr<Layer> Conv2d::twin() const {

@@ -32,9 +32,10 @@ Tensor Sequential::backward(const Tensor& dy, bool want_param_grads, bool want_i
 void Sequential::fuse_activations() {
   for (size_t i = 0; i + 1 < layers_.size(); ++i) {
     auto* act = dynamic_cast<ActivationLayer*>(layers_[i + 1].get());
-    if (!act || act->kind() == ops::Activation::Tanh) continue;
+    if (!act) continue;
     const ops::FusedActivation fused{act->kind(), act->slope()};
     if (auto* bn = dynamic_cast<BatchNorm2d*>(layers_[i].get())) {
+      if (act->kind() == ops::Activation::Tanh) continue;  // BatchNorm's kernels fuse ReLU and LeakyReLU only
       bn->fuse_activation(fused);
     } else if (auto* conv = dynamic_cast<Conv2d*>(layers_[i].get()); conv && conv->can_fuse_activation()) {
       conv->fuse_activation(fused);

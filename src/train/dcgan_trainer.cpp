@@ -21,6 +21,17 @@ DcganTrainer::DcganTrainer(const TrainerConfig& cfg) : cfg_(cfg), where_(nn::Pla
   // batch takes 3 channels, not 8, for as long as D and G hold it (at batch 1024, 40 MiB less at
   // the step's peak). G's output and D's input gradient are written with their 3 channels (the
   // GPU's 8-channel backward-data kernel), with no trimming copy.
+  // G's Tanh runs inside G's last layer, and its gradient is taken by D's first layer as it
+  // writes the input gradient of G's pass through D (the fake batch is both Tanh's output and
+  // D's input): one op and three passes over the fake batch's gradient less.
+  // (The layer list keeps the activation after the convolution that runs it: Sequential.)
+  auto& g_layers = G_->layers();
+  auto* g_last = g_layers.size() >= 2 ? dynamic_cast<nn::Conv2d*>(g_layers[g_layers.size() - 2].get()) : nullptr;
+  auto* d_first = dynamic_cast<nn::Conv2d*>(D_->layers().front().get());
+  if (g_last && d_first && g_last->fused_activation()) {
+    d_first->take_input_gradient_through(*g_last->fused_activation());
+    g_last->receives_gradient_through_activation(true);
+  }
   if (cfg_.sync_batchnorm) {
     if (!cfg_.replicas) fail("--sync-bn synchronises BatchNorm across replicas: it needs --ngpu > 1 or mpirun");
     ReplicaGroup* group = cfg_.replicas;
