@@ -788,10 +788,13 @@ TEST_CASE("gpu ops: unscale_grads raises found_inf on inf or NaN and never clear
       CAPTURE(bad);
       CAPTURE(ge::dtype_name(dt));
       GradList g = make_grad_list(1.0);
-      // The bad value sits deep inside the big tensor (not in its first chunk) of this dtype.
-      const size_t victim = dt == DType::F32 ? 0 : (dt == DType::F16 ? 1 : 2);
+      // The bad value sits deep inside the big tensor (not in its first chunk) of this dtype, or
+      // in the last element of its 7-element tensor (past the kernel's last four-element group).
+      const bool in_tail = std::isnan(bad);  // the NaN goes to the tail
+      const size_t dt_index = dt == DType::F32 ? 0 : (dt == DType::F16 ? 1 : 2);
+      const size_t victim = in_tail ? 9 + dt_index : dt_index;
       Values v = g.src[victim].to_doubles();
-      v[33333] = bad;
+      v[in_tail ? 6 : 33333] = bad;
       g.src[victim] = Tensor::from_doubles(v, g.src[victim].shape(), dt, kCpu, g.src[victim].format());
 
       std::vector<Tensor> dstg = clones(g.dst0, kGpu);
