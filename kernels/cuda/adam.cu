@@ -58,9 +58,10 @@ __device__ __forceinline__ void adam_chunk(const AdamElementScalars& s, S* p, co
   constexpr bool kCopy = !std::is_same<H, NoCopy>::value;
   using Quad = Pack<S, kVec>;
   using GradQuad = Pack<float, kVec>;
+  using CopyQuad = Pack<typename std::conditional<kCopy, H, float>::type, kVec>;
   bool quads = aligned_to(p, sizeof(Quad)) && aligned_to(m, sizeof(Quad)) && aligned_to(v, sizeof(Quad)) &&
                aligned_to(g, sizeof(GradQuad));
-  if constexpr (kCopy) quads = quads && aligned_to(copy, kVec * sizeof(H));
+  if constexpr (kCopy) quads = quads && aligned_to(copy, sizeof(CopyQuad));
   const int64_t quad_end = quads ? begin + (end - begin) / kVec * kVec : begin;
   const int64_t stride = int64_t{blockDim.x} * kVec;
   for (int64_t first = begin + threadIdx.x * kVec; first < quad_end; first += kGroupsInFlight * stride) {
@@ -79,28 +80,17 @@ __device__ __forceinline__ void adam_chunk(const AdamElementScalars& s, S* p, co
     for (int j = 0; j < kGroupsInFlight; ++j) {
       const int64_t i = first + j * stride;
       if (i >= quad_end) break;
-      if constexpr (kCopy) {
-        Pack<H, kVec> cq;
+      CopyQuad cq;  // unused without a copy
 #pragma unroll
-        for (int e = 0; e < kVec; ++e) {
-          float pf = load_float(&pq[j].v[e]), mf = load_float(&mq[j].v[e]), vf = load_float(&vq[j].v[e]);
-          adam_element(s, gq[j].v[e], pf, mf, vf);
-          store_float(&pq[j].v[e], pf);
-          store_float(&mq[j].v[e], mf);
-          store_float(&vq[j].v[e], vf);
-          store_float(&cq.v[e], pf);
-        }
-        *reinterpret_cast<Pack<H, kVec>*>(copy + i) = cq;
-      } else {
-#pragma unroll
-        for (int e = 0; e < kVec; ++e) {
-          float pf = load_float(&pq[j].v[e]), mf = load_float(&mq[j].v[e]), vf = load_float(&vq[j].v[e]);
-          adam_element(s, gq[j].v[e], pf, mf, vf);
-          store_float(&pq[j].v[e], pf);
-          store_float(&mq[j].v[e], mf);
-          store_float(&vq[j].v[e], vf);
-        }
+      for (int e = 0; e < kVec; ++e) {
+        float pf = load_float(&pq[j].v[e]), mf = load_float(&mq[j].v[e]), vf = load_float(&vq[j].v[e]);
+        adam_element(s, gq[j].v[e], pf, mf, vf);
+        store_float(&pq[j].v[e], pf);
+        store_float(&mq[j].v[e], mf);
+        store_float(&vq[j].v[e], vf);
+        if constexpr (kCopy) store_float(&cq.v[e], pf);
       }
+      if constexpr (kCopy) *reinterpret_cast<CopyQuad*>(copy + i) = cq;
       *reinterpret_cast<Quad*>(p + i) = pq[j];
       *reinterpret_cast<Quad*>(m + i) = mq[j];
       *reinterpret_cast<Quad*>(v + i) = vq[j];
