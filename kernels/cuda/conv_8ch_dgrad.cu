@@ -15,8 +15,8 @@
 // shared memory by cp.async while the block computes the previous tile (or after it: see
 // kFootprintBuffers). A warp owns 32 phase pixels and all four phases: each of the nine shifts
 // (dm, dj) of dy is read once (ldmatrix) and used by every phase and tap that reads it, 16
-// products from 9 loads. The weights stay in shared memory for the block's life. Results are rounded to the dtype once,
-// staged in the footprint's buffer and written as whole output rows.
+// products from 9 loads. The weights stay in shared memory for the block's life. Results are
+// rounded to the dtype once, staged in the footprint's buffer and written as whole output rows.
 //
 // With an activation (D's first layer's LeakyReLU when only its input gradient is wanted: G's
 // pass through D), dy is the activation's output gradient: the footprint of the activation's
@@ -105,7 +105,7 @@ __host__ __device__ constexpr int tap_of(int p, int d) {
 // which took G's pass through D's first layer 175 us a call at batch 1024 against 200 us (H200,
 // CUPTI timeline, both with the activation's gradient for G's Tanh on the way out).
 template <int kK, bool kActivation>
-constexpr int kFootprintBuffers = kActivation&& kK == 64 ? 1 : 2;
+constexpr int kFootprintBuffers = (kActivation && kK == 64) ? 1 : 2;
 
 template <int kK, bool kActivation>
 constexpr size_t dgrad_smem_bytes(int fp_pixels) {
