@@ -162,6 +162,32 @@ TEST_CASE("fused conv activation: G's Tanh taken by D's first layer gives G the 
   }
 }
 
+// A convolution without a fused activation of its own takes the input's activation gradient
+// after writing the input gradient: bitwise activation_backward on the plain input gradient,
+// with and without the filter gradient wanted.
+TEST_CASE("fused conv activation: a plain convolution takes the input's activation gradient after writing dx") {
+  const PrecisionPolicy policy = resolve_policy(OptLevel::O2);
+  const nn::Placement where = nn::Placement::for_device(Device::cpu(), policy.compute_dtype);
+  const Tensor w = random_tensor({8, 3, 4, 4}, DType::F32, Device::cpu(), MemoryFormat::NCHW, -0.3, 0.3);
+  const Tensor x = random_tensor({2, 3, 8, 8}, DType::F16, Device::cpu());  // Tanh's outputs
+  const Tensor dy = random_tensor({2, 8, 4, 4}, DType::F16, Device::cpu());
+  for (const bool want_param_grads : {false, true}) {
+    CAPTURE(want_param_grads);
+    nn::Conv2d through(3, 8, 4, 2, 1, false, policy, where), plain(3, 8, 4, 2, 1, false, policy, where);
+    nn::assign_param(through.weight(), w);
+    nn::assign_param(plain.weight(), w);
+    through.take_input_gradient_through({ops::Activation::Tanh, 0.f});
+    through.forward(x, true);
+    plain.forward(x, true);
+    const Tensor got = through.backward(dy.clone(), want_param_grads, true);
+    const Tensor plain_dx = plain.backward(dy.clone(), want_param_grads, true);
+    Tensor want = plain_dx.clone();
+    ops::activation_backward(ops::Activation::Tanh, x, want, want);
+    CHECK(same_bytes(got, want));
+    CHECK_FALSE(same_bytes(got, plain_dx));  // Tanh's gradient was taken
+  }
+}
+
 TEST_CASE("fused conv activation: a gradient taken through the input's activation needs that activation's output") {
   const PrecisionPolicy policy = resolve_policy(OptLevel::O2);
   const nn::Placement where = nn::Placement::for_device(Device::cpu(), policy.compute_dtype);

@@ -164,19 +164,20 @@ Tensor Conv2d::backward(Tensor dy_in, bool want_param_grads, bool want_input_gra
   GE_CHECK(!input_activation_ || !input_converted_, describe(),
            ": the input gradient is taken through the activation before this layer, but the input came in ",
            "another dtype or layout than this layer computes in; give both layers the same precision policy");
-  const ops::InputActivation through{input_activation_.value_or(ops::FusedActivation{}), x_kept};
-  bool through_taken = !input_activation_;
+  // Still to take, after the input gradient is written, unless its op takes it as it writes.
+  std::optional<ops::InputActivation> through;
+  if (input_activation_) through = ops::InputActivation{*input_activation_, x_kept};
   Tensor dx = Tensor::empty(x_shape, x_dtype, where_.device, where_.format);
   if (transposed_) {
     ops::conv_transpose2d_backward_data(dy, w, dx, p_);
   } else if (fused_input_only) {
-    ops::conv2d_activation_backward_data(y_for_input, dy, w, dx, p_, *fused_, through_taken ? nullptr : &through);
-    through_taken = true;
+    ops::conv2d_activation_backward_data(y_for_input, dy, w, dx, p_, *fused_, through ? &*through : nullptr);
+    through.reset();
   } else {
     ops::conv2d_backward_data(dy, w, dx, p_);
   }
   Tensor out = padded(dx, dx.dim(0), input_channels_);
-  if (!through_taken) ops::activation_backward(through.act.kind, x_kept, out, out, through.act.negative_slope);
+  if (through) ops::activation_backward(through->act.kind, through->x, out, out, through->act.negative_slope);
   return out;
 }
 
