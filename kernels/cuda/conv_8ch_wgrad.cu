@@ -212,11 +212,11 @@ bool conv2d_backward_filter_8ch(const Tensor& x, const Tensor& dy, Tensor& dw, c
   const float slope = act ? act->negative_slope : 0.f;
   GE_DISPATCH_HALF(x.dtype(), T, {
     // As many blocks as the padded fused kernel fits at once (three per SM on an H200; fewer for
-    // small batches, kMinTilesPerBlock), for every variant: the same blocks sum the same tiles in the same order, and a
-    // block sums each dw value over its tiles' pixels in the same order whichever input it reads, so the fused op is
-    // bitwise the two ops in sequence and a 1- or 3-channel x bitwise its padded copy. Each block
-    // leaves 32 KB of partial sums (13 MB on an H200), in the cuDNN workspace the other
-    // convolutions need anyway.
+    // small batches, kMinTilesPerBlock), for every variant: the same blocks sum the same tiles in
+    // the same order, and a block sums each dw value over its tiles' pixels in the same order
+    // whichever input it reads, so the fused op is bitwise the two ops in sequence and a 1- or
+    // 3-channel x bitwise its padded copy. Each block leaves 32 KB of partial sums (13 MB on an
+    // H200), in the cuDNN workspace the other convolutions need anyway.
     auto widest = conv_8ch_wgrad_kernel<T, true, PaddedInput<T>>;
     allow_dynamic_smem(widest, smem_bytes(true), x.device().index);
     const int blocks = std::min(grid_blocks(widest, smem_bytes(true), x.device().index, tl.total),
