@@ -347,6 +347,43 @@ TEST_CASE("gpu cuda graph: small memsets replay as kernels that write the same b
 }
 #endif
 
+#if GE_WITH_CUDA  // cudaMemsetAsync inside the capture
+// cuDNN's counter memsets wait for the workspace's previous user instead of the BatchNorm
+// kernels captured between (kernels/cuda/graph_memset_hoist.h); the work after a moved memset
+// still waits for those kernels, and memsets outside a workspace stay where they were.
+TEST_CASE("gpu cuda graph: a workspace memset waits for the workspace's last user and not the kernels between") {
+  GE_REQUIRE_GPU();
+  const Device d = Device::cuda(0);
+  gpu::CudaContext& ctx = gpu::context(0);
+  char* ws = static_cast<char*>(gpu::workspace(ctx, 1 << 20));
+  Tensor y = Tensor::from_floats({-1, 2, -3, 4, 5, -6, 7, -8}, {8}, DType::F32, d);
+  Tensor z = Tensor::empty({8}, DType::F32, d);
+  Tensor outside = Tensor::from_floats({1, 1, 1, 1}, {4}, DType::F32, d);
+  CudaGraph g;
+  g.capture(d, [&] {
+    cudaStream_t stream = ctx.stream();
+    CUDA_CHECK(cudaMemsetAsync(ws, 0x11, 8, stream));  // the workspace's previous user
+    ops::activation_forward(ops::Activation::ReLU, y, z);
+    CUDA_CHECK(cudaMemsetAsync(ws, 0x22, 4, stream));  // moved up: waits for the first memset
+    ops::scale_inplace(z, 3.f);                        // reads the activation's output
+    ops::activation_forward(ops::Activation::ReLU, z, z);
+    CUDA_CHECK(cudaMemsetAsync(outside.data(), 0, 8, stream));  // not a workspace: stays
+  });
+  REQUIRE(g.captured());
+  CHECK(g.memsets_hoisted() == 1);
+  CHECK(g.memsets_replaced() == 3);
+  g.replay();
+  CHECK(z.to_floats() == std::vector<float>{0, 6, 0, 12, 15, 0, 21, 0});
+  CHECK(outside.to_floats() == std::vector<float>{0, 0, 1, 1});
+  unsigned char bytes[8];
+  CUDA_CHECK(cudaMemcpy(bytes, ws, sizeof bytes, cudaMemcpyDeviceToHost));
+  for (int i = 0; i < 8; ++i) {
+    CAPTURE(i);
+    CHECK(bytes[i] == (i < 4 ? 0x22 : 0x11));
+  }
+}
+#endif
+
 TEST_CASE("gpu allocator: a graph pool never calls cudaMalloc and keeps its blocks until released") {
   GE_REQUIRE_GPU();
   const Device d = Device::cuda(0);

@@ -36,6 +36,9 @@ class CudaGraph {
   size_t nodes() const { return nodes_; }  // kernels, copies and memsets recorded
   // Small memsets recorded as kernel nodes (kernels/cuda/graph_memsets.h; included in nodes()).
   size_t memsets_replaced() const { return memsets_replaced_; }
+  // Memsets into a cuDNN workspace moved off the chain of BatchNorm kernels before them
+  // (kernels/cuda/graph_memset_hoist.h).
+  size_t memsets_hoisted() const { return memsets_hoisted_; }
   GraphPoolId pool() const { return pool_; }
   // Waits for the stream, destroys the graph and gives its memory pool back to the cache.
   void reset();
@@ -48,6 +51,7 @@ class CudaGraph {
   bool pinned_workspace_ = false;
   size_t nodes_ = 0;
   size_t memsets_replaced_ = 0;
+  size_t memsets_hoisted_ = 0;
 };
 
 }  // namespace ge

@@ -3,6 +3,7 @@
 #include "ganengine/cuda_graph.h"
 
 #include "ganengine/cuda_context.h"
+#include "graph_memset_hoist.h"
 #include "graph_memsets.h"
 
 namespace ge {
@@ -19,6 +20,15 @@ void abandon_capture(cudaStream_t stream) {
     if (broken) (void)cudaGraphDestroy(broken);
   }
   (void)cudaGetLastError();  // the failed call's error is not sticky: clear it
+}
+
+// The lanes' cuDNN workspaces as the captured graph refers to them (they cannot grow during a
+// capture).
+std::vector<gpu::ByteRange> lane_workspaces(gpu::CudaContext& ctx) {
+  std::vector<gpu::ByteRange> ranges;
+  for (const gpu::LaneState& lane : ctx.lanes)
+    if (lane.workspace) ranges.push_back({lane.workspace, lane.workspace_bytes});
+  return ranges;
 }
 
 }  // namespace
@@ -56,6 +66,7 @@ void CudaGraph::capture(Device device, const std::function<void()>& body) {
     if (ended != cudaSuccess || graph == nullptr)
       fail("CUDA graph capture on cuda:", device_, " failed: ", cudaGetErrorName(ended), " (",
            cudaGetErrorString(ended), "): the captured work used an operation a graph cannot hold");
+    memsets_hoisted_ = gpu::hoist_workspace_memsets(graph, lane_workspaces(ctx));
     memsets_replaced_ = gpu::memsets_to_kernels(graph);
     cudaGraphExec_t exec = nullptr;
     // Kernels keep the priority of the stream they were captured from (cuda_context.cpp).
@@ -73,6 +84,7 @@ void CudaGraph::capture(Device device, const std::function<void()>& body) {
     graph_ = nullptr;
     nodes_ = 0;
     memsets_replaced_ = 0;
+    memsets_hoisted_ = 0;
     cuda_allocator_release_graph_pool(device_, pool_);  // also ends it
     pool_ = 0;
     gpu::unpin_workspace(ctx);
@@ -100,6 +112,7 @@ void CudaGraph::reset() {
     graph_ = nullptr;
     nodes_ = 0;
     memsets_replaced_ = 0;
+    memsets_hoisted_ = 0;
     if (synced != cudaSuccess) {
       // The device failed; reusing memory it might still touch would turn one error into
       // silent corruption. Keep the pool reserved (leaked) and report.

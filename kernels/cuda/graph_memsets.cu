@@ -3,6 +3,7 @@
 
 #include "cuda_util.cuh"
 #include "ganengine/env_choice.h"
+#include "graph_edges.h"
 #include "graph_memsets.h"
 
 namespace ge {
@@ -26,22 +27,6 @@ __global__ void memset_node_kernel(char* dst, size_t pitch, unsigned value, unsi
   }
 }
 
-struct Edges {
-  std::vector<cudaGraphNode_t> nodes;
-  std::vector<cudaGraphEdgeData> data;
-};
-
-// A node's incoming (cudaGraphNodeGetDependencies) or outgoing (cudaGraphNodeGetDependentNodes)
-// edges, with their data.
-using EdgeQuery = cudaError_t (*)(cudaGraphNode_t, cudaGraphNode_t*, cudaGraphEdgeData*, size_t*);
-Edges edges_of(cudaGraphNode_t node, EdgeQuery query) {
-  size_t n = 0;
-  CUDA_CHECK(query(node, nullptr, nullptr, &n));
-  Edges e{std::vector<cudaGraphNode_t>(n), std::vector<cudaGraphEdgeData>(n)};
-  if (n) CUDA_CHECK(query(node, e.nodes.data(), e.data.data(), &n));
-  return e;
-}
-
 // The priority the graph gives the first kernel that waits on `edges` (the memset ran for it),
 // or none.
 bool successor_priority(const Edges& edges, cudaLaunchAttributeValue* priority) {
@@ -57,8 +42,7 @@ bool successor_priority(const Edges& edges, cudaLaunchAttributeValue* priority) 
 }
 
 void replace(cudaGraph_t graph, cudaGraphNode_t memset, const cudaMemsetParams& m) {
-  const Edges in = edges_of(memset, cudaGraphNodeGetDependencies),
-              out = edges_of(memset, cudaGraphNodeGetDependentNodes);
+  const Edges in = incoming_edges(memset), out = outgoing_edges(memset);
 
   char* dst = static_cast<char*>(m.dst);
   size_t pitch = m.pitch, width = m.width, height = m.height;
@@ -92,12 +76,8 @@ void replace(cudaGraph_t graph, cudaGraphNode_t memset, const cudaMemsetParams& 
 size_t memsets_to_kernels(cudaGraph_t graph) {
   static const bool enabled = env_choice("GANENGINE_GRAPH_MEMSETS", {"kernel", "node"}) == "kernel";
   if (!enabled) return 0;
-  size_t n = 0;
-  CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &n));
-  std::vector<cudaGraphNode_t> nodes(n);
-  if (n) CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &n));
   size_t replaced = 0;
-  for (cudaGraphNode_t node : nodes) {
+  for (cudaGraphNode_t node : graph_nodes(graph)) {
     cudaGraphNodeType type;
     CUDA_CHECK(cudaGraphNodeGetType(node, &type));
     if (type != cudaGraphNodeTypeMemset) continue;

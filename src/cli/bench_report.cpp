@@ -115,7 +115,10 @@ std::string bench_json(const BenchRun& run, bool complete) {
     o.append_member("workspace_bytes", Value::integer(static_cast<int64_t>(r.workspace_bytes)));
     o.append_member("device_used_bytes", Value::integer(static_cast<int64_t>(r.device_used_bytes)));
     o.append_member("losses_finite", Value::boolean(r.finite));
-    if (row.cuda_graph) o.append_member("graph_nodes", Value::integer(static_cast<int64_t>(r.graph.nodes)));
+    if (row.cuda_graph) {
+      o.append_member("graph_nodes", Value::integer(static_cast<int64_t>(r.graph.nodes)));
+      o.append_member("graph_memsets_hoisted", Value::integer(static_cast<int64_t>(r.graph.memsets_hoisted)));
+    }
     rows.push_back(std::move(o));
   }
   doc.append_member("rows", std::move(rows));

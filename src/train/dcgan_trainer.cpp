@@ -387,6 +387,7 @@ void DcganTrainer::graph_step(const Tensor& real_in, const Tensor& noise_in) {
   graph_signature_ = sig;
   ++graph_stats_.captures;
   graph_stats_.nodes = graph_->nodes();
+  graph_stats_.memsets_hoisted = graph_->memsets_hoisted();
   graph_->replay();  // the captured step itself: capture records, it does not run
   ++graph_stats_.replays;
 }

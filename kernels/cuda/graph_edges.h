@@ -1,0 +1,23 @@
+// A captured graph node's edges with their data (type and ports), for the passes that rewire a
+// graph between capture and instantiation (graph_memsets.h, graph_memset_hoist.h).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <vector>
+
+namespace ge {
+namespace gpu {
+
+struct Edges {
+  std::vector<cudaGraphNode_t> nodes;
+  std::vector<cudaGraphEdgeData> data;  // data[i] belongs to the edge with nodes[i]
+};
+
+Edges incoming_edges(cudaGraphNode_t node);  // the nodes `node` waits for
+Edges outgoing_edges(cudaGraphNode_t node);  // the nodes that wait for `node`
+
+// Every node of the graph, in the order cudaGraphGetNodes gives.
+std::vector<cudaGraphNode_t> graph_nodes(cudaGraph_t graph);
+
+}  // namespace gpu
+}  // namespace ge
