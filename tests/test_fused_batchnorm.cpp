@@ -297,6 +297,40 @@ TEST_CASE("gpu batchnorm in one launch: matches the three-launch passes and the 
     }
 }
 
+// The three-launch backward's dx pass tests the recomputed activation on per-channel thresholds
+// (batchnorm_math.cuh, activation_threshold): bitwise what reading the activation's output gives,
+// for gammas of either sign and zero (the test's direction flips with gamma's sign).
+TEST_CASE("gpu fused batchnorm backward: the dx pass's activation thresholds are bitwise reading the output") {
+  GE_REQUIRE_GPU();
+  const Device gpu = Device::cuda(0);
+  ClusterChoice off(gpu::ClusterBatchNorm::Off);
+  const float gammas[] = {1.2f, -0.7f, 0.f, -0.f, 0.3f, -1.5f, 1e-3f, -2.f};
+  for (DType dt : {DType::F16, DType::BF16})
+    for (ops::Activation a : {ops::Activation::ReLU, ops::Activation::LeakyReLU})
+      for (const Shape& s : {Shape{16, 64, 8, 8}, Shape{4, 24, 5, 5}}) {
+        INFO(std::string(dtype_name(dt)), " ", std::string(ops::activation_name(a)), " ", shape_str(s));
+        const ops::FusedActivation act{a, 0.2f};
+        const int64_t C = s[1];
+        std::vector<float> gamma(static_cast<size_t>(C));
+        for (int64_t c = 0; c < C; ++c) gamma[static_cast<size_t>(c)] = gammas[c % 8];
+        Inputs in = make_inputs(s, dt, MemoryFormat::NHWC).on(gpu);
+        in.gamma = Tensor::from_floats(gamma, {C}, DType::F32, gpu);
+        const Outputs fwd = run(true, act, in);  // y, mean, invstd as the forward leaves them
+        Outputs recomputed, read;
+        for (Outputs* o : {&recomputed, &read}) {
+          o->dx = Tensor::empty(s, dt, gpu, MemoryFormat::NHWC);
+          o->dgamma = Tensor::empty({C}, DType::F32, gpu);
+          o->dbeta = Tensor::empty({C}, DType::F32, gpu);
+          ge::gpu::batchnorm_backward(in.x, in.dy, in.gamma, fwd.mean, fwd.invstd, o->dx, o->dgamma, o->dbeta, &act,
+                                      &fwd.y, o == &recomputed ? &in.beta : nullptr, nullptr);
+        }
+        CHECK(same_bytes(recomputed.dx, read.dx));
+        CHECK(same_bytes(recomputed.dgamma, read.dgamma));
+        CHECK(same_bytes(recomputed.dbeta, read.dbeta));
+        CHECK(same_bytes(recomputed.dx, fwd.dx));  // the layer's own backward took the same path
+      }
+}
+
 TEST_CASE("gpu batchnorm in one launch: auto takes small NHWC layers only") {
   GE_REQUIRE_GPU();
   const Device gpu = Device::cuda(0);

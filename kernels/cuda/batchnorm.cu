@@ -50,6 +50,13 @@ bool bn_recompute_enabled() {
   return on;
 }
 
+// The dx pass tests the recomputed activation on per-channel thresholds instead of reading its
+// output (GANENGINE_BN_DX_THRESHOLD=off reads it; only where GANENGINE_BN_RECOMPUTE is on).
+bool bn_dx_threshold_enabled() {
+  static const bool on = env_choice("GANENGINE_BN_DX_THRESHOLD", {"on", "off"}) == "on";
+  return on;
+}
+
 // ---- what happens to each channel's totals (channel_reduce.cuh's Finish functors), and the
 // per-channel kernels of --sync-bn (one thread per channel)
 
@@ -186,18 +193,21 @@ __global__ void normalize_kernel(const T* x, T* y, const float* mean, const floa
   }
 }
 
-// fixed_channels: as normalize_kernel's. The activation's output is read back (bn_output_grad).
-template <class T, int V>
-__global__ void batchnorm_dx_kernel(const T* x, const T* dy, const T* y, T* dx, const float* mean,
-                                    const float* coef, ChannelGeometry g, uint32_t packs, bool vector_loads,
-                                    bool fixed_channels, ActivationGrad act) {
+// fixed_channels: as normalize_kernel's. The fused activation's output is read back
+// (bn_output_grad) or, with kThreshold, tested on x against coef's fourth vector
+// (bn_threshold_grad; batchnorm_math.cuh says why that is the same).
+template <class T, int V, bool kThreshold>
+__global__ void batchnorm_dx_kernel(const T* x, const T* dy, const T* y, T* dx, const float* mean, const float* coef,
+                                    ChannelGeometry g, uint32_t packs, bool vector_loads, bool fixed_channels,
+                                    ActivationGrad act) {
   await_previous_kernel();
-  float m[V], k0[V], k1[V], k2[V];
+  float m[V], k0[V], k1[V], k2[V], t[kThreshold ? V : 1];
   auto load_channels = [&](uint32_t c0) {
     channel_values<V>(mean, c0, g.nhwc, vector_loads, m);
     channel_values<V>(coef, c0, g.nhwc, vector_loads, k0);
     channel_values<V>(coef + g.C, c0, g.nhwc, vector_loads, k1);
     channel_values<V>(coef + 2 * g.C, c0, g.nhwc, vector_loads, k2);
+    if constexpr (kThreshold) channel_values<V>(coef + 3 * g.C, c0, g.nhwc, vector_loads, t);
   };
   const uint32_t first = blockIdx.x * blockDim.x + threadIdx.x;
   if (fixed_channels && first < packs) load_channels(channel_of(first * V, g));
@@ -206,13 +216,17 @@ __global__ void batchnorm_dx_kernel(const T* x, const T* dy, const T* y, T* dx, 
     const Pack<T, V> xv = reinterpret_cast<const Pack<T, V>*>(x)[p];
     const Pack<T, V> gv = reinterpret_cast<const Pack<T, V>*>(dy)[p];
     Pack<T, V> yv;
-    if (act.fused) yv = reinterpret_cast<const Pack<T, V>*>(y)[p];
+    if (act.fused && !kThreshold) yv = reinterpret_cast<const Pack<T, V>*>(y)[p];
     Pack<T, V> out;
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       const float xf = load_float(&xv.v[j]);
-      const float grad = bn_output_grad<T>(act, xf, act.fused ? load_float(&yv.v[j]) : 0.f, load_float(&gv.v[j]),
-                                           {m[j], 0.f, 0.f, 0.f});
+      float grad;
+      if constexpr (kThreshold)
+        grad = bn_threshold_grad<T>(act, xf, load_float(&gv.v[j]), k0[j], t[j]);
+      else
+        grad = bn_output_grad<T>(act, xf, act.fused ? load_float(&yv.v[j]) : 0.f, load_float(&gv.v[j]),
+                                 {m[j], 0.f, 0.f, 0.f});
       store_float(&out.v[j], bn_dx(k0[j], k1[j], k2[j], grad, xf, m[j]));
     }
     reinterpret_cast<Pack<T, V>*>(dx)[p] = out;
@@ -411,13 +425,16 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
   const uint32_t splits = reduce_splits(g);
   Tensor partials = Tensor::empty({static_cast<int64_t>(partials_floats<GradSumsAcc>(g, splits))}, DType::F32,
                                   x.device());
-  Tensor coef = Tensor::empty({3 * int64_t{g.C}}, DType::F32, x.device());
+  // The dx pass tests a recomputed activation on thresholds (coef's fourth vector) where the
+  // coefficients are formed here (not --sync-bn's kernel) and it reads whole packs.
+  const bool thresholds = agrad.recompute && !sync && bn_dx_threshold_enabled();
+  Tensor coef = Tensor::empty({(thresholds ? 4 : 3) * int64_t{g.C}}, DType::F32, x.device());
   const uint32_t n = static_cast<uint32_t>(x.numel());
   const float* mean = save_mean.data_as<float>();
   const float* invstd = save_invstd.data_as<float>();
 
   GE_DISPATCH_FLOAT(x.dtype(), T, {
-    const T* y = act ? y_act->data_as<T>() : nullptr;  // the dx pass reads it
+    const T* y = act ? y_act->data_as<T>() : nullptr;  // the dx pass reads it, unless thresholds
     const bool vector_ok = aligned16(x.data()) && aligned16(dy.data()) && (!y || aligned16(y));
     GE_DISPATCH_FLOAT(gamma.dtype(), P, {
       auto reduce = [&](auto recompute) {
@@ -437,10 +454,15 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
                                                    gamma.data_as<P>(), invstd, coef.data_as<float>());
           CUDA_CHECK_LAUNCH();
         } else {
-          reduce_channels<GradSumsAcc>(visit, g, splits, partials.data_as<float>(),
-                                       FinishGrads<P>{g.C, g.M, gamma.data_as<P>(), invstd, dgamma.data_as<P>(),
-                                                      dbeta.data_as<P>(), coef.data_as<float>()},
-                                       stream, vector_ok);
+          FinishGrads<P> finish{
+              g.C, g.M, gamma.data_as<P>(), invstd, dgamma.data_as<P>(), dbeta.data_as<P>(), coef.data_as<float>()};
+          if (thresholds) {
+            finish.save_mean = mean;
+            finish.beta = beta->data_as<P>();
+            finish.threshold = coef.data_as<float>() + 3 * g.C;
+            finish.bf16 = x.dtype() == DType::BF16;
+          }
+          reduce_channels<GradSumsAcc>(visit, g, splits, partials.data_as<float>(), finish, stream, vector_ok);
         }
       };
       if (agrad.recompute)
@@ -452,13 +474,18 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
     // coef's three vectors start at 0, C and 2C: aligned when C is a whole number of packs.
     const bool vector_loads = packs_aligned<W, float>({mean, coef.data()}) && g.C % W == 0;
     if (bn_pack_width<T>(g, n, {x.data(), dy.data(), y, dx.data()}) == W) {
-      const unsigned blocks = elementwise_blocks(batchnorm_dx_kernel<T, W>, n / W, x.device().index);
-      launch_kernel(batchnorm_dx_kernel<T, W>, blocks, kThreads, 0, stream, x.data_as<T>(), dy.data_as<T>(), y,
-                    dx.data_as<T>(), mean, coef.data_as<float>(), g, n / W, vector_loads,
-                    channels_fixed_per_thread(g, blocks, W), agrad);
+      auto launch = [&](auto kernel) {
+        const unsigned blocks = elementwise_blocks(kernel, n / W, x.device().index);
+        launch_kernel(kernel, blocks, kThreads, 0, stream, x.data_as<T>(), dy.data_as<T>(), y, dx.data_as<T>(), mean,
+                      coef.data_as<float>(), g, n / W, vector_loads, channels_fixed_per_thread(g, blocks, W), agrad);
+      };
+      if (thresholds)  // 16-bit activations only
+        launch(batchnorm_dx_kernel<T, W, true>);
+      else
+        launch(batchnorm_dx_kernel<T, W, false>);
     } else {
       const unsigned blocks = grid_for(n);
-      launch_kernel(batchnorm_dx_kernel<T, 1>, blocks, kThreads, 0, stream, x.data_as<T>(), dy.data_as<T>(), y,
+      launch_kernel(batchnorm_dx_kernel<T, 1, false>, blocks, kThreads, 0, stream, x.data_as<T>(), dy.data_as<T>(), y,
                     dx.data_as<T>(), mean, coef.data_as<float>(), g, n, false, channels_fixed_per_thread(g, blocks, 1),
                     agrad);
     }

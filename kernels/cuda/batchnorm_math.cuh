@@ -139,6 +139,66 @@ __device__ __forceinline__ float bn_output_grad(const ActivationGrad& a, float x
   return round_to<T>(activate_grad(a.kind, y, dy, a.slope));
 }
 
+// ---- the dx pass's activation test without the activation's output
+//
+// For one channel, bn_affine is monotonic in x: each rounded operation is, increasing or
+// decreasing with gamma's sign (invstd > 0). So rounds_positive holds for the values of T on one
+// side of a boundary, which a bisection over T's values in order finds once per channel (the
+// coefficient pass, FinishGrads); the dx pass then tests the activation with one compare instead
+// of reading its output (a quarter of that pass's bytes). Where gamma is 0 the test is constant
+// over finite x and an infinite x breaks the order, but an infinite x makes every dx of its
+// channel NaN through the coefficients whatever the test says.
+
+// T's values in increasing order: index 0 is -inf, kInf is -0, kInf + 1 is +0, 2 kInf + 1 is +inf.
+template <class T>
+struct Ordered16;
+template <>
+struct Ordered16<__half> {
+  static constexpr uint32_t kInf = 0x7C00;
+  __device__ static float value(uint32_t bits) { return __half2float(__ushort_as_half(static_cast<uint16_t>(bits))); }
+};
+template <>
+struct Ordered16<__nv_bfloat16> {
+  static constexpr uint32_t kInf = 0x7F80;
+  __device__ static float value(uint32_t bits) { return __uint_as_float(bits << 16); }
+};
+template <class T>
+__device__ __forceinline__ float ordered_value(uint32_t i) {
+  constexpr uint32_t kInf = Ordered16<T>::kInf;
+  return Ordered16<T>::value(i <= kInf ? (0x8000u | (kInf - i)) : i - (kInf + 1));
+}
+
+// x with its sign flipped when k0 (gamma * invstd, FinishGrads) has its sign bit set.
+__device__ __forceinline__ float flip_by(float x, float k0) {
+  return __int_as_float(__float_as_int(x) ^ (__float_as_int(k0) & static_cast<int>(0x80000000u)));
+}
+
+// t such that, for every value x of T, rounds_positive<T>(bn_affine(x, ...)) == (flip_by(x, k0) >= t);
+// NaN when no value passes (NaN x never passes either way).
+template <class T>
+__device__ float activation_threshold(float mean, float invstd, float gamma, float beta, float k0) {
+  const bool decreasing = signbit(k0);
+  constexpr uint32_t kCount = 2 * (Ordered16<T>::kInf + 1);
+  // Over increasing x, the test goes false -> true (or true -> false when decreasing); find the
+  // first index of the second part.
+  uint32_t lo = 0, hi = kCount;
+  while (lo < hi) {
+    const uint32_t mid = (lo + hi) / 2;
+    if (rounds_positive<T>(bn_affine(ordered_value<T>(mid), mean, invstd, gamma, beta)) != decreasing)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  if (!decreasing) return lo == kCount ? __int_as_float(0x7fffffff) : ordered_value<T>(lo);
+  return lo == 0 ? __int_as_float(0x7fffffff) : -ordered_value<T>(lo - 1);  // x <= v, as -x >= -v
+}
+
+// bn_output_grad<T, true> with the test as a threshold: the same value.
+template <class T>
+__device__ __forceinline__ float bn_threshold_grad(const ActivationGrad& a, float x, float dy, float k0, float t) {
+  return round_to<T>(flip_by(x, k0) >= t ? dy : (a.kind == ops::Activation::ReLU ? 0.f : dy * a.slope));
+}
+
 template <class T>
 struct StatsVisit {
   static constexpr int kPack = kWidePack<T>;
@@ -276,7 +336,8 @@ __device__ __forceinline__ DxCoef dx_coef(const GradSumsAcc& sums, float gamma, 
 }
 
 // Backward: dbeta, dgamma, and the three per-channel coefficients of dx.
-// coef layout: [0] gamma*invstd, [1] mean of dy, [2] invstd^2 * mean of dy*(x - mean).
+// coef layout: [0] gamma*invstd, [1] mean of dy, [2] invstd^2 * mean of dy*(x - mean); the
+// thresholds, where asked for, go to `threshold` (batchnorm.cu puts them at coef + 3C).
 template <class P>
 struct FinishGrads {
   uint32_t C, M;
@@ -285,19 +346,37 @@ struct FinishGrads {
   P* dgamma;
   P* dbeta;
   float* coef;
+  // With `threshold`: each channel's activation_threshold for 16-bit activations (bf16 or half).
+  const float* save_mean = nullptr;
+  const P* beta = nullptr;
+  float* threshold = nullptr;
+  bool bf16 = false;
   // dbeta and dgamma only.
   __device__ void params(uint32_t c, const GradSumsAcc& sums) const {
     store_float(dbeta + c, sums.sum_dy);
     store_float(dgamma + c, sums.sum_dy_xmu * save_invstd[c]);
   }
-  __device__ void operator()(uint32_t c, const GradSumsAcc& sums) const {
+  // The channel's activation threshold (0 without `threshold`). It needs only the forward's
+  // statistics and the parameters, so the finish kernels call it before they wait for the
+  // reduction (channel_reduce.cuh): the bisection's latency hides behind it.
+  using Prepared = float;
+  __device__ float prepare(uint32_t c) const {
+    if (!threshold) return 0.f;
+    const float invstd = save_invstd[c], ga = load_float(gamma + c), be = load_float(beta + c);
+    const float k0 = ga * invstd;  // dx_coef's k0: its sign bit picks the direction
+    return bf16 ? activation_threshold<__nv_bfloat16>(save_mean[c], invstd, ga, be, k0)
+                : activation_threshold<__half>(save_mean[c], invstd, ga, be, k0);
+  }
+  __device__ void operator()(uint32_t c, const GradSumsAcc& sums, float prepared) const {
     const float invstd = save_invstd[c];
     params(c, sums);
     const DxCoef k = dx_coef(sums, load_float(gamma + c), invstd, static_cast<float>(M));
     coef[c] = k.k0;
     coef[C + c] = k.k1;
     coef[2 * C + c] = k.k2;
+    if (threshold) threshold[c] = prepared;
   }
+  __device__ void operator()(uint32_t c, const GradSumsAcc& sums) const { (*this)(c, sums, prepare(c)); }
 };
 
 // dx = k0 * (g - k1 - (x - mean) * k2), g the gradient at BatchNorm's output.

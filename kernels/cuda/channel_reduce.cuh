@@ -19,6 +19,7 @@
 // A Finish functor provides: operator()(uint32_t channel, const Acc& total), on the device.
 #pragma once
 #include <algorithm>
+#include <type_traits>
 
 #include "cuda_util.cuh"
 #include "kernel_launch.cuh"
@@ -372,22 +373,52 @@ __global__ void __launch_bounds__(kVecLanes* kVecRows)
 // kTileChannels x kMergeRows threads per 32 channels. (Merging inside the reduction instead, in
 // the last block of each channel tile to finish, measured slower on the H200: the tail of
 // fences, atomics and merges in that one block took longer than this launch.)
+// A Finish functor may have per-channel work that reads nothing the reduction writes:
+// `Prepared prepare(c)`, run before the finish kernel waits for the reduction (launched early, it
+// waits at await_previous_kernel) and handed back as finish(c, total, prepared).
+template <class F, class = void>
+struct HasPrepare : std::false_type {};
+template <class F>
+struct HasPrepare<F, std::void_t<decltype(&F::prepare)>> : std::true_type {};
+
+struct NothingPrepared {};
+
+template <class Finish>
+__device__ __forceinline__ auto prepare_finish(const Finish& finish, uint32_t c, bool finisher) {
+  if constexpr (HasPrepare<Finish>::value)
+    return finisher ? finish.prepare(c) : typename Finish::Prepared{};
+  else
+    return NothingPrepared{};
+}
+
+template <class Finish, class Acc, class Prepared>
+__device__ __forceinline__ void call_finish(const Finish& finish, uint32_t c, const Acc& total,
+                                            const Prepared& prepared) {
+  if constexpr (HasPrepare<Finish>::value)
+    finish(c, total, prepared);
+  else
+    finish(c, total);
+}
+
 template <class Acc, class Finish>
 __global__ void finish_partials_kernel(const float* partials, uint32_t splits, uint32_t C, Finish finish) {
+  const uint32_t c = blockIdx.x * kTileChannels + threadIdx.x;
+  const bool finisher = threadIdx.y == 0 && c < C;
+  const auto prepared = prepare_finish(finish, c, finisher);
   await_previous_kernel();
   const Acc total = merge_partials_tile<Acc>(partials, splits, C);
-  const uint32_t c = blockIdx.x * kTileChannels + threadIdx.x;
-  if (threadIdx.y == 0 && c < C) finish(c, total);
+  if (finisher) call_finish(finish, c, total, prepared);
 }
 
 template <class Acc, class Finish>
 __global__ void __launch_bounds__(kMergeWarpThreads)
     finish_partials_warp_kernel(const float* partials, uint32_t splits, uint32_t C, Finish finish) {
-  await_previous_kernel();
   const uint32_t c = blockIdx.x * (kMergeWarpThreads / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+  const auto prepared = prepare_finish(finish, c, c < C && lane == 0);
+  await_previous_kernel();
   if (c >= C) return;  // whole warps: c is the same for all 32 lanes
   const Acc total = merge_partials_warp<Acc>(partials, splits, C, c, lane);
-  if (lane == 0) finish(c, total);
+  if (lane == 0) call_finish(finish, c, total, prepared);
 }
 
 // Reduces every channel and calls finish(c, total) once per channel, on the device. partials:

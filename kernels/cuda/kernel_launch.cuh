@@ -5,7 +5,10 @@
 // the GPU. Launched through launch_kernel, a kernel's blocks may be placed while the kernel before
 // it in the stream is still finishing; each such kernel must begin with await_previous_kernel(),
 // before it reads or writes any memory, which waits until the previous kernel has completed and
-// its writes are visible, and then lets the next kernel's blocks be placed in turn. Kernels
+// its writes are visible, and then lets the next kernel's blocks be placed in turn. (So when a
+// kernel's blocks are placed, every kernel before the previous one has completed: the BatchNorm
+// finish kernels read the forward's statistics and the parameters before they wait,
+// channel_reduce.cuh.) Kernels
 // launched otherwise (cuDNN's, cuBLAS's, <<<>>>) wait for the whole previous kernel as usual.
 // GANENGINE_PDL=off launches every kernel the usual way.
 #pragma once
