@@ -3,6 +3,7 @@
 // poisoned with NaN first, so an element the GPU forgot to write fails the comparison. Results
 // must agree within tolerance_for(dtype) relative to the reference's norm.
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -973,6 +974,83 @@ TEST_CASE("gpu ops: Adam over three steps with and without skip and half copies 
             }
           }
         }
+}
+
+// With a static loss scale the trainer leaves an optimizer's last loss's gradients to Adam, which
+// unscales them as it reads them (ops::PendingGrads): bitwise unscale_grads, then adam_step; the
+// overflow flag (and with store_grads the gradients) written also on a skipped step, the
+// gradients left as they were without store_grads.
+TEST_CASE("gpu ops: Adam taking pending gradients is bitwise unscale_grads then the update") {
+  GE_REQUIRE_GPU();
+  ge::ops::AdamConfig cfg;
+  cfg.lr = 1e-3f;
+  for (DType state_dt : {DType::F32, DType::F16, DType::BF16})
+    for (bool accumulate : {false, true})
+      for (bool skip_step : {false, true})
+        for (bool non_finite : {false, true})
+          for (bool store : {true, false}) {
+            CAPTURE(std::string(ge::dtype_name(state_dt)));
+            CAPTURE(store);
+            CAPTURE(accumulate);
+            CAPTURE(skip_step);
+            CAPTURE(non_finite);
+            const AdamState start = make_adam_state(DType::F16, false, state_dt);
+            AdamState apart = to_device(start, kGpu), fused = to_device(start, kGpu);
+            std::vector<Tensor> src, grads_apart, grads_fused;
+            for (size_t i = 0; i < start.params.size(); ++i) {
+              const Tensor& p = start.params[i];
+              Tensor s = random_cpu(p.shape(), state_dt, p.format(), -1000.0, 1000.0);
+              if (non_finite && i == 4) {  // a NaN in the gradients: the flag goes up
+                if (state_dt == DType::F32)
+                  static_cast<float*>(s.data())[7] = NAN;
+                else
+                  static_cast<uint16_t*>(s.data())[7] = state_dt == DType::F16 ? 0x7E00 : 0x7FC0;
+              }
+              src.push_back(gpu(s));
+              const Tensor g = gpu(random_cpu(p.shape(), DType::F32, p.format()));
+              grads_apart.push_back(g);
+              grads_fused.push_back(g.clone());
+            }
+            // Parameter 4's buffers one element into wider ones: its elements go one at a time.
+            auto misaligned = [](const Tensor& t) {
+              Tensor view = Tensor::zeros({t.numel() + 1}, t.dtype(), t.device()).slice0(1, t.numel() + 1);
+              view.copy_from(t);
+              return view;
+            };
+            for (AdamState* st : {&apart, &fused})
+              for (std::vector<Tensor>* buffers : {&st->params, &st->m, &st->v})
+                (*buffers)[4] = misaligned((*buffers)[4]);
+            grads_apart[4] = misaligned(grads_apart[4]);
+            grads_fused[4] = misaligned(grads_fused[4]);
+            src[4] = misaligned(src[4]);
+            const Tensor scale = gpu(values_cpu({1024.0}, {1}));
+            const Tensor skip = gpu(values_cpu({skip_step ? 1.0 : 0.0}, {1}));
+            Tensor found_apart = gpu(values_cpu({0.0}, {1})), found_fused = gpu(values_cpu({0.0}, {1}));
+
+            ge::ops::unscale_grads(src, grads_apart, scale, found_apart, accumulate);
+            ge::ops::adam_step(apart.params, grads_apart, apart.m, apart.v, apart.step, skip, cfg);
+            std::vector<Tensor> grads_before;
+            for (const Tensor& g : grads_fused) grads_before.push_back(g.to(kCpu));
+            const ge::ops::PendingGrads pending{src, scale, found_fused, accumulate, store};
+            ge::ops::adam_step(fused.params, grads_fused, fused.m, fused.v, fused.step, skip, cfg, {}, &pending);
+
+            auto same_bits = [](const std::string& what, const Tensor& a, const Tensor& b) {  // NaNs included
+              INFO(what, ": ", a.str());
+              const Tensor ha = a.to(kCpu), hb = b.to(kCpu);
+              CHECK((ha.nbytes() == hb.nbytes() && std::memcmp(ha.data(), hb.data(), ha.nbytes()) == 0));
+            };
+            for (size_t i = 0; i < start.params.size(); ++i) {
+              CAPTURE(i);
+              same_bits("param", fused.params[i], apart.params[i]);
+              same_bits("exp_avg", fused.m[i], apart.m[i]);
+              same_bits("exp_avg_sq", fused.v[i], apart.v[i]);
+              same_bits("grad", grads_fused[i], store ? grads_apart[i] : grads_before[i]);
+            }
+            same_bits("step", fused.step, apart.step);
+            same_bits("found_inf", found_fused, found_apart);
+            CHECK(found_fused.item() == (non_finite ? 1.0 : 0.0));
+            CHECK(fused.step.item() == (skip_step ? 0.0 : 1.0));
+          }
 }
 
 }  // namespace

@@ -140,6 +140,48 @@ TEST_CASE("gpu trainer graph: 8 replayed steps are bitwise the eager steps at O0
 // kernel before it finishes, and wait for it before touching memory. A kernel that touched memory
 // before waiting would read stale values or overwrite ones still being read: the steps would
 // differ from those of kernels launched strictly one after another.
+// With a static loss scale each optimizer unscales its last loss's gradients as its update reads
+// them (TrainerConfig::optimizer_unscales_last_loss): the same steps, records (the overflow flags
+// too, also when an overflow is forced) and state (but the f32 gradients, which then lack the last
+// loss's part) as a separate unscale pass, eager and replayed, with D's fake loss accumulated on
+// the fake branch or after the real one.
+TEST_CASE("gpu trainer: Adam unscaling the last loss's gradients gives bitwise the separate unscale's steps") {
+  GE_REQUIRE_GPU();
+  DeterministicConvolutions deterministic;
+  using Choice = TrainerConfig::LaneChoice;
+  for (OptLevel level : {OptLevel::O0, OptLevel::O3})
+    for (bool graph : {false, true})
+      for (Choice branch : {Choice::Off, Choice::On}) {
+        const std::string config = std::string(opt_level_name(level)) + (graph ? " graph" : " eager") +
+                                   (branch == Choice::On ? ", fake branch" : "");
+        INFO(config);
+        TrainerConfig fused = small_trainer_config(level, Device::cuda(0), 16, 32);
+        fused.cuda_graph = graph;
+        fused.side_lane = branch;
+        fused.fake_branch = branch;
+        TrainerConfig apart = fused;
+        apart.optimizer_unscales_last_loss = false;
+        std::vector<StepRecord> records[2];
+        DcganTrainer a(fused), b(apart);
+        for (DcganTrainer* t : {&a, &b})
+          for (int64_t s = 0; s < 6; ++s) {
+            if (!graph && s == 2) t->force_overflow_next_step(kLossDFake);
+            if (!graph && s == 3) t->force_overflow_next_step(kLossG);
+            Tensor real, noise;
+            synthetic_step_inputs(s, 8, 32, 23, real, noise);
+            t->step(real, noise);
+            records[t == &b].push_back(t->record());
+          }
+        for (size_t s = 0; s < 6; ++s) expect_same_record(records[0][s], records[1][s], s);
+        if (!graph) {
+          CHECK(records[0][2].overflow[kLossDFake]);
+          CHECK(records[0][3].overflow[kLossG]);
+        }
+        // The fused trainer's Param::grad lacks the last loss's part (TrainerConfig).
+        expect_same_state(a, b, /*with_buffers=*/true, /*with_grads=*/false);
+      }
+}
+
 TEST_CASE("gpu trainer graph: steps whose kernels launch early are bitwise steps launched one after another") {
   GE_REQUIRE_GPU();
   DeterministicConvolutions deterministic;

@@ -28,7 +28,8 @@ bool same_tensor(const Tensor& a, const Tensor& b);
 // Every field of two step records, bit for bit.
 void expect_same_record(const StepRecord& a, const StepRecord& b, size_t step);
 // Every weight (model copy, master, gradients), BatchNorm buffer and counter, Adam moment and
-// step count, and loss-scaler state. with_buffers=false leaves out BatchNorm's running statistics.
-void expect_same_state(DcganTrainer& a, DcganTrainer& b, bool with_buffers = true);
+// step count, and loss-scaler state. with_buffers=false leaves out BatchNorm's running statistics,
+// with_grads=false the f32 gradients.
+void expect_same_state(DcganTrainer& a, DcganTrainer& b, bool with_buffers = true, bool with_grads = true);
 
 }  // namespace ge::test

@@ -51,7 +51,7 @@
   void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,              \
                  const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq,        \
                  Tensor& step, const Tensor& skip, const ops::AdamConfig& cfg,                     \
-                 const std::vector<Tensor>& half_copies);                                          \
+                 const std::vector<Tensor>& half_copies, const ops::PendingGrads* pending);        \
   void fill_uniform(Tensor& t, uint64_t seed, uint64_t offset);                                    \
   void fill_normal(Tensor& t, uint64_t seed, uint64_t offset, float mean, float stddev);
 

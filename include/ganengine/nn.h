@@ -31,7 +31,9 @@ struct Param {
   Tensor value;        // the model's copy, in the stored dtype (f32, or half at O2/O3)
   Tensor master;       // f32 master copy when the policy keeps one, else undefined
   Tensor model_grad;   // gradient of the latest backward, in value's compute dtype (still scaled)
-  Tensor grad;         // f32 gradient the optimizer reads: unscaled, summed over this step's losses
+  // f32 gradient the optimizer reads: unscaled, summed over this step's losses (but the last
+  // one's where the optimizer unscales that itself: TrainerConfig::optimizer_unscales_last_loss)
+  Tensor grad;
   Tensor& optimizer_value() { return master.defined() ? master : value; }
 };
 

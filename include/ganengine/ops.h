@@ -208,9 +208,22 @@ struct AdamConfig {  // doubles, like the Python floats PyTorch takes them as
   double beta2 = 0.999;
   double eps = 1e-8;
 };
-void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
-               const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq, Tensor& step,
-               const Tensor& skip, const AdamConfig& cfg, const std::vector<Tensor>& half_copies = {});
+// Gradients still to be unscaled: with `pending`, adam_step updates with the gradients that
+// unscale_grads(pending->src, grads, scale, found_inf, accumulate) would leave in grads (and
+// raises the flag as it would, also on a skipped step), forming them element by element as it
+// reads them, in the same pass as the update; they are written into grads only with store_grads
+// (otherwise grads keep what they held). For static loss scaling, where nothing decides on
+// found_inf before the update. src[i]: the dtype of params[i].
+struct PendingGrads {
+  std::vector<Tensor> src;
+  Tensor scale;      // f32 (1)
+  Tensor found_inf;  // f32 (1)
+  bool accumulate = false;
+  bool store_grads = true;
+};
+void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& exp_avg,
+               const std::vector<Tensor>& exp_avg_sq, Tensor& step, const Tensor& skip, const AdamConfig& cfg,
+               const std::vector<Tensor>& half_copies = {}, const PendingGrads* pending = nullptr);
 
 // ---- random numbers: Philox4x32-10 keyed by seed, element i drawn from counter (offset + i/4).
 // The same (seed, offset) gives bitwise the same values on the CPU and the GPU.

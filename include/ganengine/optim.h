@@ -13,7 +13,9 @@ class Adam {
  public:
   Adam(std::vector<nn::Param*> params, const ops::AdamConfig& cfg, Device device);
   // skip: f32 (k) on the device; any nonzero element means "a loss overflowed": no change.
-  void step(const Tensor& skip);
+  // pending (optional): the last loss's gradients, one per parameter in the order given, still
+  // to be unscaled into the grads; the update does it as it reads them (ops::PendingGrads).
+  void step(const Tensor& skip, const ops::PendingGrads* pending = nullptr);
   const ops::AdamConfig& config() const { return cfg_; }
   // Checkpoint access: per parameter (in the order given) its two moments, and the step count.
   std::vector<Tensor>& exp_avg() { return exp_avg_; }
@@ -28,6 +30,7 @@ class Adam {
   // Parameters fall in groups that one multi-tensor call can take together.
   struct Group {
     std::vector<Tensor> values, grads, m, v, half_copies;
+    std::vector<size_t> index;  // of each member in params_
   };
   std::vector<Group> groups_;
 };

@@ -4,6 +4,7 @@
 #pragma once
 #include <array>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "ganengine/amp.h"
@@ -59,6 +60,12 @@ struct TrainerConfig {
   // measured O2/O3 steps 2.5-2.8% shorter at batch 64 for 10 MiB more, and no gain at 128 or 256).
   LaneChoice side_hold = LaneChoice::Auto;
   static constexpr int64_t kSideHoldMaxPixels = 64 * 64 * 64;
+  // With a static loss scale (O0, O3) and one replica, each optimizer unscales its last loss's
+  // gradients itself as its update reads them (ops::PendingGrads) instead of a separate pass
+  // before it: nothing decides on the overflow flag in between. The same steps bit for bit; the
+  // last loss's part is then not written into Param::grad. GANENGINE_ADAM_UNSCALE=off turns it
+  // off.
+  bool optimizer_unscales_last_loss = true;
   // Data parallelism (not owned; null: a single replica). This trainer is one replica: step()
   // takes its share of the global batch; the group averages the f32 gradients before each
   // optimizer step (the mean of the replicas' gradients, as DataParallel's summed gradient of a
@@ -135,6 +142,9 @@ class DcganTrainer {
   void eager_step(const Tensor& real_in, const Tensor& noise_in);  // inputs moved to the device, then step_body
   void step_body(const Tensor& real, const Tensor& noise);
   void average_grads(nn::Sequential& net);  // TrainerConfig::replicas: mean of the f32 gradients
+  // Whether the optimizer of `params` takes its last loss's gradients still scaled
+  // (TrainerConfig::optimizer_unscales_last_loss, and model gradients in the optimizer's dtype).
+  bool optimizer_unscales(const std::vector<nn::Param*>& params) const;
   // fn's device work on the calling lane's side lane while a concurrent region is open, else
   // in place.
   void on_side_lane(const std::function<void()>& fn);
@@ -161,6 +171,8 @@ class DcganTrainer {
   Tensor record_;      // f32 (12) on the device, read by record()
   Tensor no_skip_;     // f32 (1) zero: static loss scales never skip a step (Apex)
   std::array<bool, 3> forced_{};
+  // D's and G's last loss's gradients left for their optimizer to unscale (optimizer_unscales).
+  std::array<std::optional<ops::PendingGrads>, 2> pending_;
   double replica_weight_ = 1.0;
   ops::ScalerConfig scaler_cfg_;
   // CUDA graph mode (TrainerConfig::cuda_graph).

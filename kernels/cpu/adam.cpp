@@ -3,7 +3,8 @@
 //   m = lerp(m, g, 1 - b1);  v = b2*v + (1-b2)*g*g                        (fp32, per element)
 //   p = p - lr/(1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)         (scalars from doubles)
 // A nonzero skip element (one of this optimizer's losses overflowed) leaves every tensor, step
-// included, untouched. At O3 the parameters and moments are half: computed in fp32, rounded once.
+// included, untouched (pending gradients are still unscaled into the grads). At O3 the parameters and moments are half:
+// computed in fp32, rounded once.
 #include <cmath>
 
 #include "cpu_util.h"
@@ -30,9 +31,9 @@ void update_tensor(const AdamElementScalars& s, Tensor p, const Tensor& g, Tenso
 
 }  // namespace
 
-void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
-               const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq, Tensor& step,
-               const Tensor& skip, const ops::AdamConfig& cfg, const std::vector<Tensor>& half_copies) {
+void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& exp_avg,
+               const std::vector<Tensor>& exp_avg_sq, Tensor& step, const Tensor& skip, const ops::AdamConfig& cfg,
+               const std::vector<Tensor>& half_copies, const ops::PendingGrads* pending) {
   const size_t n = params.size();
   // List lengths are checked once, in ops::adam_step.
   require_cpu_floating(step, "adam step");
@@ -50,6 +51,14 @@ void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
     }
   }
 
+  std::vector<Tensor> unscaled;  // the gradients the update reads, when not stored into grads
+  if (pending) {                 // unscaled first, whether or not the step is skipped
+    Tensor found = pending->found_inf;
+    if (!pending->store_grads)
+      for (const Tensor& g : grads) unscaled.push_back(g.clone());
+    unscale_grads(pending->src, pending->store_grads ? grads : unscaled, pending->scale, found, pending->accumulate);
+  }
+  const std::vector<Tensor>& read = unscaled.empty() ? grads : unscaled;
   for (int64_t i = 0; i < skip.numel(); ++i)
     if (load_as_double(skip.data(), skip.dtype(), i) != 0.0) return;  // one of the losses overflowed
 
@@ -58,8 +67,7 @@ void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
   const AdamElementScalars s = adam_scalars(cfg.lr, cfg.beta1, cfg.beta2, cfg.eps, t);
   parallel_for(static_cast<int64_t>(n), [&](int64_t i) {
     const size_t k = static_cast<size_t>(i);
-    update_tensor(s, params[k], grads[k], exp_avg[k], exp_avg_sq[k],
-                  half_copies.empty() ? Tensor() : half_copies[k]);
+    update_tensor(s, params[k], read[k], exp_avg[k], exp_avg_sq[k], half_copies.empty() ? Tensor() : half_copies[k]);
   });
 }
 

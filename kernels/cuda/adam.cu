@@ -21,7 +21,8 @@ namespace ge {
 namespace gpu {
 namespace {
 
-enum AdamBuffer { kParam = 0, kGrad, kExpAvg, kExpAvgSq, kHalfCopy, kAdamBuffers };
+// kPendingGrad: gradients still to be unscaled into kGrad (ops::PendingGrads), of the parameter's type.
+enum AdamBuffer { kParam = 0, kGrad, kExpAvg, kExpAvgSq, kHalfCopy, kPendingGrad, kAdamBuffers };
 constexpr int kAdamTensors = 32;
 // A block per 8192 elements, a thread taking four neighbouring elements of each buffer at a time
 // (one 16- or 8-byte access each), two such groups loaded before either is used. With 4096
@@ -49,12 +50,30 @@ __device__ __forceinline__ bool aligned_to(const T* p, size_t bytes) {
   return reinterpret_cast<uintptr_t>(p) % bytes == 0;
 }
 
+// What unscale_kernel (amp.cu) does to one element: g = pending / scale (+ g). Scales are powers
+// of two, so the product is exact and contracting it with the sum changes nothing.
+struct Unscale {
+  float inv_scale;
+  bool accumulate;
+  bool store;  // write the unscaled gradient back (PendingGrads::store_grads)
+  bool saw_non_finite = false;
+  __device__ __forceinline__ float operator()(float pending, float g) {
+    if (!isfinite(pending)) saw_non_finite = true;
+    float out = pending * inv_scale;
+    if (accumulate) out += g;
+    return out;
+  }
+};
+
 // Elements [begin, end) of one parameter: parameter and moments of type S, the f32 gradient, and
 // the half copy of type H (NoCopy: none). Whole groups of kVec elements where every buffer is
 // aligned for them, the rest one element a thread; each element's arithmetic is adam_element's.
-template <class S, class H>
-__device__ __forceinline__ void adam_chunk(const AdamElementScalars& s, S* p, const float* g, S* m, S* v, H* copy,
-                                           int64_t begin, int64_t end) {
+// kPending: each gradient is first unscale()d from `pending` (and written back where
+// unscale.store); `update` false (a skipped step) leaves the rest.
+template <bool kPending, class S, class H>
+__device__ __forceinline__ void adam_chunk(const AdamElementScalars& s, S* p, float* g, S* m, S* v, H* copy,
+                                           const S* pending, Unscale& unscale, bool update, int64_t begin,
+                                           int64_t end) {
   constexpr bool kCopy = !std::is_same<H, NoCopy>::value;
   using Quad = Pack<S, kVec>;
   using GradQuad = Pack<float, kVec>;
@@ -62,24 +81,34 @@ __device__ __forceinline__ void adam_chunk(const AdamElementScalars& s, S* p, co
   bool quads = aligned_to(p, sizeof(Quad)) && aligned_to(m, sizeof(Quad)) && aligned_to(v, sizeof(Quad)) &&
                aligned_to(g, sizeof(GradQuad));
   if constexpr (kCopy) quads = quads && aligned_to(copy, sizeof(CopyQuad));
+  if constexpr (kPending) quads = quads && aligned_to(pending, sizeof(Quad));
   const int64_t quad_end = quads ? begin + (end - begin) / kVec * kVec : begin;
   const int64_t stride = int64_t{blockDim.x} * kVec;
   for (int64_t first = begin + threadIdx.x * kVec; first < quad_end; first += kGroupsInFlight * stride) {
-    Quad pq[kGroupsInFlight], mq[kGroupsInFlight], vq[kGroupsInFlight];
+    Quad pq[kGroupsInFlight], mq[kGroupsInFlight], vq[kGroupsInFlight], dq[kGroupsInFlight];
     GradQuad gq[kGroupsInFlight];
 #pragma unroll
     for (int j = 0; j < kGroupsInFlight; ++j) {
       const int64_t i = first + j * stride;
       if (i >= quad_end) break;
-      pq[j] = *reinterpret_cast<const Quad*>(p + i);
-      mq[j] = *reinterpret_cast<const Quad*>(m + i);
-      vq[j] = *reinterpret_cast<const Quad*>(v + i);
-      gq[j] = *reinterpret_cast<const GradQuad*>(g + i);
+      if (update) {
+        pq[j] = *reinterpret_cast<const Quad*>(p + i);
+        mq[j] = *reinterpret_cast<const Quad*>(m + i);
+        vq[j] = *reinterpret_cast<const Quad*>(v + i);
+      }
+      if constexpr (kPending) dq[j] = *reinterpret_cast<const Quad*>(pending + i);
+      if (!kPending || unscale.accumulate) gq[j] = *reinterpret_cast<const GradQuad*>(g + i);
     }
 #pragma unroll
     for (int j = 0; j < kGroupsInFlight; ++j) {
       const int64_t i = first + j * stride;
       if (i >= quad_end) break;
+      if constexpr (kPending) {
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) gq[j].v[e] = unscale(load_float(&dq[j].v[e]), gq[j].v[e]);
+        if (unscale.store) *reinterpret_cast<GradQuad*>(g + i) = gq[j];
+      }
+      if (!update) continue;
       CopyQuad cq;  // unused without a copy
 #pragma unroll
       for (int e = 0; e < kVec; ++e) {
@@ -97,8 +126,16 @@ __device__ __forceinline__ void adam_chunk(const AdamElementScalars& s, S* p, co
     }
   }
   for (int64_t i = quad_end + threadIdx.x; i < end; i += blockDim.x) {
+    float gf;
+    if constexpr (kPending) {
+      gf = unscale(load_float(pending + i), unscale.accumulate ? g[i] : 0.f);
+      if (unscale.store) g[i] = gf;
+    } else {
+      gf = g[i];
+    }
+    if (!update) continue;
     float pf = load_float(p + i), mf = load_float(m + i), vf = load_float(v + i);
-    adam_element(s, g[i], pf, mf, vf);
+    adam_element(s, gf, pf, mf, vf);
     store_float(p + i, pf);
     store_float(m + i, mf);
     store_float(v + i, vf);
@@ -107,13 +144,16 @@ __device__ __forceinline__ void adam_chunk(const AdamElementScalars& s, S* p, co
 }
 
 // Parameters and moments of type S: f32 (masters, or fp32 models), or half at O3, where the
-// update is computed in fp32 and each buffer rounded once on store.
-template <class S>
+// update is computed in fp32 and each buffer rounded once on store. kPending: the gradients are
+// unscaled from the table's kPendingGrad buffers first (ops::PendingGrads), found_inf raised on any
+// non-finite one.
+template <class S, bool kPending>
 __global__ void __launch_bounds__(kThreads, kAdamBlocksPerSm)
     adam_kernel(AdamTable table, const float* step, const float* skip, int skip_count, double lr, double beta1,
-                double beta2, double eps) {
+                double beta2, double eps, const float* scale, float* found_inf, bool accumulate, bool store) {
   await_previous_kernel();
-  if (any_flag(skip, skip_count)) return;  // the step overflowed: leave every buffer as it is
+  const bool update = !any_flag(skip, skip_count);  // else the step overflowed: leave every buffer
+  if (!kPending && !update) return;
   int tensor;
   int64_t begin, end;
   locate_chunk<kAdamChunk>(table, blockIdx.x, tensor, begin, end);
@@ -122,16 +162,24 @@ __global__ void __launch_bounds__(kThreads, kAdamBlocksPerSm)
   const AdamElementScalars s = adam_scalars(lr, beta1, beta2, eps, static_cast<double>(step[0]) + 1.0);
 
   S* param = static_cast<S*>(table.ptr[kParam][tensor]);
-  const float* grad = static_cast<const float*>(table.ptr[kGrad][tensor]);
+  float* grad = static_cast<float*>(table.ptr[kGrad][tensor]);
   S* exp_avg = static_cast<S*>(table.ptr[kExpAvg][tensor]);
   S* exp_avg_sq = static_cast<S*>(table.ptr[kExpAvgSq][tensor]);
+  const S* pending = static_cast<const S*>(table.ptr[kPendingGrad][tensor]);
+  Unscale unscale{kPending ? 1.f / scale[0] : 1.f, accumulate, store};
   void* copy = table.ptr[kHalfCopy][tensor];
   if (!copy)
-    adam_chunk<S, NoCopy>(s, param, grad, exp_avg, exp_avg_sq, nullptr, begin, end);
+    adam_chunk<kPending, S, NoCopy>(s, param, grad, exp_avg, exp_avg_sq, nullptr, pending, unscale, update, begin, end);
   else if (table.type[kHalfCopy][tensor] == ElemType::F16)
-    adam_chunk(s, param, grad, exp_avg, exp_avg_sq, static_cast<__half*>(copy), begin, end);
+    adam_chunk<kPending>(s, param, grad, exp_avg, exp_avg_sq, static_cast<__half*>(copy), pending, unscale, update,
+                         begin, end);
   else
-    adam_chunk(s, param, grad, exp_avg, exp_avg_sq, static_cast<__nv_bfloat16*>(copy), begin, end);
+    adam_chunk<kPending>(s, param, grad, exp_avg, exp_avg_sq, static_cast<__nv_bfloat16*>(copy), pending, unscale,
+                         update, begin, end);
+  if constexpr (kPending) {
+    // Every writer stores the same 1.0, so the race between blocks is benign (as unscale_kernel).
+    if (__syncthreads_or(unscale.saw_non_finite) && threadIdx.x == 0) found_inf[0] = 1.f;
+  }
 }
 
 // Runs after every adam_kernel of the step, in stream order.
@@ -149,9 +197,9 @@ void check_like(const Tensor& t, const Tensor& param, DType dtype, const char* w
 
 }  // namespace
 
-void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
-               const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq, Tensor& step,
-               const Tensor& skip, const ops::AdamConfig& cfg, const std::vector<Tensor>& half_copies) {
+void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& exp_avg,
+               const std::vector<Tensor>& exp_avg_sq, Tensor& step, const Tensor& skip, const ops::AdamConfig& cfg,
+               const std::vector<Tensor>& half_copies, const ops::PendingGrads* pending) {
   const size_t n = params.size();
   // List lengths are checked once, in ops::adam_step.
   GE_CHECK(step.device().is_cuda() && step.dtype() == DType::F32 && step.numel() == 1,
@@ -188,6 +236,8 @@ void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
     buffers[kExpAvg].push_back(&exp_avg[i]);
     buffers[kExpAvgSq].push_back(&exp_avg_sq[i]);
     buffers[kHalfCopy].push_back(half);
+    if (pending) check_like(pending->src[i], params[i], params[i].dtype(), "pending gradient");
+    buffers[kPendingGrad].push_back(pending ? &pending->src[i] : nullptr);
   }
 
   cudaStream_t stream = stream_of(step);
@@ -195,9 +245,13 @@ void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
   const float* skip_ptr = skip.data_as<float>();
   if (n > 0) {
     GE_DISPATCH_FLOAT(params[0].dtype(), S, {
+      const float* scale = pending ? pending->scale.data_as<float>() : nullptr;
+      float* found = pending ? pending->found_inf.data_as<float>() : nullptr;
+      const bool accumulate = pending && pending->accumulate, store = !pending || pending->store_grads;
       for_each_table<kAdamBuffers, kAdamTensors, kAdamChunk>(buffers, [&](const AdamTable& table, int blocks) {
-        launch_kernel(adam_kernel<S>, blocks, kThreads, 0, stream, table, step_ptr, skip_ptr, skip_count, cfg.lr,
-                      cfg.beta1, cfg.beta2, cfg.eps);
+        auto kernel = pending ? adam_kernel<S, true> : adam_kernel<S, false>;
+        launch_kernel(kernel, blocks, kThreads, 0, stream, table, step_ptr, skip_ptr, skip_count, cfg.lr, cfg.beta1,
+                      cfg.beta2, cfg.eps, scale, found, accumulate, store);
         CUDA_CHECK_LAUNCH();
       });
     });

@@ -377,7 +377,7 @@ void loss_scaler_update(Tensor& state, const Tensor& found_inf, const ScalerConf
 
 void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& exp_avg,
                const std::vector<Tensor>& exp_avg_sq, Tensor& step, const Tensor& skip, const AdamConfig& cfg,
-               const std::vector<Tensor>& half_copies) {
+               const std::vector<Tensor>& half_copies, const PendingGrads* pending) {
   const size_t n = params.size();
   GE_CHECK(grads.size() == n && exp_avg.size() == n && exp_avg_sq.size() == n &&
                (half_copies.empty() || half_copies.size() == n),
@@ -400,8 +400,21 @@ void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
   GE_CHECK(step.dtype() == DType::F32 && step.numel() == 1 && skip.dtype() == DType::F32 && skip.numel() >= 1 &&
                skip.numel() <= 8,
            "adam_step: step must be f32 (1), skip f32 (1..8)");
+  if (pending) {
+    GE_CHECK(pending->src.size() == n, "adam_step: ", pending->src.size(), " pending gradients for ", n, " parameters");
+    same_device("adam_step", {&step, &pending->scale, &pending->found_inf});
+    GE_CHECK(pending->scale.dtype() == DType::F32 && pending->scale.numel() == 1 &&
+                 pending->found_inf.dtype() == DType::F32 && pending->found_inf.numel() == 1,
+             "adam_step: pending scale/found_inf must be f32 (1)");
+    for (size_t i = 0; i < n; ++i) {
+      same_device("adam_step", {&pending->src[i], &params[i]});
+      GE_CHECK(pending->src[i].dtype() == params[i].dtype() && pending->src[i].numel() == params[i].numel(),
+               "adam_step: pending gradient ", pending->src[i].str(), " must have the dtype and size of ",
+               params[i].str());
+    }
+  }
   if (n == 0) return;
-  GE_DISPATCH(step, adam_step(params, grads, exp_avg, exp_avg_sq, step, skip, cfg, half_copies));
+  GE_DISPATCH(step, adam_step(params, grads, exp_avg, exp_avg_sq, step, skip, cfg, half_copies, pending));
 }
 
 void fill_uniform(Tensor& t, uint64_t seed, uint64_t offset) {

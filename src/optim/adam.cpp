@@ -10,7 +10,8 @@ Adam::Adam(std::vector<nn::Param*> params, const ops::AdamConfig& cfg, Device de
   // Group by state dtype: f32 (masters, whose half model copies are refreshed in the same
   // pass, and plain f32 parameters), and at O3 half parameters updated in place.
   std::map<int, Group> by_kind;
-  for (nn::Param* p : params_) {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    nn::Param* p = params_[i];
     Tensor& value = p->optimizer_value();
     exp_avg_.push_back(Tensor::zeros(value.shape(), value.dtype(), device, value.format()));
     exp_avg_sq_.push_back(Tensor::zeros(value.shape(), value.dtype(), device, value.format()));
@@ -20,21 +21,28 @@ Adam::Adam(std::vector<nn::Param*> params, const ops::AdamConfig& cfg, Device de
     g.m.push_back(exp_avg_.back());
     g.v.push_back(exp_avg_sq_.back());
     g.half_copies.push_back(p->master.defined() ? p->value : Tensor());
+    g.index.push_back(i);
   }
   for (auto& kv : by_kind) groups_.push_back(std::move(kv.second));
 }
 
-void Adam::step(const Tensor& skip) {
+void Adam::step(const Tensor& skip, const ops::PendingGrads* pending) {
+  GE_CHECK(!pending || pending->src.size() == params_.size(), "Adam::step: ", pending ? pending->src.size() : 0,
+           " pending gradients for ", params_.size(), " parameters");
   // Every group must see the same step count t; only the last call may advance it, so the
   // earlier groups work on a copy that is then discarded.
   for (size_t i = 0; i < groups_.size(); ++i) {
     Group& g = groups_[i];
-    if (i + 1 < groups_.size()) {
-      Tensor t = step_.clone();
-      ops::adam_step(g.values, g.grads, g.m, g.v, t, skip, cfg_, g.half_copies);
-    } else {
-      ops::adam_step(g.values, g.grads, g.m, g.v, step_, skip, cfg_, g.half_copies);
+    ops::PendingGrads mine;
+    if (pending) {
+      mine.scale = pending->scale;
+      mine.found_inf = pending->found_inf;
+      mine.accumulate = pending->accumulate;
+      mine.store_grads = pending->store_grads;
+      for (size_t k : g.index) mine.src.push_back(pending->src[k]);
     }
+    Tensor t = i + 1 < groups_.size() ? step_.clone() : step_;
+    ops::adam_step(g.values, g.grads, g.m, g.v, t, skip, cfg_, g.half_copies, pending ? &mine : nullptr);
   }
 }
 

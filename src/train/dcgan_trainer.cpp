@@ -105,13 +105,31 @@ void DcganTrainer::scaled_backward(nn::Sequential& d, const Tensor& logits, floa
     dst.push_back(p->grad);
   }
   Tensor found = record_.slice0(kFound + id, kFound + id + 1);
-  ops::unscale_grads(src, dst, scale, found, accumulate);
+  // An optimizer's last loss: with a static scale no step is skipped, so nothing waits for the
+  // overflow flag and the optimizer can unscale these gradients as it reads them, without writing
+  // them into Param::grad (it is their only reader): one pass over them and one kernel less
+  // between the backward pass and the update. p->grad then holds the earlier losses' sum.
+  const bool last = id != kLossDReal;
+  if (last && optimizer_unscales(params))
+    pending_[id == kLossG] = ops::PendingGrads{src, scale, found, accumulate, /*store_grads=*/false};
+  else
+    ops::unscale_grads(src, dst, scale, found, accumulate);
   // Every replica must take the same decision: an overflow anywhere skips the step everywhere.
   if (cfg_.replicas) cfg_.replicas->all_reduce_max(found);
   ops::loss_scaler_update(scaler_[id], found, scaler_cfg_);
   // The record's copy of the new scale: beside what follows (no kernel waits for it).
   Tensor recorded = record_.slice0(kScale + id, kScale + id + 1);
   on_side_lane([&] { recorded.copy_from(scaler_[id].slice0(0, 1)); });
+}
+
+bool DcganTrainer::optimizer_unscales(const std::vector<nn::Param*>& params) const {
+  static const bool on = env_choice("GANENGINE_ADAM_UNSCALE", {"on", "off"}) == "on";
+  if (!on || !cfg_.optimizer_unscales_last_loss || cfg_.policy.dynamic_loss_scale ||
+      cfg_.replicas)
+    return false;
+  for (nn::Param* p : params)
+    if (p->model_grad.dtype() != p->optimizer_value().dtype()) return false;
+  return true;
 }
 
 void DcganTrainer::on_side_lane(const std::function<void()>& fn) {
@@ -204,7 +222,9 @@ void DcganTrainer::step_body(const Tensor& real, const Tensor& noise) {
     // An optimizer whose losses included an overflow skips its step (dynamic scaling only).
     ProfileRange r("D_step");
     average_grads(*D_);
-    optD_->step(cfg_.policy.dynamic_loss_scale ? record_.slice0(kFound, kFound + 2) : no_skip_);
+    optD_->step(cfg_.policy.dynamic_loss_scale ? record_.slice0(kFound, kFound + 2) : no_skip_,
+                pending_[0] ? &*pending_[0] : nullptr);
+    pending_[0].reset();
   }
   {
     // (2) Update G: maximize log(D(G(z))), through the freshly updated D.
@@ -216,7 +236,9 @@ void DcganTrainer::step_body(const Tensor& real, const Tensor& noise) {
   {
     ProfileRange r("G_step");
     average_grads(*G_);
-    optG_->step(cfg_.policy.dynamic_loss_scale ? record_.slice0(kFound + 2, kFound + 3) : no_skip_);
+    optG_->step(cfg_.policy.dynamic_loss_scale ? record_.slice0(kFound + 2, kFound + 3) : no_skip_,
+                pending_[1] ? &*pending_[1] : nullptr);
+    pending_[1].reset();
     if (cfg_.replicas) {
       region.join();  // the losses and probabilities were written on the side lane
       const Tensor losses = record_.slice0(kErr, kProb + 3);
