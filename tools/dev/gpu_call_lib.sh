@@ -34,9 +34,9 @@ gpu_call_ab() {
       name=${variant%%=*} spec=${variant#*=}
       bin=${spec%%:*} envs=$( [[ $spec == *:* ]] && echo "${spec#*:}" )
       envs=${envs//,/ }  # name=bin:A=1,B=2 sets both
-      env $envs timeout 120 $bin bench --opt-level O2,O3 --batch-sizes ${AB_BATCHES:-64,256,1024} \
+      env $envs timeout 120 $bin bench --opt-level ${AB_OPT_LEVELS:-O2,O3} --batch-sizes ${AB_BATCHES:-64,256,1024} \
         --json "$OUT/ab_${name}_$round.json" > "$OUT/ab_${name}_$round.log" 2>&1
-      grep -E "O[23] graph +batch" "$OUT/ab_${name}_$round.log" | cut -c1-60 | sed "s/^/$name $round: /"
+      grep -E "O[0-3] graph +batch" "$OUT/ab_${name}_$round.log" | cut -c1-60 | sed "s/^/$name $round: /"
     done
   done
 }

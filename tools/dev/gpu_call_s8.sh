@@ -3,7 +3,7 @@
 # tools/stage_gpu.sh into .carry/). Switches:
 #   PROBE="1024 64"   tools/dev/conv_engine_probe.cpp at these batch sizes (PROBE_LIMIT s)
 #   SUITE=1           the GPU suite (SUITE_LIMIT s)
-#   VARIANTS="name=bin[:ENV=val[,ENV=val]] ..." ROUNDS AB_BATCHES   alternating A/B of `ganengine bench`
+#   VARIANTS="name=bin[:ENV=val[,ENV=val]] ..." ROUNDS AB_BATCHES AB_OPT_LEVELS (O2,O3)   alternating A/B of `ganengine bench`
 #   FIRST=1           process start to first step at batch 64 and 1024 (cold algorithm cache)
 #   FULL=1            first step and the benchmark beside PyTorch (FULL_LIMIT s, PT_BUDGET s)
 #   NCU_BATCHES="64 1024"  ncu summaries of the O3 step (NCU_LINES lines each)
