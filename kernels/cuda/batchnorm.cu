@@ -471,7 +471,7 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
         reduce(std::false_type{});
     });
     constexpr int W = kWidePack<T>;
-    // coef's three vectors start at 0, C and 2C: aligned when C is a whole number of packs.
+    // coef's vectors start at multiples of C: aligned when C is a whole number of packs.
     const bool vector_loads = packs_aligned<W, float>({mean, coef.data()}) && g.C % W == 0;
     if (bn_pack_width<T>(g, n, {x.data(), dy.data(), y, dx.data()}) == W) {
       auto launch = [&](auto kernel) {

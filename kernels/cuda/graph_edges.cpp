@@ -31,5 +31,18 @@ std::vector<cudaGraphNode_t> graph_nodes(cudaGraph_t graph) {
   return nodes;
 }
 
+std::vector<MemsetNode> memset_nodes(cudaGraph_t graph) {
+  std::vector<MemsetNode> memsets;
+  for (cudaGraphNode_t node : graph_nodes(graph)) {
+    cudaGraphNodeType type;
+    CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+    if (type != cudaGraphNodeTypeMemset) continue;
+    MemsetNode m{node, {}};
+    CUDA_CHECK(cudaGraphMemsetNodeGetParams(node, &m.params));
+    memsets.push_back(m);
+  }
+  return memsets;
+}
+
 }  // namespace gpu
 }  // namespace ge

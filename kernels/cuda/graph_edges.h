@@ -1,5 +1,5 @@
-// A captured graph node's edges with their data (type and ports), for the passes that rewire a
-// graph between capture and instantiation (graph_memsets.h, graph_memset_hoist.h).
+// A captured graph's nodes and edges (with their data: type and ports), for the passes that rewire
+// a graph between capture and instantiation (graph_memsets.h, graph_memset_hoist.h).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -18,6 +18,13 @@ Edges outgoing_edges(cudaGraphNode_t node);  // the nodes that wait for `node`
 
 // Every node of the graph, in the order cudaGraphGetNodes gives.
 std::vector<cudaGraphNode_t> graph_nodes(cudaGraph_t graph);
+
+// The graph's memset nodes with their parameters, in the same order.
+struct MemsetNode {
+  cudaGraphNode_t node;
+  cudaMemsetParams params;
+};
+std::vector<MemsetNode> memset_nodes(cudaGraph_t graph);
 
 }  // namespace gpu
 }  // namespace ge

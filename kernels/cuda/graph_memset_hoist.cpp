@@ -101,15 +101,10 @@ size_t hoist_workspace_memsets(cudaGraph_t graph, const std::vector<ByteRange>& 
   static const bool enabled = env_choice("GANENGINE_GRAPH_MEMSET_HOIST", {"on", "off"}) == "on";
   if (!enabled) return 0;
   size_t moved = 0;
-  for (cudaGraphNode_t node : graph_nodes(graph)) {
-    cudaGraphNodeType type;
-    CUDA_CHECK(cudaGraphNodeGetType(node, &type));
-    if (type != cudaGraphNodeTypeMemset) continue;
-    cudaMemsetParams m;
-    CUDA_CHECK(cudaGraphMemsetNodeGetParams(node, &m));
+  for (const MemsetNode& m : memset_nodes(graph)) {
     const bool in_workspace =
-        std::any_of(workspaces.begin(), workspaces.end(), [&](const ByteRange& r) { return inside(m, r); });
-    if (in_workspace && hoist(graph, node)) ++moved;
+        std::any_of(workspaces.begin(), workspaces.end(), [&](const ByteRange& r) { return inside(m.params, r); });
+    if (in_workspace && hoist(graph, m.node)) ++moved;
   }
   return moved;
 }

@@ -77,17 +77,13 @@ size_t memsets_to_kernels(cudaGraph_t graph) {
   static const bool enabled = env_choice("GANENGINE_GRAPH_MEMSETS", {"kernel", "node"}) == "kernel";
   if (!enabled) return 0;
   size_t replaced = 0;
-  for (cudaGraphNode_t node : graph_nodes(graph)) {
-    cudaGraphNodeType type;
-    CUDA_CHECK(cudaGraphNodeGetType(node, &type));
-    if (type != cudaGraphNodeTypeMemset) continue;
-    cudaMemsetParams m;
-    CUDA_CHECK(cudaGraphMemsetNodeGetParams(node, &m));
+  for (const MemsetNode& memset : memset_nodes(graph)) {
+    cudaMemsetParams m = memset.params;
     const size_t rows = std::max<size_t>(m.height, 1);
     if (m.width * m.elementSize * rows > kMemsetToKernelMaxBytes) continue;
     if (m.elementSize != 1 && m.elementSize != 2 && m.elementSize != 4) continue;
     if (m.height == 0) m.height = 1;
-    replace(graph, node, m);
+    replace(graph, memset.node, m);
     ++replaced;
   }
   return replaced;
