@@ -15,6 +15,7 @@
 #include "ganengine/backend.h"
 #include "kernel_launch.cuh"
 #include "multi_tensor.cuh"
+#include "unscale_math.cuh"
 #include "vector_pack.cuh"
 
 namespace ge {
@@ -50,30 +51,15 @@ __device__ __forceinline__ bool aligned_to(const T* p, size_t bytes) {
   return reinterpret_cast<uintptr_t>(p) % bytes == 0;
 }
 
-// What unscale_kernel (amp.cu) does to one element: g = pending / scale (+ g). Scales are powers
-// of two, so the product is exact and contracting it with the sum changes nothing.
-struct Unscale {
-  float inv_scale;
-  bool accumulate;
-  bool store;  // write the unscaled gradient back (PendingGrads::store_grads)
-  bool saw_non_finite = false;
-  __device__ __forceinline__ float operator()(float pending, float g) {
-    if (!isfinite(pending)) saw_non_finite = true;
-    float out = pending * inv_scale;
-    if (accumulate) out += g;
-    return out;
-  }
-};
-
 // Elements [begin, end) of one parameter: parameter and moments of type S, the f32 gradient, and
 // the half copy of type H (NoCopy: none). Whole groups of kVec elements where every buffer is
 // aligned for them, the rest one element a thread; each element's arithmetic is adam_element's.
-// kPending: each gradient is first unscale()d from `pending` (and written back where
-// unscale.store); `update` false (a skipped step) leaves the rest.
+// kPending: each gradient is first unscale()d from `pending` (and written back with
+// store_grads); `update` false (a skipped step) leaves the rest.
 template <bool kPending, class S, class H>
 __device__ __forceinline__ void adam_chunk(const AdamElementScalars& s, S* p, float* g, S* m, S* v, H* copy,
-                                           const S* pending, Unscale& unscale, bool update, int64_t begin,
-                                           int64_t end) {
+                                           const S* pending, ElementUnscale& unscale, bool store_grads, bool update,
+                                           int64_t begin, int64_t end) {
   constexpr bool kCopy = !std::is_same<H, NoCopy>::value;
   using Quad = Pack<S, kVec>;
   using GradQuad = Pack<float, kVec>;
@@ -106,7 +92,7 @@ __device__ __forceinline__ void adam_chunk(const AdamElementScalars& s, S* p, fl
       if constexpr (kPending) {
 #pragma unroll
         for (int e = 0; e < kVec; ++e) gq[j].v[e] = unscale(load_float(&dq[j].v[e]), gq[j].v[e]);
-        if (unscale.store) *reinterpret_cast<GradQuad*>(g + i) = gq[j];
+        if (store_grads) *reinterpret_cast<GradQuad*>(g + i) = gq[j];
       }
       if (!update) continue;
       CopyQuad cq;  // unused without a copy
@@ -129,7 +115,7 @@ __device__ __forceinline__ void adam_chunk(const AdamElementScalars& s, S* p, fl
     float gf;
     if constexpr (kPending) {
       gf = unscale(load_float(pending + i), unscale.accumulate ? g[i] : 0.f);
-      if (unscale.store) g[i] = gf;
+      if (store_grads) g[i] = gf;
     } else {
       gf = g[i];
     }
@@ -150,7 +136,7 @@ __device__ __forceinline__ void adam_chunk(const AdamElementScalars& s, S* p, fl
 template <class S, bool kPending>
 __global__ void __launch_bounds__(kThreads, kAdamBlocksPerSm)
     adam_kernel(AdamTable table, const float* step, const float* skip, int skip_count, double lr, double beta1,
-                double beta2, double eps, const float* scale, float* found_inf, bool accumulate, bool store) {
+                double beta2, double eps, const float* scale, float* found_inf, bool accumulate, bool store_grads) {
   await_previous_kernel();
   const bool update = !any_flag(skip, skip_count);  // else the step overflowed: leave every buffer
   if (!kPending && !update) return;
@@ -166,16 +152,17 @@ __global__ void __launch_bounds__(kThreads, kAdamBlocksPerSm)
   S* exp_avg = static_cast<S*>(table.ptr[kExpAvg][tensor]);
   S* exp_avg_sq = static_cast<S*>(table.ptr[kExpAvgSq][tensor]);
   const S* pending = static_cast<const S*>(table.ptr[kPendingGrad][tensor]);
-  Unscale unscale{kPending ? 1.f / scale[0] : 1.f, accumulate, store};
+  ElementUnscale unscale{kPending ? 1.f / scale[0] : 1.f, accumulate};
   void* copy = table.ptr[kHalfCopy][tensor];
   if (!copy)
-    adam_chunk<kPending, S, NoCopy>(s, param, grad, exp_avg, exp_avg_sq, nullptr, pending, unscale, update, begin, end);
+    adam_chunk<kPending, S, NoCopy>(s, param, grad, exp_avg, exp_avg_sq, nullptr, pending, unscale, store_grads, update,
+                                    begin, end);
   else if (table.type[kHalfCopy][tensor] == ElemType::F16)
-    adam_chunk<kPending>(s, param, grad, exp_avg, exp_avg_sq, static_cast<__half*>(copy), pending, unscale, update,
-                         begin, end);
+    adam_chunk<kPending>(s, param, grad, exp_avg, exp_avg_sq, static_cast<__half*>(copy), pending, unscale, store_grads,
+                         update, begin, end);
   else
     adam_chunk<kPending>(s, param, grad, exp_avg, exp_avg_sq, static_cast<__nv_bfloat16*>(copy), pending, unscale,
-                         update, begin, end);
+                         store_grads, update, begin, end);
   if constexpr (kPending) {
     // Every writer stores the same 1.0, so the race between blocks is benign (as unscale_kernel).
     if (__syncthreads_or(unscale.saw_non_finite) && threadIdx.x == 0) found_inf[0] = 1.f;

@@ -10,6 +10,7 @@
 #include "ganengine/backend.h"
 #include "kernel_launch.cuh"
 #include "multi_tensor.cuh"
+#include "unscale_math.cuh"
 
 namespace ge {
 namespace gpu {
@@ -28,8 +29,7 @@ __global__ void unscale_kernel(UnscaleTable table, const float* scale, float* fo
   const void* src = table.ptr[0][tensor];
   float* dst = static_cast<float*>(table.ptr[1][tensor]);
   const ElemType src_type = table.type[0][tensor];
-  const float inv_scale = 1.f / scale[0];
-  bool saw_non_finite = false;
+  ElementUnscale unscale{1.f / scale[0], accumulate};
   const int64_t stride = blockDim.x;
   for (int64_t first = begin + threadIdx.x; first < end; first += kElemsInFlight * stride) {
     uint32_t bits[kElemsInFlight];
@@ -45,15 +45,11 @@ __global__ void unscale_kernel(UnscaleTable table, const float* scale, float* fo
     for (int j = 0; j < kElemsInFlight; ++j) {
       const int64_t i = first + j * stride;
       if (i >= end) break;
-      const float g = bits_to_float(src_type, bits[j]);
-      if (!isfinite(g)) saw_non_finite = true;
-      float out = g * inv_scale;
-      if (accumulate) out += prev[j];
-      dst[i] = out;
+      dst[i] = unscale(bits_to_float(src_type, bits[j]), accumulate ? prev[j] : 0.f);
     }
   }
   // Every writer stores the same 1.0, so the race between blocks is benign.
-  if (__syncthreads_or(saw_non_finite) && threadIdx.x == 0) found_inf[0] = 1.f;
+  if (__syncthreads_or(unscale.saw_non_finite) && threadIdx.x == 0) found_inf[0] = 1.f;
 }
 
 template <class T>
