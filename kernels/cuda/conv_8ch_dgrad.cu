@@ -215,18 +215,6 @@ __global__ void __launch_bounds__(kBlockThreads, kK == 64 ? 3 : 1)
   T* const y_s = in_s(kBuffers);  // with kActivation
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  // w_s[tap][c][k] = w[k][tap][c], written once per block: a thread reads one (k, tap)'s 8
-  // channels as one 16-byte load and stores them down a column of w_s, consecutive threads
-  // taking consecutive k (neighbouring halves of a row: no bank conflicts). Reading w's halves
-  // one at a time in w's order and storing each 72 halves from its neighbour's (8-way bank
-  // conflicts) took 7% of the kernel's time (ncu source counters, batch 1024).
-  for (int i = tid; i < kK * 16; i += kBlockThreads) {
-    const int k = i % kK, tap = i / kK;
-    const Pack<T, 8> v = *reinterpret_cast<const Pack<T, 8>*>(w + (k * 16 + tap) * 8);
-#pragma unroll
-    for (int c = 0; c < 8; ++c) w_s[(tap * 8 + c) * kWStride + k] = v.v[c];
-  }
-
   // The footprint's pixels are stored row-major, chunk c of pixel column fc at chunk c ^ (fc % 8):
   // eight neighbouring pixels' same chunk then fall in eight different banks. A thread copies
   // chunk `chunk` of every kPixelStep-th pixel, starting at pixel tid / kChunks.
@@ -267,6 +255,32 @@ __global__ void __launch_bounds__(kBlockThreads, kK == 64 ? 3 : 1)
     }
   };
 
+  const uint32_t in_s_address = shared_address(in_s(0)), buffer_bytes = tl.fp_pixels * kK * sizeof(T);
+  const uint32_t y_address = shared_address(y_s);
+  // The first tile's footprint is on its way while the weights are read.
+  if (blockIdx.x < tl.total) issue(blockIdx.x, in_s_address, y_address);
+  copy_async_commit();
+
+  // w_s[tap][c][k] = w[k][tap][c], written once per block: a thread reads one (k, tap)'s 8
+  // channels as one 16-byte load and stores them down a column of w_s, consecutive threads
+  // taking consecutive k (neighbouring halves of a row: no bank conflicts). Reading w's halves
+  // one at a time in w's order and storing each 72 halves from its neighbour's (8-way bank
+  // conflicts) took 7% of the kernel's time (ncu source counters, batch 1024). A thread's loads
+  // all go out before its stores (which might alias them, for all the compiler knows).
+  constexpr int kWeightPacks = kK * 16 / kBlockThreads;
+  Pack<T, 8> w_packs[kWeightPacks];
+#pragma unroll
+  for (int j = 0; j < kWeightPacks; ++j) {
+    const int i = tid + j * kBlockThreads, k = i % kK, tap = i / kK;
+    w_packs[j] = *reinterpret_cast<const Pack<T, 8>*>(w + (k * 16 + tap) * 8);
+  }
+#pragma unroll
+  for (int j = 0; j < kWeightPacks; ++j) {
+    const int i = tid + j * kBlockThreads, k = i % kK, tap = i / kK;
+#pragma unroll
+    for (int c = 0; c < 8; ++c) w_s[(tap * 8 + c) * kWStride + k] = w_packs[j].v[c];
+  }
+
   // A fragments: lane l gives row l % 8 of matrix l / 8 of each ldmatrix, the matrices being
   // (phase pixels 0-7, k 0-7), (8-15, k 0-7), (0-7, k 8-15), (8-15, k 8-15) of an m-tile. Its
   // footprint pixel at shift (0, 0) is pixel_base[mt]; its column's low bits are those of
@@ -280,7 +294,7 @@ __global__ void __launch_bounds__(kBlockThreads, kK == 64 ? 3 : 1)
   }
   // B fragments (k x 8 channels) from w_s: lanes 0-7 address channel rows for k 0-7 of the
   // k-step, lanes 8-15 for k 8-15 (lanes 16-31 repeat them; ldmatrix .x2 ignores them).
-  const T* w_lane = w_s + (lane & 7) * kWStride + ((lane >> 3) & 1) * 8;
+  const uint32_t w_lane = shared_address(w_s + (lane & 7) * kWStride + ((lane >> 3) & 1) * 8);
   const int g = lane >> 2, t = lane & 3;  // accumulator fragment: pixel row g (+8), channels 2t, 2t+1
 
   // With kActivation: dy's chunks this thread copied into buffer b become the activation's
@@ -305,10 +319,6 @@ __global__ void __launch_bounds__(kBlockThreads, kK == 64 ? 3 : 1)
     }
   };
 
-  const uint32_t in_s_address = shared_address(in_s(0)), buffer_bytes = tl.fp_pixels * kK * sizeof(T);
-  const uint32_t y_address = shared_address(y_s);
-  if (blockIdx.x < tl.total) issue(blockIdx.x, in_s_address, y_address);
-  copy_async_commit();
   int buf = 0;
   for (int tile = blockIdx.x; tile < tl.total; tile += gridDim.x, buf ^= kBuffers - 1) {
     int n, m0, j0;
@@ -329,7 +339,7 @@ __global__ void __launch_bounds__(kBlockThreads, kK == 64 ? 3 : 1)
     if (kBuffers == 2 && tile + gridDim.x < tl.total)
       issue(tile + gridDim.x, in_s_address + (buf ^ 1) * buffer_bytes, y_address);
     copy_async_commit();
-    const T* in = in_s(buf);
+    const uint32_t in = in_s_address + buf * buffer_bytes;  // ldmatrix addresses from one base
 
     float acc[2][2][2][4] = {};  // [py][px][m-tile][fragment]
 #pragma unroll
@@ -343,7 +353,7 @@ __global__ void __launch_bounds__(kBlockThreads, kK == 64 ? 3 : 1)
           uint32_t a[2][4];
 #pragma unroll
           for (int mt = 0; mt < 2; ++mt)
-            ldmatrix_x4(a[mt], in + (pixel_base[mt] + shift) * kK + (((2 * ks + k_half) ^ swizzle) * 8));
+            ldmatrix_x4(a[mt], in + ((pixel_base[mt] + shift) * kK + (((2 * ks + k_half) ^ swizzle) * 8)) * sizeof(T));
 #pragma unroll
           for (int py = 0; py < 2; ++py)
 #pragma unroll
@@ -351,7 +361,7 @@ __global__ void __launch_bounds__(kBlockThreads, kK == 64 ? 3 : 1)
               const int r = tap_of(py, sy), s = tap_of(px, sx);
               if (r < 0 || s < 0) continue;
               uint32_t b[2];
-              ldmatrix_x2(b, w_lane + (r * 4 + s) * 8 * kWStride + ks * 16);
+              ldmatrix_x2(b, w_lane + ((r * 4 + s) * 8 * kWStride + ks * 16) * sizeof(T));
 #pragma unroll
               for (int mt = 0; mt < 2; ++mt) mma_16816<T>(acc[py][px][mt], a[mt], b);
             }
