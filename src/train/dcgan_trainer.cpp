@@ -78,6 +78,13 @@ void DcganTrainer::force_overflow_next_step(LossId id) {
 void DcganTrainer::scaled_backward(nn::Sequential& d, const Tensor& logits, float target, LossId id, bool accumulate,
                                    ConcurrentRegion::Mark accumulate_after) {
   Tensor scale = scaler_[id].slice0(0, 1);
+  // The record's copy of the scale, beside what follows (no kernel waits for it): after the
+  // scaler's update, or with a static scale, which no update changes, now. Issued after the
+  // backward pass, the copy was the last thing the lanes' join before the optimizer waited for
+  // (a node and two dependencies between D's last gradient and D's update at batch 64).
+  Tensor recorded = record_.slice0(kScale + id, kScale + id + 1);
+  auto record_scale = [&] { on_side_lane([&] { recorded.copy_from(scale); }); };
+  if (!cfg_.policy.dynamic_loss_scale) record_scale();
   Tensor dlogits = Tensor::empty(logits.shape(), logits.dtype(), logits.device(), logits.format());
   ops::bce_with_logits_backward(logits, target, scale, dlogits);
   nn::Sequential* owner = &d;
@@ -117,9 +124,7 @@ void DcganTrainer::scaled_backward(nn::Sequential& d, const Tensor& logits, floa
   // Every replica must take the same decision: an overflow anywhere skips the step everywhere.
   if (cfg_.replicas) cfg_.replicas->all_reduce_max(found);
   ops::loss_scaler_update(scaler_[id], found, scaler_cfg_);
-  // The record's copy of the new scale: beside what follows (no kernel waits for it).
-  Tensor recorded = record_.slice0(kScale + id, kScale + id + 1);
-  on_side_lane([&] { recorded.copy_from(scaler_[id].slice0(0, 1)); });
+  if (cfg_.policy.dynamic_loss_scale) record_scale();
 }
 
 bool DcganTrainer::optimizer_unscales(const std::vector<nn::Param*>& params) const {
