@@ -474,10 +474,12 @@ struct ConvTransposeCase {
 };
 
 // G's first layer (nz=100 -> 32 at 1x1 -> 4x4; in half precision its forward and weight
-// gradient are GEMMs, conv_gemm.cpp), the same as the engine runs it at batch 64 (nz padded to
-// 104, 64 output channels), an inner layer (16 -> 8, 8x8 -> 16x16), and an odd one.
+// gradient are GEMMs, conv_gemm.cpp, which read the noise's rows of 100 values as they are),
+// with nz padded to 104 (64 output channels), and unpadded at batch 256; an inner layer
+// (16 -> 8, 8x8 -> 16x16), and an odd one.
 const ConvTransposeCase kConvTransposeCases[] = {{3, 100, 1, 1, 32, 4, 4, 1, 0},
                                                  {64, 104, 1, 1, 64, 4, 4, 1, 0},
+                                                 {256, 100, 1, 1, 16, 4, 4, 1, 0},
                                                  {2, 16, 8, 8, 8, 4, 4, 2, 1},
                                                  {2, 5, 5, 3, 3, 3, 3, 2, 1}};
 
