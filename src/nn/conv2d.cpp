@@ -68,10 +68,10 @@ Tensor Conv2d::forward(const Tensor& x_in, bool) {
   // Except G's first layer in small batches: a transposed convolution of 1x1 maps is one GEMM on
   // the GPU in half precision (conv_gemm.h), which takes the noise's 100 channels as they are
   // (and cuDNN any count in f32). Padded, the noise and the weight are copied in the forward
-  // and the weight's gradient trimmed in the backward: four kernels on G's chain, which at batch
-  // 64 cost more than cuBLAS's kernels for rows of 100 16-bit values (4-byte aligned) lose
-  // against its 16-byte aligned ones; from batch 256 on, the padded layout measured faster (H200,
-  // session 18: O3 steps 2.0% shorter at 64 unpadded, 0.2-0.6% longer at 256 and 1024).
+  // and the weight's gradient trimmed in the backward: four kernels on G's chain. Unpadded,
+  // cuBLAS runs its kernels for 4-byte aligned rows, slower than its 16-byte aligned ones: a
+  // net gain at batch 64, a loss from 256 on (H200, session 18, side by side: O3 steps 2.1%
+  // shorter at 64 with the record-copy change; unpadded at every batch 0.3% longer at 1024).
   constexpr int64_t kUnpaddedGemmBelowBatch = 256;
   in_run_ = transposed_ && H == 1 && W == 1 && p_.pad == 0 && N < kUnpaddedGemmBelowBatch ? in_ : in_padded_;
   if (transposed_) x = padded(x, N, in_run_);
