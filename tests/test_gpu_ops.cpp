@@ -85,12 +85,15 @@ struct ConvCase {
 // (conv_8ch_dgrad.cu) takes the first and the 256-wide row (32-wide segments), and two more:
 // 128 output channels in tiles of 8 rows of 16, and tiles of 16 rows of 8. Last, D's last layer
 // at its real width with more images than the hand-written dot-product kernels' 32 slices
-// (conv_scalar.cu, half precision; the 32-channel case above takes them too).
+// (conv_scalar.cu, half precision; the 32-channel case above takes them too). Last, the 8-channel
+// kernels with x and w both holding an image's 3 or 1 channels (as the layers keep D's first
+// and G's last weights).
 const ConvCase kConvCases[] = {
     {3, 3, 64, 64, 8, 4, 4, 2, 1},   {2, 16, 8, 8, 32, 4, 4, 2, 1},   {3, 32, 4, 4, 1, 4, 4, 1, 0},
     {2, 5, 9, 7, 6, 3, 3, 1, 1},     {1, 4, 6, 11, 3, 2, 3, 3, 1},    {3, 8, 64, 64, 64, 4, 4, 2, 1},
     {2, 8, 16, 16, 128, 4, 4, 2, 1}, {1, 8, 8, 256, 64, 4, 4, 2, 1},  {1, 8, 9, 128, 64, 4, 4, 2, 1},
     {2, 8, 32, 32, 128, 4, 4, 2, 1}, {2, 8, 32, 16, 64, 4, 4, 2, 1},  {70, 512, 4, 4, 1, 4, 4, 1, 0},
+    {2, 3, 64, 64, 64, 4, 4, 2, 1},  {2, 1, 32, 32, 128, 4, 4, 2, 1},
 };
 
 // Runs the three conv2d passes (and backward-filter accumulation) on both backends.
@@ -385,6 +388,77 @@ TEST_CASE("gpu ops: an x with 1 or 3 of w's 8 channels gives what its zero-padde
     ge::ops::conv_transpose2d_backward_filter(dy, x, dwt, p, 0.f);
     ge::ops::conv_transpose2d_backward_filter(dy, xp, dwtp, p, 0.f);
     expect_identical("conv_transpose2d_backward_filter", dwt, dwtp.to(kCpu));
+  }
+}
+
+// The layers keep D's first and G's last weights with the image's channels (Conv2d); the 8-channel
+// kernels read such a w (and write such a dw) as its zero-padded copy: bitwise the same results
+// in every pass they run, fused activations included.
+TEST_CASE("gpu ops: a w with x's 1 or 3 channels gives bitwise what its zero-padded copy gives") {
+  GE_REQUIRE_GPU();
+  using ge::ops::Activation;
+  struct Case {
+    ConvCase shape;  // c: the channels x and w hold
+    DType dt;
+  };
+  const Case cases[] = {{{64, 3, 64, 64, 64, 4, 4, 2, 1}, DType::F16},
+                        {{2, 1, 16, 16, 128, 4, 4, 2, 1}, DType::BF16},
+                        {{1, 3, 8, 256, 64, 4, 4, 2, 1}, DType::F16}};
+  const MemoryFormat f = MemoryFormat::NHWC;
+  for (const Case& c : cases) {
+    const ConvCase& cc = c.shape;
+    CAPTURE(tag(c.dt, f));
+    CAPTURE(cc.n);
+    CAPTURE(cc.c);
+    CAPTURE(cc.w);
+    const ge::Conv2dParams p{cc.stride, cc.pad};
+    const ge::ops::FusedActivation leaky{Activation::LeakyReLU, 0.2f}, tanh_act{Activation::Tanh, 0.f};
+    const Tensor x = gpu(random_cpu({cc.n, cc.c, cc.h, cc.w}, c.dt, f));
+    const Tensor w = gpu(random_cpu({cc.k, cc.c, cc.r, cc.s}, c.dt, f));
+    Tensor wp = Tensor::empty({cc.k, 8, cc.r, cc.s}, c.dt, kGpu, f);
+    ge::ops::copy_padded(w, wp);
+    const Tensor dy = gpu(random_cpu(cc.y_shape(), c.dt, f));
+    auto first_channels = [&](const Tensor& padded_w) {
+      Tensor t = Tensor::empty(w.shape(), c.dt, kGpu, f);
+      ge::ops::copy_padded(padded_w, t);
+      return t.to(kCpu);
+    };
+
+    // D's first layer: forward with LeakyReLU, its filter gradient, its input gradient (G's pass
+    // through D, with Tanh's gradient on the way out).
+    Tensor y = poisoned_gpu(dy), yp = poisoned_gpu(dy);
+    ge::ops::conv2d_activation_forward(x, w, y, p, leaky);
+    ge::ops::conv2d_activation_forward(x, wp, yp, p, leaky);
+    expect_identical("conv2d_activation_forward", y, yp.to(kCpu));
+    for (const float beta : {0.f, 1.f}) {
+      CAPTURE(beta);
+      Tensor dwp = gpu(random_cpu(wp.shape(), c.dt, f));
+      Tensor dw = gpu(first_channels(dwp));
+      ge::ops::conv2d_activation_backward_filter(x, y, dy, dw, p, leaky, beta);
+      ge::ops::conv2d_activation_backward_filter(x, y, dy, dwp, p, leaky, beta);
+      expect_identical("conv2d_activation_backward_filter", dw, first_channels(dwp));
+    }
+    const Tensor x_act = gpu(random_cpu(x.shape(), c.dt, f, -1.0, 1.0));
+    const ge::ops::InputActivation through{tanh_act, x_act};
+    Tensor dx = poisoned_gpu(x), dxp = poisoned_gpu(x);
+    ge::ops::conv2d_activation_backward_data(y, dy, w, dx, p, leaky, &through);
+    ge::ops::conv2d_activation_backward_data(y, dy, wp, dxp, p, leaky, &through);
+    expect_identical("conv2d_activation_backward_data", dx, dxp.to(kCpu));
+
+    // G's last layer (weight (Cin = k, Cout = c, r, s)): forward with Tanh, input and filter
+    // gradients.
+    Tensor img = poisoned_gpu(x), imgp = poisoned_gpu(x);
+    ge::ops::conv_transpose2d_activation_forward(dy, w, img, p, tanh_act);
+    ge::ops::conv_transpose2d_activation_forward(dy, wp, imgp, p, tanh_act);
+    expect_identical("conv_transpose2d_activation_forward", img, imgp.to(kCpu));
+    Tensor gin = poisoned_gpu(dy), ginp = poisoned_gpu(dy);
+    ge::ops::conv_transpose2d_backward_data(x, w, gin, p);
+    ge::ops::conv_transpose2d_backward_data(x, wp, ginp, p);
+    expect_identical("conv_transpose2d_backward_data", gin, ginp.to(kCpu));
+    Tensor dwt = poisoned_gpu(w), dwtp = poisoned_gpu(wp);
+    ge::ops::conv_transpose2d_backward_filter(dy, x, dwt, p, 0.f);
+    ge::ops::conv_transpose2d_backward_filter(dy, x, dwtp, p, 0.f);
+    expect_identical("conv_transpose2d_backward_filter", dwt, first_channels(dwtp));
   }
 }
 

@@ -80,8 +80,11 @@ TEST_CASE("gpu conv2d layer: zero-padded channels give the unpadded results") {
     int64_t hw;  // input side
   };
   const PrecisionPolicy policy = resolve_policy(OptLevel::O3);
+  // Then D's first and G's last layers' shapes, whose weights keep the image's channels
+  // (the 8-channel kernels read them as their zero-padded copies).
   for (const LayerCase& lc : {LayerCase{3, 16, 4, 2, 1, false, 16}, LayerCase{16, 3, 4, 2, 1, true, 8},
-                              LayerCase{100, 32, 4, 1, 0, true, 1}, LayerCase{32, 1, 4, 1, 0, false, 4}}) {
+                              LayerCase{100, 32, 4, 1, 0, true, 1}, LayerCase{32, 1, 4, 1, 0, false, 4},
+                              LayerCase{3, 64, 4, 2, 1, false, 16}, LayerCase{64, 3, 4, 2, 1, true, 8}}) {
     INFO("in ", lc.in, " out ", lc.out, lc.transposed ? " transposed" : "");
     const nn::Placement gpu_place = nn::Placement::for_device(Device::cuda(0), DType::F16);
     const nn::Placement cpu_place = nn::Placement::for_device(Device::cpu(), DType::F16);

@@ -102,7 +102,9 @@ class Conv2d : public Layer {
   // t itself when its first two sizes are dim0 x dim1, else a zero-padded (or trimmed) copy.
   Tensor padded(const Tensor& t, int64_t dim0, int64_t dim1) const;
   int64_t in_, out_;
-  int64_t in_padded_, out_padded_;  // channel counts the convolution runs with (multiples of 8 on the GPU)
+  // Channel counts the convolution runs with: multiples of 8 on the GPU, but an image's 1 or 3
+  // where the 8-channel kernels take them as they are (D's first and G's last layer).
+  int64_t in_padded_, out_padded_;
   bool keep_padded_output_ = false;
   int64_t input_channels_ = 0;  // of the latest forward's input: in_, or in_padded_ if it came padded
   // The input-side channels the latest forward ran with: in_padded_, or in_ for a transposed

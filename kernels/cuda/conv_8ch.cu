@@ -40,7 +40,7 @@ constexpr int kMTiles = kTilePixels / 16;
 // compiler chose them unbounded (six, 80 registers, spilled in the narrow kernel with LeakyReLU).
 template <class T, bool kActivation, class Input>
 __global__ void __launch_bounds__(kBlockThreads, 5)
-    conv_8ch_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, Tiling tl, int K,
+    conv_8ch_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, Tiling tl, int K, int wc,
                     ops::Activation act, float slope) {
   await_previous_kernel();
   constexpr int kKSteps = Input::kKSteps, kPixel = Input::kPixelHalves;
@@ -66,9 +66,16 @@ __global__ void __launch_bounds__(kBlockThreads, 5)
   for (int ks = 0; ks < kKSteps; ++ks)
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt) {
-      const T* row = w + static_cast<size_t>(k0 + nt * 8 + g) * kK + Input::weight_k(ks, t);
-      b[ks][nt][0] = *reinterpret_cast<const uint32_t*>(row);
-      b[ks][nt][1] = *reinterpret_cast<const uint32_t*>(row + Input::kWeightHalfStep);
+      const int k = k0 + nt * 8 + g;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int j = Input::weight_k(ks, t) + half * Input::kWeightHalfStep;  // tap j / 8, channel j % 8
+        if (wc == 8) {
+          b[ks][nt][half] = *reinterpret_cast<const uint32_t*>(w + static_cast<size_t>(k) * kK + j);
+        } else {  // w holds the input's own channels (conv_8ch.h)
+          b[ks][nt][half] = weight_bits(w, k, j >> 3, j & 7, wc) | (weight_bits(w, k, j >> 3, (j & 7) + 1, wc) << 16);
+        }
+      }
     }
   // Lane l addresses row l % 8 of matrix l / 8 in each ldmatrix: matrices (pixels 0-7, k 0-7),
   // (pixels 8-15, k 0-7), (0-7, k 8-15), (8-15, k 8-15) of a 16-pixel m-tile are a0..a3. Its
@@ -155,7 +162,8 @@ bool conv8::tiling_for(const Tensor& x, const Tensor& w, const Tensor& y, const 
   for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &w, &y})
     if (t->rank() != 4 || t->format() != MemoryFormat::NHWC || !aligned16(t->data())) return false;
   const int64_t C = x.dim(1);
-  if ((C != 1 && C != 3 && C != 8) || w.dim(1) != 8 || w.dim(2) != 4 || w.dim(3) != 4 || p.stride != 2 || p.pad != 1)
+  if ((C != 1 && C != 3 && C != 8) || (w.dim(1) != 8 && w.dim(1) != C) || w.dim(2) != 4 || w.dim(3) != 4 ||
+      p.stride != 2 || p.pad != 1)
     return false;
   const int64_t K = w.dim(0);
   if (K % kGroupChannels != 0 || K / kGroupChannels > 65535 || y.dim(1) != K || y.dim(0) != x.dim(0)) return false;
@@ -183,7 +191,7 @@ bool conv2d_forward_8ch(const Tensor& x, const Tensor& w, Tensor& y, const Conv2
       const dim3 grid(static_cast<unsigned>(grid_blocks(kernel, 0, x.device().index, tl.total)),
                       static_cast<unsigned>(K / kGroupChannels));
       launch_kernel(kernel, grid, kBlockThreads, 0, stream_of(x), x.data_as<T>(), w.data_as<T>(), y.data_as<T>(), tl, K,
-                    kind, slope);
+                    static_cast<int>(w.dim(1)), kind, slope);
     });
   });
   CUDA_CHECK_LAUNCH();

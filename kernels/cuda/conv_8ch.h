@@ -18,7 +18,9 @@ bool conv_8ch_enabled();
 // The kernels handle f16/bf16 NHWC convolutions (x the 8-channel side, y the 64k-channel side)
 // with 8 input channels (the forward's x may hold 1 or 3 of them, the rest zeros), a 4x4
 // kernel, stride 2, pad 1, output channels a multiple of 64 and output pixels per image a
-// multiple of 64 in whole rows or 64-wide row segments.
+// multiple of 64 in whole rows or 64-wide row segments. w (or dw) holds the 8 channels, or only
+// the 1 or 3 that x (dx) holds: bitwise what its zero-padded copy gives, without the copy (the
+// layers keep D's first and G's last weights with the image's channels: Conv2d).
 
 // y = act(conv2d(x, w)) (act nullptr: no activation), the convolution rounded to the dtype
 // before the activation, as the two ops in sequence; true when it ran, false to leave it to cuDNN.

@@ -202,7 +202,8 @@ __device__ __forceinline__ void write_pixel_pairs(const T* out_s, T* dx, int tid
 template <class T, int kK, bool kActivation>
 __global__ void __launch_bounds__(kBlockThreads, kK == 64 ? 3 : 1)
     conv_8ch_dgrad_kernel(const T* __restrict__ dy, const T* __restrict__ w, T* __restrict__ dx, DgradTiling tl, int C,
-                          const T* __restrict__ y_act, ops::Activation act, float slope, DxActivationArgs<T> dx_act) {
+                          int wc, const T* __restrict__ y_act, ops::Activation act, float slope,
+                          DxActivationArgs<T> dx_act) {
   await_previous_kernel();
   constexpr int kBuffers = kFootprintBuffers<kK, kActivation>;
   constexpr int kChunks = kK / 8;  // 16-byte chunks of a dy pixel
@@ -268,17 +269,27 @@ __global__ void __launch_bounds__(kBlockThreads, kK == 64 ? 3 : 1)
   // conflicts) took 7% of the kernel's time (ncu source counters, batch 1024). A thread's loads
   // all go out before its stores (which might alias them, for all the compiler knows).
   constexpr int kWeightPacks = kK * 16 / kBlockThreads;
-  Pack<T, 8> w_packs[kWeightPacks];
+  if (wc == 8) {
+    Pack<T, 8> w_packs[kWeightPacks];
 #pragma unroll
-  for (int j = 0; j < kWeightPacks; ++j) {
-    const int i = tid + j * kBlockThreads, k = i % kK, tap = i / kK;
-    w_packs[j] = *reinterpret_cast<const Pack<T, 8>*>(w + (k * 16 + tap) * 8);
-  }
+    for (int j = 0; j < kWeightPacks; ++j) {
+      const int i = tid + j * kBlockThreads, k = i % kK, tap = i / kK;
+      w_packs[j] = *reinterpret_cast<const Pack<T, 8>*>(w + (k * 16 + tap) * 8);
+    }
 #pragma unroll
-  for (int j = 0; j < kWeightPacks; ++j) {
-    const int i = tid + j * kBlockThreads, k = i % kK, tap = i / kK;
+    for (int j = 0; j < kWeightPacks; ++j) {
+      const int i = tid + j * kBlockThreads, k = i % kK, tap = i / kK;
 #pragma unroll
-    for (int c = 0; c < 8; ++c) w_s[(tap * 8 + c) * kWStride + k] = w_packs[j].v[c];
+      for (int c = 0; c < 8; ++c) w_s[(tap * 8 + c) * kWStride + k] = w_packs[j].v[c];
+    }
+  } else {  // w holds only dx's 1 or 3 channels (conv_8ch.h): read a value at a time
+    uint16_t* w_bits = reinterpret_cast<uint16_t*>(w_s);
+    for (int i = tid; i < kK * 16; i += kBlockThreads) {
+      const int k = i % kK, tap = i / kK;
+#pragma unroll
+      for (int c = 0; c < 8; ++c)
+        w_bits[(tap * 8 + c) * kWStride + k] = static_cast<uint16_t>(weight_bits(w, k, tap, c, wc));
+    }
   }
 
   // A fragments: lane l gives row l % 8 of matrix l / 8 of each ldmatrix, the matrices being
@@ -425,8 +436,8 @@ void launch_dgrad(const Tensor& dy, const Tensor& w, Tensor& dx, const DgradTili
   allow_dynamic_smem(kernel, dgrad_smem_bytes<kK, kActivation>(kMaxFootprintPixels), dy.device().index);
   const int blocks = grid_blocks(kernel, smem, dy.device().index, tl.total);
   launch_kernel(kernel, static_cast<unsigned>(blocks), kBlockThreads, smem, ctx.stream(), dy.data_as<T>(),
-                w.data_as<T>(), dx.data_as<T>(), tl, static_cast<int>(dx.dim(1)), y_act ? y_act->data_as<T>() : nullptr,
-                act, slope, dx_args);
+                w.data_as<T>(), dx.data_as<T>(), tl, static_cast<int>(dx.dim(1)), static_cast<int>(w.dim(1)),
+                y_act ? y_act->data_as<T>() : nullptr, act, slope, dx_args);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -447,7 +458,7 @@ bool conv2d_backward_data_8ch(const Tensor& dy, const Tensor& w, Tensor& dx, con
               y_act->format() != MemoryFormat::NHWC || !aligned16(y_act->data())))
     return false;
   const int64_t K = w.dim(0), C = dx.dim(1);
-  if ((K != 64 && K != 128) || dy.dim(1) != K || w.dim(1) != 8 || w.dim(2) != 4 || w.dim(3) != 4 ||
+  if ((K != 64 && K != 128) || dy.dim(1) != K || (w.dim(1) != 8 && w.dim(1) != C) || w.dim(2) != 4 || w.dim(3) != 4 ||
       (C != 1 && C != 3 && C != 8) || p.stride != 2 || p.pad != 1 || dy.dim(0) != dx.dim(0))
     return false;
   if (dx_act && dx_act->y) {

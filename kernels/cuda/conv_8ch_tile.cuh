@@ -202,6 +202,15 @@ __device__ __forceinline__ void load_footprint_async(const T* __restrict__ x, T*
   }
 }
 
+// The bits of channel c of weight row k's tap `tap`, for a w (K, 4, 4, wc) holding 8 channels or
+// only the input's 1 or 3 (conv_8ch.h): the channels it lacks read as zeros, as a zero-padded
+// copy's would, so the kernels compute bitwise what they compute from that copy.
+template <class T>
+__device__ __forceinline__ uint32_t weight_bits(const T* w, int k, int tap, int c, int wc) {
+  if (c >= wc) return 0u;
+  return reinterpret_cast<const uint16_t*>(w)[(static_cast<size_t>(k) * 16 + tap) * wc + c];
+}
+
 // d += a * b on Tensor Cores: one m16n8k16 product, fp32 accumulation.
 template <class T>
 __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]);

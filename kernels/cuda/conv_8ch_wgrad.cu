@@ -171,12 +171,13 @@ __global__ void __launch_bounds__(kBlockThreads)
 }
 
 // dw (K, 4, 4, 8) = beta * dw + the sum of the blocks' partials, in block order. A block of
-// 32 x 8 threads: 32 consecutive outputs, each summed in 8 strided slices, then the slices.
+// 32 x 8 threads: 32 consecutive outputs, each summed in 8 strided slices, then the slices. A dw
+// holding only x's 1 or 3 channels (K, 4, 4, wc; conv_8ch.h) takes those of the sums.
 constexpr int kSumOutputs = 32, kSumSlices = 8;
 
 template <class T>
 __global__ void __launch_bounds__(kSumOutputs* kSumSlices)
-    sum_partials_kernel(const float* __restrict__ partial, int blocks, T* __restrict__ dw, float beta) {
+    sum_partials_kernel(const float* __restrict__ partial, int blocks, T* __restrict__ dw, int wc, float beta) {
   await_previous_kernel();
   __shared__ float part[kSumSlices][kSumOutputs];
   const int o = threadIdx.x, slice = threadIdx.y;
@@ -188,11 +189,14 @@ __global__ void __launch_bounds__(kSumOutputs* kSumSlices)
   part[slice][o] = s;
   __syncthreads();
   if (slice != 0) return;
+  const int c = index % 8;  // dw's channel; index / 8 is (output channel, tap)
+  if (c >= wc) return;
   float total = 0.f;
 #pragma unroll
   for (int i = 0; i < kSumSlices; ++i) total += part[i][o];
-  if (beta != 0.f) total += beta * load_float(&dw[index]);
-  store_float(&dw[index], total);
+  T* out = dw + (index / 8) * wc + c;
+  if (beta != 0.f) total += beta * load_float(out);
+  store_float(out, total);
 }
 
 }  // namespace
@@ -236,7 +240,8 @@ bool conv2d_backward_filter_8ch(const Tensor& x, const Tensor& dy, Tensor& dw, c
     });
     CUDA_CHECK_LAUNCH();
     launch_kernel(sum_partials_kernel<T>, static_cast<unsigned>(groups * kPartial / kSumOutputs),
-                  dim3(kSumOutputs, kSumSlices), 0, ctx.stream(), partial, blocks, dw.data_as<T>(), beta);
+                  dim3(kSumOutputs, kSumSlices), 0, ctx.stream(), partial, blocks, dw.data_as<T>(),
+                  static_cast<int>(dw.dim(1)), beta);
     CUDA_CHECK_LAUNCH();
   });
   return true;

@@ -24,9 +24,23 @@ Conv2d::Conv2d(int64_t in, int64_t out, int kernel, int stride, int pad, bool tr
   // One output channel stays unpadded: D's last layer is a dot product per image, which the
   // GPU backend computes by hand (kernels/cuda/conv_scalar.h) without the padding and trimming
   // copies (and cuDNN still takes the shape when the kernel is smaller than the input).
+  // Nor does the image side of D's first and G's last layer in half precision: the GPU's
+  // 8-channel kernels (kernels/cuda/conv_8ch.h) read and write 1- or 3-channel images and
+  // weights as their zero-padded copies, bitwise, so their forwards copy no weight and their
+  // filter gradients are written without a trimming copy (at batch 64 four of those copies were
+  // on the step's longest chain, 1-2 us each).
   if (where.device.is_cuda() && where.format == MemoryFormat::NHWC) {
     in_padded_ = (in + 7) / 8 * 8;
     out_padded_ = out == 1 && !transposed ? 1 : (out + 7) / 8 * 8;
+    const bool half = policy.compute_dtype == DType::F16 || policy.compute_dtype == DType::BF16;
+    const bool eight_channel_shape = half && kernel == 4 && stride == 2 && pad == 1;
+    const int64_t image_side = transposed ? out : in, other_side = transposed ? in : out;
+    if (eight_channel_shape && (image_side == 1 || image_side == 3) && (other_side == 64 || other_side == 128)) {
+      if (transposed)
+        out_padded_ = out;
+      else
+        in_padded_ = in;
+    }
   } else {
     in_padded_ = in;
     out_padded_ = out;
