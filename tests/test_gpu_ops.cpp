@@ -87,13 +87,15 @@ struct ConvCase {
 // at its real width with more images than the hand-written dot-product kernels' 32 slices
 // (conv_scalar.cu, half precision; the 32-channel case above takes them too). Last, the 8-channel
 // kernels with x and w both holding an image's 3 or 1 channels (as the layers keep D's first
-// and G's last weights).
+// and G's last weights), and the backward-data kernel for such a dx (conv_8ch_dgrad_narrow.cu)
+// in blocks of ten dy rows of 16 (the last block short) and of one row of 64.
 const ConvCase kConvCases[] = {
     {3, 3, 64, 64, 8, 4, 4, 2, 1},   {2, 16, 8, 8, 32, 4, 4, 2, 1},   {3, 32, 4, 4, 1, 4, 4, 1, 0},
     {2, 5, 9, 7, 6, 3, 3, 1, 1},     {1, 4, 6, 11, 3, 2, 3, 3, 1},    {3, 8, 64, 64, 64, 4, 4, 2, 1},
     {2, 8, 16, 16, 128, 4, 4, 2, 1}, {1, 8, 8, 256, 64, 4, 4, 2, 1},  {1, 8, 9, 128, 64, 4, 4, 2, 1},
     {2, 8, 32, 32, 128, 4, 4, 2, 1}, {2, 8, 32, 16, 64, 4, 4, 2, 1},  {70, 512, 4, 4, 1, 4, 4, 1, 0},
-    {2, 3, 64, 64, 64, 4, 4, 2, 1},  {2, 1, 32, 32, 128, 4, 4, 2, 1},
+    {2, 3, 64, 64, 64, 4, 4, 2, 1},  {2, 1, 32, 32, 128, 4, 4, 2, 1}, {2, 1, 32, 32, 64, 4, 4, 2, 1},
+    {1, 3, 128, 128, 64, 4, 4, 2, 1},
 };
 
 // Runs the three conv2d passes (and backward-filter accumulation) on both backends.
@@ -220,9 +222,9 @@ TEST_CASE("gpu ops: conv2d with a fused activation matches the CPU and the two o
         }
       }
       // The input gradient alone (G's pass through D), into all of w's channels and, where the
-      // 8-channel kernels write fewer, into the first 3.
+      // 8-channel kernels write fewer, into the first 3 or 1.
       std::vector<int64_t> dx_widths{cc.c};
-      if (c.hand_written) dx_widths.push_back(3);
+      if (c.hand_written) dx_widths.insert(dx_widths.end(), {3, 1});
       for (const int64_t dx_channels : dx_widths) {
         CAPTURE(dx_channels);
         const ge::Shape dx_shape{cc.n, dx_channels, cc.h, cc.w};
@@ -482,23 +484,26 @@ TEST_CASE("ops: on the CPU an x with fewer channels than w is its zero-padded co
   CHECK_THROWS_AS(ge::ops::conv2d_backward_data(ycp, wc, dx_wide, {1, 1}), ge::Error);
 }
 
-// The backward-data kernel writes only dx's channels; elsewhere the GPU backend trims a
+// The backward-data kernels write only dx's channels; elsewhere the GPU backend trims a
 // full-width copy. Either way a narrower dx holds the full gradient's first channels: bitwise
-// where the kernel runs both (it computes all 8 channels alike), within tolerance where cuDNN
-// does (its algorithms need not be deterministic). G's last layer is the transposed form: its
-// forward writes the 3 image channels.
+// where one kernel runs both (conv_8ch_dgrad.cu computes all 8 channels alike: 128 channels of
+// dy, a 256-wide row), within tolerance where the narrow kernel writes the narrower dx (the same
+// products summed in another order, conv_8ch_dgrad_narrow.cu) or cuDNN runs (its algorithms need
+// not be deterministic). G's last layer is the transposed form: its forward writes the 3 image
+// channels.
 TEST_CASE("gpu ops: backward-data into a dx with 1 or 3 of w's 8 channels gives the full gradient's first channels") {
   GE_REQUIRE_GPU();
   struct Case {
     ConvCase shape;  // c: the channels dx holds; w has 8
     DType dt;
     MemoryFormat f;
-    bool hand_written;
+    bool one_kernel;  // the 8-channel backward-data kernel writes both widths
   };
   const Case cases[] = {
-      {{64, 3, 64, 64, 64, 4, 4, 2, 1}, DType::F16, MemoryFormat::NHWC, true},
+      {{64, 3, 64, 64, 64, 4, 4, 2, 1}, DType::F16, MemoryFormat::NHWC, false},
       {{2, 1, 32, 32, 128, 4, 4, 2, 1}, DType::BF16, MemoryFormat::NHWC, true},
       {{1, 3, 8, 256, 64, 4, 4, 2, 1}, DType::F16, MemoryFormat::NHWC, true},
+      {{2, 1, 32, 32, 64, 4, 4, 2, 1}, DType::BF16, MemoryFormat::NHWC, false},
       {{2, 3, 9, 7, 16, 3, 3, 1, 1}, DType::F16, MemoryFormat::NHWC, false},
       {{2, 3, 16, 16, 32, 4, 4, 2, 1}, DType::F16, MemoryFormat::NHWC, false},
       {{2, 3, 16, 16, 64, 4, 4, 2, 1}, DType::F32, MemoryFormat::NCHW, false},
@@ -523,7 +528,7 @@ TEST_CASE("gpu ops: backward-data into a dx with 1 or 3 of w's 8 channels gives 
     ge::ops::conv2d_backward_data(dy, w, dx, p);
     Tensor y = poisoned_gpu(expected);
     ge::ops::conv_transpose2d_forward(dy, w, y, p);
-    if (c.hand_written) {
+    if (c.one_kernel) {
       expect_identical("conv2d_backward_data", dx, expected);
       expect_identical("conv_transpose2d_forward", y, expected);
     } else {
@@ -550,12 +555,12 @@ struct ConvTransposeCase {
 // G's first layer (nz=100 -> 32 at 1x1 -> 4x4; in half precision its forward and weight
 // gradient are GEMMs, conv_gemm.cpp, which read the noise's rows of 100 values as they are),
 // with nz padded to 104 (64 output channels), and unpadded at batch 256; an inner layer
-// (16 -> 8, 8x8 -> 16x16), and an odd one.
-const ConvTransposeCase kConvTransposeCases[] = {{3, 100, 1, 1, 32, 4, 4, 1, 0},
-                                                 {64, 104, 1, 1, 64, 4, 4, 1, 0},
-                                                 {256, 100, 1, 1, 16, 4, 4, 1, 0},
-                                                 {2, 16, 8, 8, 8, 4, 4, 2, 1},
-                                                 {2, 5, 5, 3, 3, 3, 3, 2, 1}};
+// (16 -> 8, 8x8 -> 16x16), and an odd one; G's last layer into 3 channels at 64x64 and into 1
+// at 32x32 (half precision: conv_8ch_dgrad_narrow.cu).
+const ConvTransposeCase kConvTransposeCases[] = {{3, 100, 1, 1, 32, 4, 4, 1, 0},  {64, 104, 1, 1, 64, 4, 4, 1, 0},
+                                                 {256, 100, 1, 1, 16, 4, 4, 1, 0}, {2, 16, 8, 8, 8, 4, 4, 2, 1},
+                                                 {2, 5, 5, 3, 3, 3, 3, 2, 1},      {2, 64, 32, 32, 3, 4, 4, 2, 1},
+                                                 {3, 64, 16, 16, 1, 4, 4, 2, 1}};
 
 TEST_CASE("gpu ops: conv_transpose2d passes (DCGAN generator shapes) match the CPU") {
   GE_REQUIRE_GPU();

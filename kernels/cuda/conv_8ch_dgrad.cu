@@ -33,6 +33,8 @@
 
 #include "activation_math.cuh"
 #include "conv_8ch.h"
+#include "conv_8ch_dgrad_narrow.h"
+#include "conv_8ch_dx_activation.cuh"
 #include "conv_8ch_tile.cuh"
 #include "ganengine/env_choice.h"
 #include "kernel_launch.cuh"
@@ -114,40 +116,6 @@ constexpr size_t dgrad_smem_bytes(int fp_pixels) {
   constexpr int kBuffers = kFootprintBuffers<kK, kActivation> + (kActivation ? 1 : 0);
   return (16 * 8 * (kK + 8) + kBuffers * static_cast<size_t>(fp_pixels) * kK) * 2;
 }
-
-// The activation taken on dx as it is written, on the device (conv_8ch.h's DxActivation).
-template <class T>
-struct DxActivationArgs {
-  bool on = false;
-  bool gradient = false;  // the activation's gradient from its output y, else its forward
-  ops::Activation kind = ops::Activation::ReLU;
-  float slope = 0.f;
-  const T* y = nullptr;  // with gradient: dx's shape, 16-byte aligned
-
-  // y's word at element `at` (even) of dx: the activation's output there, for apply.
-  __device__ __forceinline__ uint32_t y_word(size_t at) const {
-    return gradient ? *reinterpret_cast<const uint32_t*>(y + at) : 0u;
-  }
-  // Two neighbouring dx values as one word of the dtype's halves, with y's word at the same
-  // place (gradient): activate() or activate_grad() on each as rounded, rounded again, as the
-  // element-wise kernels compute and store them (activation.cu).
-  __device__ __forceinline__ uint32_t apply(uint32_t word, uint32_t y_word) const {
-    T v[2], out[2];
-    memcpy(v, &word, sizeof(word));
-    if (gradient) {
-      T yv[2];
-      memcpy(yv, &y_word, sizeof(y_word));
-#pragma unroll
-      for (int e = 0; e < 2; ++e)
-        store_float(&out[e], activate_grad(kind, load_float(&yv[e]), load_float(&v[e]), slope));
-    } else {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) store_float(&out[e], activate(kind, load_float(&v[e]), slope));
-    }
-    memcpy(&word, out, sizeof(word));
-    return word;
-  }
-};
 
 // With 1 or 3 channels a tile's 512 output pixels are written two at a time, pair tid and pair
 // tid + kBlockThreads of each thread, as kC 32-bit words each (pixels pair up along a row, so a
@@ -423,14 +391,7 @@ __global__ void __launch_bounds__(kBlockThreads, kK == 64 ? 3 : 1)
 template <class T, int kK, bool kActivation>
 void launch_dgrad(const Tensor& dy, const Tensor& w, Tensor& dx, const DgradTiling& tl, const Tensor* y_act,
                   ops::Activation act, float slope, const DxActivation* dx_act, CudaContext& ctx) {
-  DxActivationArgs<T> dx_args;
-  if (dx_act) {
-    dx_args.on = true;
-    dx_args.gradient = dx_act->y != nullptr;
-    dx_args.kind = dx_act->act.kind;
-    dx_args.slope = dx_act->act.negative_slope;
-    dx_args.y = dx_act->y ? dx_act->y->data_as<T>() : nullptr;
-  }
+  const DxActivationArgs<T> dx_args = dx_activation_args<T>(dx_act);
   auto kernel = conv_8ch_dgrad_kernel<T, kK, kActivation>;
   const size_t smem = dgrad_smem_bytes<kK, kActivation>(tl.fp_pixels);
   allow_dynamic_smem(kernel, dgrad_smem_bytes<kK, kActivation>(kMaxFootprintPixels), dy.device().index);
@@ -466,6 +427,9 @@ bool conv2d_backward_data_8ch(const Tensor& dy, const Tensor& w, Tensor& dx, con
     if (y.shape() != dx.shape() || y.dtype() != dt || y.format() != MemoryFormat::NHWC || !aligned16(y.data()))
       return false;
   }
+  // A dx with an image's 1 or 3 channels goes to the kernel that computes only those, where it
+  // takes the shape (conv_8ch_dgrad_narrow.cu).
+  if (conv2d_backward_data_narrow(dy, w, dx, act, y_act, dx_act)) return true;
   DgradTiling tl;
   if (!choose_dgrad_tiling(dy.dim(0), dy.dim(2), dy.dim(3), dx.dim(2), dx.dim(3), tl)) return false;
   CudaContext& ctx = context(dy.device().index);
