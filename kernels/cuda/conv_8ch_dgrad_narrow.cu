@@ -26,11 +26,10 @@
 // bitwise), and the fused activations are taken exactly as there: dy's activation gradient
 // (D's LeakyReLU in G's pass through D) rounded to the dtype as activation_backward stores it,
 // dx's activation (G's Tanh, or its gradient) on each value as rounded.
-#include "conv_8ch_dgrad_narrow.h"
-
 #include <climits>
 
 #include "activation_math.cuh"
+#include "conv_8ch_dgrad_narrow.h"
 #include "conv_8ch_dx_activation.cuh"
 #include "conv_8ch_tile.cuh"
 #include "copy_async.cuh"
@@ -48,7 +47,7 @@ using conv8::weight_bits;
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
-constexpr int kItemPixels = 8;    // dy pixels of an item: the product's n
+constexpr int kItemPixels = 8;     // dy pixels of an item: the product's n
 constexpr int kBlockPixels = 192;  // dy pixels a block computes, halo rows included (24 items, 3 a warp)
 // dy's channels, the reduction's length. With 128 (ndf 128) the weights' fragments would take
 // twice the registers, one block an SM: conv_8ch_dgrad.cu keeps that width.
@@ -56,11 +55,11 @@ constexpr int kReduction = 64;
 
 struct NarrowTiling {
   int P = 0, Q = 0, H = 0, W = 0;  // dy's and dx's sizes
-  int rows = 0;    // R: dy rows whose 2R output rows a block writes
-  int groups = 0;  // items a dy row: Q / 8
-  int items = 0;   // a block's: (R + 2) x groups
-  int bands = 0;   // tiles (blocks of dy rows) an image
-  int images = 0;  // N
+  int rows = 0;                    // R: dy rows whose 2R output rows a block writes
+  int groups = 0;                  // items a dy row: Q / 8
+  int items = 0;                   // a block's: (R + 2) x groups
+  int bands = 0;                   // tiles (blocks of dy rows) an image
+  int images = 0;                  // N
 };
 
 bool choose_narrow_tiling(int64_t N, int64_t P, int64_t Q, int64_t H, int64_t W, NarrowTiling& t) {
@@ -109,7 +108,9 @@ __device__ __forceinline__ uint32_t load_shared_4(uint32_t address) {
 }
 __device__ __forceinline__ uint4 load_shared_16(uint32_t address) {
   uint4 v;
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(address));
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(address));
   return v;
 }
 
@@ -151,14 +152,14 @@ __device__ __forceinline__ uint4 activation_gradient(const uint4& dy, const uint
 // batch 1024 (270 us a call against 105 for conv_8ch_dgrad.cu, H200, ncu).
 template <class T, int kC, bool kActivation>
 __global__ void __launch_bounds__(kThreads, 2)
-    conv_8ch_dgrad_narrow_kernel(const T* __restrict__ dy, const T* __restrict__ w, T* __restrict__ dx,
-                                 NarrowTiling tl, int wc, const T* __restrict__ y_act, ops::Activation act,
-                                 float slope, DxActivationArgs<T> dx_act) {
+    conv_8ch_dgrad_narrow_kernel(const T* __restrict__ dy, const T* __restrict__ w, T* __restrict__ dx, NarrowTiling tl,
+                                 int wc, const T* __restrict__ y_act, ops::Activation act, float slope,
+                                 DxActivationArgs<T> dx_act) {
   constexpr int kK = kReduction;
-  constexpr int kRows = 16 * kC;     // the product's rows: (tap, channel), row tap * kC + channel
-  constexpr int kMTiles = kC;        // of 16 rows
-  constexpr int kSteps = kK / 16;    // of the reduction
-  constexpr int kShare = kK / 4;     // channels of its pixel a thread loads
+  constexpr int kRows = 16 * kC;      // the product's rows: (tap, channel), row tap * kC + channel
+  constexpr int kMTiles = kC;         // of 16 rows
+  constexpr int kSteps = kK / 16;     // of the reduction
+  constexpr int kShare = kK / 4;      // channels of its pixel a thread loads
   constexpr int kLoads = kShare / 8;  // 16-byte loads of them
   // Floats a dy pixel's contributions take in shared memory: 3 more than its rows, an odd
   // number, so that the output's reads (32 neighbouring pixels at one offset) meet no bank twice;
@@ -225,7 +226,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   // at column tap 1 and j - 1 at tap 3; column 2j + 1, j + 1 at tap 0 and j at tap 2; nothing
   // from outside the image's columns. So a pair reads, of each of its two slots, dy columns j - 1,
   // j and j + 1 at one row tap: from one base address, at fixed offsets.
-  auto pair_values = [&](int lr, int j, float (&out)[2][kC]) {
+  auto pair_values = [&](int lr, int j, float(&out)[2][kC]) {
     const int a = lr >> 1;
     const int s1 = (lr & 1) ? a + 2 : a + 1, kh1 = (lr & 1) ? 0 : 1;
     const int s2 = (lr & 1) ? a + 1 : a, kh2 = (lr & 1) ? 2 : 3;
@@ -237,8 +238,8 @@ __global__ void __launch_bounds__(kThreads, 2)
       // [column tap kw of column j + dj] = r[dj * kStride + kw * kC + ch]
       out[0][ch] = (r1[kC + ch] + (left ? r1[-kStride + 3 * kC + ch] : 0.f)) +
                    (r2[kC + ch] + (left ? r2[-kStride + 3 * kC + ch] : 0.f));
-      out[1][ch] = ((right ? r1[kStride + ch] : 0.f) + r1[2 * kC + ch]) +
-                   ((right ? r2[kStride + ch] : 0.f) + r2[2 * kC + ch]);
+      out[1][ch] =
+          ((right ? r1[kStride + ch] : 0.f) + r1[2 * kC + ch]) + ((right ? r2[kStride + ch] : 0.f) + r2[2 * kC + ch]);
     }
   };
 
