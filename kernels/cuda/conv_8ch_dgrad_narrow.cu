@@ -48,23 +48,23 @@ using conv8::weight_bits;
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
 constexpr int kItemPixels = 8;     // dy pixels of an item: the product's n
-constexpr int kBlockPixels = 192;  // dy pixels a block computes, halo rows included (24 items, 3 a warp)
+constexpr int kTilePixels = 192;   // dy pixels a tile computes, halo rows included (24 items, 3 a warp)
 // dy's channels, the reduction's length. With 128 (ndf 128) the weights' fragments would take
 // twice the registers, one block an SM: conv_8ch_dgrad.cu keeps that width.
 constexpr int kReduction = 64;
 
 struct NarrowTiling {
   int P = 0, Q = 0, H = 0, W = 0;  // dy's and dx's sizes
-  int rows = 0;                    // R: dy rows whose 2R output rows a block writes
+  int rows = 0;                    // R: dy rows whose 2R output rows a tile writes
   int groups = 0;                  // items a dy row: Q / 8
-  int items = 0;                   // a block's: (R + 2) x groups
-  int bands = 0;                   // tiles (blocks of dy rows) an image
+  int items = 0;                   // a tile's: (R + 2) x groups
+  int bands = 0;                   // tiles (bands of dy rows) an image
   int images = 0;                  // N
 };
 
 bool choose_narrow_tiling(int64_t N, int64_t P, int64_t Q, int64_t H, int64_t W, NarrowTiling& t) {
   if (H != 2 * P || W != 2 * Q || Q % kItemPixels != 0 || Q < kItemPixels || P < 1) return false;
-  const int64_t rows = kBlockPixels / Q - 2;
+  const int64_t rows = kTilePixels / Q - 2;
   if (rows < 1) return false;  // rows wider than 64 pixels
   const int64_t bands = (P + rows - 1) / rows;
   if (N * bands > INT_MAX || P * Q > (int64_t{1} << 24)) return false;
@@ -84,14 +84,14 @@ bool choose_narrow_tiling(int64_t N, int64_t P, int64_t Q, int64_t H, int64_t W,
 // the staged dy (and y) chunks: three items a warp, K / 8 chunks of 16 bytes a thread an item.
 template <int kC>
 constexpr size_t contributions_bytes() {
-  return static_cast<size_t>(kBlockPixels) * (16 * kC + 3) * sizeof(float);
+  return static_cast<size_t>(kTilePixels) * (16 * kC + 3) * sizeof(float);
 }
 // Output pixel pairs a thread writes a tile, at most: 2R rows of Q pairs, R at most 192 / Q - 2,
 // Q at least 8.
-constexpr int kPairsPerThread = (2 * kBlockPixels - 4 * kItemPixels + kThreads - 1) / kThreads;
+constexpr int kPairsPerThread = (2 * kTilePixels - 4 * kItemPixels + kThreads - 1) / kThreads;
 template <int kC, bool kActivation>
 constexpr size_t staged_chunks_bytes() {
-  return (kActivation ? 2 : 1) * static_cast<size_t>(kBlockPixels) * kReduction * 2;
+  return (kActivation ? 2 : 1) * static_cast<size_t>(kTilePixels) * kReduction * 2;
 }
 // ... and last dx's activation output y at the thread's output words (with its gradient), kC
 // words a pixel pair.
@@ -145,7 +145,7 @@ __device__ __forceinline__ uint4 activation_gradient(const uint4& dy, const uint
 }
 
 // dy (N, P, Q, 64), w (64, 4, 4, wc) with wc kC or 8, dx (N, 2P, 2Q, kC), NHWC; with
-// kActivation, y_act (dy's shape) the activation's output and dy its gradient. Tile b (one block
+// kActivation, y_act (dy's shape) the activation's output and dy its gradient. Tile b (a band
 // of dy rows) writes image b / bands' output rows 2R (b % bands) onwards; a block walks tiles
 // blockIdx.x, + gridDim.x, ... with the weights' fragments built once: built for each tile (a
 // block a tile), their 96 scattered 2-byte loads a thread were a third of the kernel's time at
@@ -166,8 +166,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   // the accumulator fragments' stores (pixels 2t, 2t + 1 and rows g, g + 8 of lane 4g + t) meet
   // each bank at most twice. (An even stride made the stores conflict-free and the reads 4-way.)
   constexpr int kStride = kRows + 3;
-  static_assert(kBlockPixels * kStride * sizeof(float) == contributions_bytes<kC>(), "the layout below");
-  constexpr int kItemsPerWarp = kBlockPixels / kItemPixels / kWarps;  // a tile has at most 24 items
+  static_assert(kTilePixels * kStride * sizeof(float) == contributions_bytes<kC>(), "the layout below");
+  constexpr int kItemsPerWarp = kTilePixels / kItemPixels / kWarps;  // a tile has at most 24 items
   extern __shared__ __align__(16) unsigned char smem[];
   float* const contributions = reinterpret_cast<float*>(smem);
 
