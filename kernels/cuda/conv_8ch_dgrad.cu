@@ -3,6 +3,9 @@
 // first layer's input gradient and G's last layer's forward (a transposed convolution), which
 // cuDNN ran with 64-channel tiles of which 8 were used: 365 us a call at batch 1024 (H200, ncu),
 // and a 46 us copy trimmed its 8 channels to the image's 3. This kernel: 108 us, no trim.
+// Since session 19 a dx with 1 or 3 channels from a dy with 64 (the default networks, as the
+// layers run them) goes to conv_8ch_dgrad_narrow.cu, which computes only those channels; this
+// kernel keeps an 8-channel dx and dy with 128 channels.
 //
 // A 4x4 stride-2 kernel splits into four 2x2 stride-1 ones, one per output phase (row parity
 // py, column parity px): dx[2m+py][2j+px] sums dy[m+dm][j+dj] * w[r][s] over two row taps,
