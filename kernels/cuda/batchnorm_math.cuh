@@ -376,7 +376,6 @@ struct FinishGrads {
     coef[2 * C + c] = k.k2;
     if (threshold) threshold[c] = prepared;
   }
-  __device__ void operator()(uint32_t c, const GradSumsAcc& sums) const { (*this)(c, sums, prepare(c)); }
 };
 
 // dx = k0 * (g - k1 - (x - mean) * k2), g the gradient at BatchNorm's output.

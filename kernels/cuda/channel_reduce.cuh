@@ -3,9 +3,9 @@
 // A channel's N*H*W elements are cut into `splits` contiguous ranges; block (tile, split)
 // reduces one range, each thread walking a fixed subset and the block merging threads in a
 // fixed tree, and writes one partial per channel. A second launch merges the partials in a
-// fixed order and hands each channel's total to a Finish functor. Every sum is therefore taken in the same order on every run: the
-// results are bitwise reproducible (no floating-point atomics), and the split count depends
-// only on the shape, never on the GPU.
+// fixed order and hands each channel's total to a Finish functor. Every sum is therefore taken
+// in the same order on every run: the results are bitwise reproducible (no floating-point
+// atomics), and the split count depends only on the shape, never on the GPU.
 //
 // Both layouts read memory coalesced:
 //  - NCHW: a channel is N runs of H*W contiguous values; one block per (channel, split), the
@@ -16,7 +16,8 @@
 // An accumulator type Acc provides: zero(), merge(const Acc&), kFields, get(k), set(k, v).
 // A visitor provides: operator()(Acc&, uint64_t offset, uint32_t channel), adding one element,
 // and for the vector kernel kPack, kUnroll, Channels, channels(c0), Loaded, load(offset), add(...).
-// A Finish functor provides: operator()(uint32_t channel, const Acc& total), on the device.
+// A Finish functor provides: operator()(uint32_t channel, const Acc& total), on the device, or
+// with prepare() (below) operator()(channel, total, prepared).
 #pragma once
 #include <algorithm>
 #include <type_traits>
