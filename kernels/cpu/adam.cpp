@@ -3,8 +3,8 @@
 //   m = lerp(m, g, 1 - b1);  v = b2*v + (1-b2)*g*g                        (fp32, per element)
 //   p = p - lr/(1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)         (scalars from doubles)
 // A nonzero skip element (one of this optimizer's losses overflowed) leaves every tensor, step
-// included, untouched (pending gradients are still unscaled into the grads). At O3 the parameters and moments are half:
-// computed in fp32, rounded once.
+// included, untouched (pending gradients are still unscaled into the grads). At O3 the
+// parameters and moments are half: computed in fp32, rounded once.
 #include <cmath>
 
 #include "cpu_util.h"

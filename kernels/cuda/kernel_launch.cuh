@@ -8,8 +8,8 @@
 // its writes are visible, and then lets the next kernel's blocks be placed in turn. (So when a
 // kernel's blocks are placed, every kernel before the previous one has completed: the BatchNorm
 // finish kernels read the forward's statistics and the parameters before they wait,
-// channel_reduce.cuh.) Kernels
-// launched otherwise (cuDNN's, cuBLAS's, <<<>>>) wait for the whole previous kernel as usual.
+// channel_reduce.cuh.) Kernels launched otherwise (cuDNN's, cuBLAS's, <<<>>>) wait for the whole
+// previous kernel as usual.
 // GANENGINE_PDL=off launches every kernel the usual way.
 #pragma once
 #include <cuda_runtime.h>
