@@ -98,7 +98,9 @@ class Conv2d : public Layer {
 
  private:
   Tensor compute_weight();  // the weight in the compute dtype (a fresh cast at O1)
-  Shape padded_weight_shape(int64_t in_channels) const;  // with in_channels for in_'s padded count
+  // The weight's shape with in_channels input channels: in_padded_, or in_ for a transposed
+  // convolution of 1x1 maps in a small batch, a GEMM that takes any channel count (conv_gemm.h).
+  Shape padded_weight_shape(int64_t in_channels) const;
   // t itself when its first two sizes are dim0 x dim1, else a zero-padded (or trimmed) copy.
   Tensor padded(const Tensor& t, int64_t dim0, int64_t dim1) const;
   int64_t in_, out_;
@@ -107,9 +109,6 @@ class Conv2d : public Layer {
   int64_t in_padded_, out_padded_;
   bool keep_padded_output_ = false;
   int64_t input_channels_ = 0;  // of the latest forward's input: in_, or in_padded_ if it came padded
-  // The input-side channels the latest forward ran with: in_padded_, or in_ for a transposed
-  // convolution of 1x1 maps in a small batch, a GEMM that takes any channel count (conv_gemm.h).
-  int64_t in_run_ = 0;
   int kernel_;
   bool transposed_;
   Conv2dParams p_;

@@ -87,9 +87,10 @@ Tensor Conv2d::forward(const Tensor& x_in, bool) {
   // net gain at batch 64, a loss from 256 on (H200, session 18, side by side: O3 steps 2.1%
   // shorter at 64 with the record-copy change; unpadded at every batch 0.3% longer at 1024).
   constexpr int64_t kUnpaddedGemmBelowBatch = 256;
-  in_run_ = transposed_ && H == 1 && W == 1 && p_.pad == 0 && N < kUnpaddedGemmBelowBatch ? in_ : in_padded_;
-  if (transposed_) x = padded(x, N, in_run_);
-  const Shape wp = padded_weight_shape(in_run_);
+  const int64_t in_run =
+      transposed_ && H == 1 && W == 1 && p_.pad == 0 && N < kUnpaddedGemmBelowBatch ? in_ : in_padded_;
+  if (transposed_) x = padded(x, N, in_run);
+  const Shape wp = padded_weight_shape(in_run);
   Tensor w = padded(compute_weight(), wp[0], wp[1]);
   const int64_t Ho = transposed_ ? conv_transpose_out_size(H, kernel_, p_.stride, p_.pad)
                                  : conv_out_size(H, kernel_, p_.stride, p_.pad);
@@ -150,7 +151,8 @@ Tensor Conv2d::backward(Tensor dy_in, bool want_param_grads, bool want_input_gra
     const Tensor x_kept = saved_x_, y = saved_y_;
     const Shape w_shape = saved_w_.shape();
     auto filter_gradient = [this, x_kept, y, dy, w_shape, fused_filter_only] {
-      const Tensor x = transposed_ ? padded(x_kept, x_kept.dim(0), in_run_) : x_kept;
+      // A transposed convolution's weight is (Cin, Cout, ...): the input channels it ran with.
+      const Tensor x = transposed_ ? padded(x_kept, x_kept.dim(0), w_shape[0]) : x_kept;
       const bool padded_weight = w_shape != weight_.model_grad.shape();
       Tensor dw = padded_weight ? Tensor::empty(w_shape, weight_.model_grad.dtype(), where_.device, where_.format)
                                 : weight_.model_grad;
@@ -174,8 +176,8 @@ Tensor Conv2d::backward(Tensor dy_in, bool want_param_grads, bool want_input_gra
   // peak memory holds only the activations still ahead of their backward.
   const Tensor w = saved_w_;
   // A backward-data writes the channels its dx has (ops.h); a transposed convolution's is a
-  // forward, which writes all of w's.
-  const Shape x_shape{saved_x_.dim(0), transposed_ ? in_run_ : input_channels_, saved_x_.dim(2), saved_x_.dim(3)};
+  // forward, which writes all of w's (its first dimension).
+  const Shape x_shape{saved_x_.dim(0), transposed_ ? w.dim(0) : input_channels_, saved_x_.dim(2), saved_x_.dim(3)};
   const DType x_dtype = saved_x_.dtype();
   const Tensor x_kept = saved_x_;
   saved_x_ = Tensor();
