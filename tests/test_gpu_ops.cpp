@@ -3,13 +3,13 @@
 // poisoned with NaN first, so an element the GPU forgot to write fails the comparison. Results
 // must agree within tolerance_for(dtype) relative to the reference's norm.
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "ganengine/half_bits.h"
 #include "test_util.h"
+#include "trainer_compare.h"
 
 namespace {
 
@@ -1117,8 +1117,7 @@ TEST_CASE("gpu ops: Adam taking pending gradients is bitwise unscale_grads then 
 
             auto same_bits = [](const std::string& what, const Tensor& a, const Tensor& b) {  // NaNs included
               INFO(what, ": ", a.str());
-              const Tensor ha = a.to(kCpu), hb = b.to(kCpu);
-              CHECK((ha.nbytes() == hb.nbytes() && std::memcmp(ha.data(), hb.data(), ha.nbytes()) == 0));
+              CHECK(ge::test::same_tensor(a, b));
             };
             for (size_t i = 0; i < start.params.size(); ++i) {
               CAPTURE(i);

@@ -135,11 +135,6 @@ TEST_CASE("gpu trainer graph: 8 replayed steps are bitwise the eager steps at O0
   }
 }
 
-#if GE_WITH_CUDA  // switches the GPU backend's launches
-// Our kernels launch with programmatic dependent launch: a kernel's blocks may be placed while the
-// kernel before it finishes, and wait for it before touching memory. A kernel that touched memory
-// before waiting would read stale values or overwrite ones still being read: the steps would
-// differ from those of kernels launched strictly one after another.
 // With a static loss scale each optimizer unscales its last loss's gradients as its update reads
 // them (TrainerConfig::optimizer_unscales_last_loss): the same steps, records (the overflow flags
 // too, also when an overflow is forced) and state (but the f32 gradients, which then lack the last
@@ -182,6 +177,11 @@ TEST_CASE("gpu trainer: Adam unscaling the last loss's gradients gives bitwise t
       }
 }
 
+#if GE_WITH_CUDA  // switches the GPU backend's launches
+// Our kernels launch with programmatic dependent launch: a kernel's blocks may be placed while the
+// kernel before it finishes, and wait for it before touching memory. A kernel that touched memory
+// before waiting would read stale values or overwrite ones still being read: the steps would
+// differ from those of kernels launched strictly one after another.
 TEST_CASE("gpu trainer graph: steps whose kernels launch early are bitwise steps launched one after another") {
   GE_REQUIRE_GPU();
   DeterministicConvolutions deterministic;
