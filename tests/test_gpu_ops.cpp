@@ -915,8 +915,6 @@ TEST_CASE("gpu ops: scale_inplace matches the CPU in every dtype") {
     }
 }
 
-// With a scale copy (the trainer's record) both write the updated scale there too; a static scaler
-// writes nothing.
 TEST_CASE("gpu ops: loss_scaler_update follows the CPU over overflow/clean sequences") {
   GE_REQUIRE_GPU();
   ge::ops::ScalerConfig quick;
@@ -942,16 +940,12 @@ TEST_CASE("gpu ops: loss_scaler_update follows the CPU over overflow/clean seque
     CAPTURE(seq.name);
     Tensor state = values_cpu(seq.start, {2});
     Tensor stateg = gpu(state);
-    Tensor copy = values_cpu({-1.0}, {1}), copyg = gpu(copy);
     for (size_t k = 0; k < seq.overflows.size(); ++k) {
       CAPTURE(k);
       const Tensor found = values_cpu({double(seq.overflows[k])}, {1});
-      const bool with_copy = k % 2 == 1;
-      ge::ops::loss_scaler_update(state, found, seq.cfg, with_copy ? copy : Tensor());
-      ge::ops::loss_scaler_update(stateg, gpu(found), seq.cfg, with_copy ? copyg : Tensor());
+      ge::ops::loss_scaler_update(state, found, seq.cfg);
+      ge::ops::loss_scaler_update(stateg, gpu(found), seq.cfg);
       expect_identical("scaler state", stateg, state);
-      expect_identical("scale copy", copyg, copy);
-      if (with_copy) CHECK(copy.item() == (seq.cfg.dynamic ? state.to_doubles()[0] : -1.0));
     }
   }
 }
@@ -1063,103 +1057,80 @@ TEST_CASE("gpu ops: Adam over three steps with and without skip and half copies 
         }
 }
 
-// The trainer leaves an optimizer's last loss's gradients to Adam, which unscales them as it reads
-// them (ops::PendingGrads): bitwise unscale_grads, then adam_step; the overflow flag (and with
-// store_grads the gradients) written also on a skipped step, the gradients left as they were
-// without store_grads. The gradients have the state's dtype, or beside f32 states f16 ones (a half
-// model's with f32 masters; some f32 ones among them: BatchNorm's at O2; bf16 ones are refused). At a dynamic scale
-// the skip flag is the overflow flag itself: every block sees an overflow anywhere in the pending
-// gradients (40 tensors: two Adam launches) and leaves everything.
+// With a static loss scale the trainer leaves an optimizer's last loss's gradients to Adam, which
+// unscales them as it reads them (ops::PendingGrads): bitwise unscale_grads, then adam_step; the
+// overflow flag (and with store_grads the gradients) written also on a skipped step, the
+// gradients left as they were without store_grads.
 TEST_CASE("gpu ops: Adam taking pending gradients is bitwise unscale_grads then the update") {
   GE_REQUIRE_GPU();
   ge::ops::AdamConfig cfg;
   cfg.lr = 1e-3f;
-  enum class Skip { No, Yes, OnOverflow };
   for (DType state_dt : {DType::F32, DType::F16, DType::BF16})
-    for (bool f16_grads : {false, true})
-      for (bool accumulate : {false, true})
-        for (Skip skip_kind : {Skip::No, Skip::Yes, Skip::OnOverflow})
-          for (bool non_finite : {false, true})
-            for (bool store : {true, false}) {
-              if (state_dt != DType::F32 && f16_grads) continue;  // f16 gradients beside f32 masters only
-              const DType src_dt = f16_grads ? DType::F16 : state_dt;
-              CAPTURE(std::string(ge::dtype_name(state_dt)));
-              CAPTURE(std::string(ge::dtype_name(src_dt)));
-              CAPTURE(store);
-              CAPTURE(accumulate);
-              CAPTURE(static_cast<int>(skip_kind));
-              CAPTURE(non_finite);
-              const AdamState start = make_adam_state(DType::F16, false, state_dt);
-              AdamState apart = to_device(start, kGpu), fused = to_device(start, kGpu);
-              std::vector<Tensor> src, grads_apart, grads_fused;
-              for (size_t i = 0; i < start.params.size(); ++i) {
-                const Tensor& p = start.params[i];
-                // Every third gradient in f32 when the others are half.
-                const DType dt = src_dt != state_dt && i % 3 == 2 ? state_dt : src_dt;
-                Tensor s = random_cpu(p.shape(), dt, p.format(), -1000.0, 1000.0);
-                if (non_finite && i == 37) {  // a NaN in the second Adam launch's gradients: the flag goes up
-                  if (dt == DType::F32)
-                    static_cast<float*>(s.data())[7] = NAN;
-                  else
-                    static_cast<uint16_t*>(s.data())[7] = dt == DType::F16 ? 0x7E00 : 0x7FC0;
-                }
-                src.push_back(gpu(s));
-                const Tensor g = gpu(random_cpu(p.shape(), DType::F32, p.format()));
-                grads_apart.push_back(g);
-                grads_fused.push_back(g.clone());
+    for (bool accumulate : {false, true})
+      for (bool skip_step : {false, true})
+        for (bool non_finite : {false, true})
+          for (bool store : {true, false}) {
+            CAPTURE(std::string(ge::dtype_name(state_dt)));
+            CAPTURE(store);
+            CAPTURE(accumulate);
+            CAPTURE(skip_step);
+            CAPTURE(non_finite);
+            const AdamState start = make_adam_state(DType::F16, false, state_dt);
+            AdamState apart = to_device(start, kGpu), fused = to_device(start, kGpu);
+            std::vector<Tensor> src, grads_apart, grads_fused;
+            for (size_t i = 0; i < start.params.size(); ++i) {
+              const Tensor& p = start.params[i];
+              Tensor s = random_cpu(p.shape(), state_dt, p.format(), -1000.0, 1000.0);
+              if (non_finite && i == 4) {  // a NaN in the gradients: the flag goes up
+                if (state_dt == DType::F32)
+                  static_cast<float*>(s.data())[7] = NAN;
+                else
+                  static_cast<uint16_t*>(s.data())[7] = state_dt == DType::F16 ? 0x7E00 : 0x7FC0;
               }
-              // Parameter 4's buffers one element into wider ones: its elements go one at a time.
-              auto misaligned = [](const Tensor& t) {
-                Tensor view = Tensor::zeros({t.numel() + 1}, t.dtype(), t.device()).slice0(1, t.numel() + 1);
-                view.copy_from(t);
-                return view;
-              };
-              for (AdamState* st : {&apart, &fused})
-                for (std::vector<Tensor>* buffers : {&st->params, &st->m, &st->v})
-                  (*buffers)[4] = misaligned((*buffers)[4]);
-              grads_apart[4] = misaligned(grads_apart[4]);
-              grads_fused[4] = misaligned(grads_fused[4]);
-              src[4] = misaligned(src[4]);
-              const Tensor scale = gpu(values_cpu({1024.0}, {1}));
-              Tensor found_apart = gpu(values_cpu({0.0}, {1})), found_fused = gpu(values_cpu({0.0}, {1}));
-              const Tensor fixed_skip = gpu(values_cpu({skip_kind == Skip::Yes ? 1.0 : 0.0}, {1}));
-              const bool on_overflow = skip_kind == Skip::OnOverflow;
-
-              ge::ops::unscale_grads(src, grads_apart, scale, found_apart, accumulate);
-              ge::ops::adam_step(apart.params, grads_apart, apart.m, apart.v, apart.step,
-                                 on_overflow ? found_apart : fixed_skip, cfg);
-              std::vector<Tensor> grads_before;
-              for (const Tensor& g : grads_fused) grads_before.push_back(g.to(kCpu));
-              const ge::ops::PendingGrads pending{src, scale, found_fused, accumulate, store};
-              ge::ops::adam_step(fused.params, grads_fused, fused.m, fused.v, fused.step,
-                                 on_overflow ? found_fused : fixed_skip, cfg, {}, &pending);
-
-              auto same_bits = [](const std::string& what, const Tensor& a, const Tensor& b) {  // NaNs included
-                INFO(what, ": ", a.str());
-                CHECK(ge::test::same_tensor(a, b));
-              };
-              for (size_t i = 0; i < start.params.size(); ++i) {
-                CAPTURE(i);
-                same_bits("param", fused.params[i], apart.params[i]);
-                same_bits("exp_avg", fused.m[i], apart.m[i]);
-                same_bits("exp_avg_sq", fused.v[i], apart.v[i]);
-                same_bits("grad", grads_fused[i], store ? grads_apart[i] : grads_before[i]);
-              }
-              same_bits("step", fused.step, apart.step);
-              same_bits("found_inf", found_fused, found_apart);
-              CHECK(found_fused.item() == (non_finite ? 1.0 : 0.0));
-              const bool skipped = skip_kind == Skip::Yes || (on_overflow && non_finite);
-              CHECK(fused.step.item() == (skipped ? 0.0 : 1.0));
-              if (skipped) same_bits("param left", fused.params[0], gpu(start.params[0]));
+              src.push_back(gpu(s));
+              const Tensor g = gpu(random_cpu(p.shape(), DType::F32, p.format()));
+              grads_apart.push_back(g);
+              grads_fused.push_back(g.clone());
             }
-  // bf16 gradients beside f32 parameters are refused.
-  AdamState st = to_device(make_adam_state(DType::F16, false, DType::F32), kGpu);
-  std::vector<Tensor> src;
-  for (const Tensor& p : st.params) src.push_back(Tensor::zeros(p.shape(), DType::BF16, kGpu, p.format()));
-  Tensor found = gpu(values_cpu({0.0}, {1}));
-  const ge::ops::PendingGrads pending{src, gpu(values_cpu({1.0}, {1})), found, false, true};
-  CHECK_THROWS_WITH(ge::ops::adam_step(st.params, st.params, st.m, st.v, st.step, found, cfg, {}, &pending),
-                    doctest::Contains("or f16 for an f32 parameter"));
+            // Parameter 4's buffers one element into wider ones: its elements go one at a time.
+            auto misaligned = [](const Tensor& t) {
+              Tensor view = Tensor::zeros({t.numel() + 1}, t.dtype(), t.device()).slice0(1, t.numel() + 1);
+              view.copy_from(t);
+              return view;
+            };
+            for (AdamState* st : {&apart, &fused})
+              for (std::vector<Tensor>* buffers : {&st->params, &st->m, &st->v})
+                (*buffers)[4] = misaligned((*buffers)[4]);
+            grads_apart[4] = misaligned(grads_apart[4]);
+            grads_fused[4] = misaligned(grads_fused[4]);
+            src[4] = misaligned(src[4]);
+            const Tensor scale = gpu(values_cpu({1024.0}, {1}));
+            const Tensor skip = gpu(values_cpu({skip_step ? 1.0 : 0.0}, {1}));
+            Tensor found_apart = gpu(values_cpu({0.0}, {1})), found_fused = gpu(values_cpu({0.0}, {1}));
+
+            ge::ops::unscale_grads(src, grads_apart, scale, found_apart, accumulate);
+            ge::ops::adam_step(apart.params, grads_apart, apart.m, apart.v, apart.step, skip, cfg);
+            std::vector<Tensor> grads_before;
+            for (const Tensor& g : grads_fused) grads_before.push_back(g.to(kCpu));
+            const ge::ops::PendingGrads pending{src, scale, found_fused, accumulate, store};
+            ge::ops::adam_step(fused.params, grads_fused, fused.m, fused.v, fused.step, skip, cfg, {}, &pending);
+
+            auto same_bits = [](const std::string& what, const Tensor& a, const Tensor& b) {  // NaNs included
+              INFO(what, ": ", a.str());
+              CHECK(ge::test::same_tensor(a, b));
+            };
+            for (size_t i = 0; i < start.params.size(); ++i) {
+              CAPTURE(i);
+              same_bits("param", fused.params[i], apart.params[i]);
+              same_bits("exp_avg", fused.m[i], apart.m[i]);
+              same_bits("exp_avg_sq", fused.v[i], apart.v[i]);
+              same_bits("grad", grads_fused[i], store ? grads_apart[i] : grads_before[i]);
+            }
+            same_bits("step", fused.step, apart.step);
+            same_bits("found_inf", found_fused, found_apart);
+            CHECK(found_fused.item() == (non_finite ? 1.0 : 0.0));
+            CHECK(fused.step.item() == (skip_step ? 0.0 : 1.0));
+          }
 }
 
 }  // namespace

@@ -135,17 +135,16 @@ TEST_CASE("gpu trainer graph: 8 replayed steps are bitwise the eager steps at O0
   }
 }
 
-// Each optimizer unscales its last loss's gradients as its update reads them
-// (TrainerConfig::optimizer_unscales_last_loss): the same steps, records (the overflow flags and
-// the dynamic scales too, also when an overflow is forced and the step skipped) and state (but the
-// f32 gradients, which then lack the last loss's part) as a separate unscale pass, eager and
-// replayed, with D's fake loss accumulated on the fake branch or after the real one; at static
-// scales (O0, O3) and dynamic ones (O1, O2: half gradients beside f32 masters at O2).
+// With a static loss scale each optimizer unscales its last loss's gradients as its update reads
+// them (TrainerConfig::optimizer_unscales_last_loss): the same steps, records (the overflow flags
+// too, also when an overflow is forced) and state (but the f32 gradients, which then lack the last
+// loss's part) as a separate unscale pass, eager and replayed, with D's fake loss accumulated on
+// the fake branch or after the real one.
 TEST_CASE("gpu trainer: Adam unscaling the last loss's gradients gives bitwise the separate unscale's steps") {
   GE_REQUIRE_GPU();
   DeterministicConvolutions deterministic;
   using Choice = TrainerConfig::LaneChoice;
-  for (OptLevel level : {OptLevel::O0, OptLevel::O1, OptLevel::O2, OptLevel::O3})
+  for (OptLevel level : {OptLevel::O0, OptLevel::O3})
     for (bool graph : {false, true})
       for (Choice branch : {Choice::Off, Choice::On}) {
         const std::string config = std::string(opt_level_name(level)) + (graph ? " graph" : " eager") +
@@ -172,10 +171,6 @@ TEST_CASE("gpu trainer: Adam unscaling the last loss's gradients gives bitwise t
         if (!graph) {
           CHECK(records[0][2].overflow[kLossDFake]);
           CHECK(records[0][3].overflow[kLossG]);
-          if (level == OptLevel::O1 || level == OptLevel::O2) {  // the scaler saw the overflow
-            CHECK(records[0][2].scale[kLossDFake] == records[0][1].scale[kLossDFake] / 2);
-            CHECK(records[0][3].scale[kLossG] == records[0][2].scale[kLossG] / 2);
-          }
         }
         // The fused trainer's Param::grad lacks the last loss's part (TrainerConfig).
         expect_same_state(a, b, /*with_buffers=*/true, /*with_grads=*/false);

@@ -191,11 +191,8 @@ struct ScalerConfig {
 };
 // Apex update_scale on the device: on overflow scale = max(min, scale/2) and counter = 0,
 // else counter += 1 and at growth_interval scale = min(max, 2*scale), counter = 0.
-// state: f32 (2) = {scale, clean_steps}. found_inf: f32 (1). scale_copy (optional): f32 (1),
-// receives the updated scale (a training step's record) in the same launch. A static scaler
-// (!cfg.dynamic) writes nothing.
-void loss_scaler_update(Tensor& state, const Tensor& found_inf, const ScalerConfig& cfg,
-                        const Tensor& scale_copy = Tensor());
+// state: f32 (2) = {scale, clean_steps}. found_inf: f32 (1).
+void loss_scaler_update(Tensor& state, const Tensor& found_inf, const ScalerConfig& cfg);
 
 // ---- Adam, PyTorch semantics: m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 // p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps), computed in fp32.
@@ -215,9 +212,8 @@ struct AdamConfig {  // doubles, like the Python floats PyTorch takes them as
 // unscale_grads(pending->src, grads, scale, found_inf, accumulate) would leave in grads (and
 // raises the flag as it would, also on a skipped step), forming them element by element as it
 // reads them, in the same pass as the update; they are written into grads only with store_grads
-// (otherwise grads keep what they held). Every pending gradient is tested before skip is read, so
-// skip may hold found_inf itself (dynamic loss scaling: an overflow in these gradients skips the
-// step). src[i]: the dtype of params[i], or f16 (a half model's gradient) for f32 masters.
+// (otherwise grads keep what they held). For static loss scaling, where nothing decides on
+// found_inf before the update. src[i]: the dtype of params[i].
 struct PendingGrads {
   std::vector<Tensor> src;
   Tensor scale;      // f32 (1)

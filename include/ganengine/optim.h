@@ -14,8 +14,7 @@ class Adam {
   Adam(std::vector<nn::Param*> params, const ops::AdamConfig& cfg, Device device);
   // skip: f32 (k) on the device; any nonzero element means "a loss overflowed": no change.
   // pending (optional): the last loss's gradients, one per parameter in the order given, still
-  // to be unscaled into the grads; the update does it as it reads them (ops::PendingGrads), unless
-  // the parameters fall in several groups (below), which unscale them into the grads first.
+  // to be unscaled into the grads; the update does it as it reads them (ops::PendingGrads).
   void step(const Tensor& skip, const ops::PendingGrads* pending = nullptr);
   const ops::AdamConfig& config() const { return cfg_; }
   // Checkpoint access: per parameter (in the order given) its two moments, and the step count.

@@ -60,10 +60,9 @@ struct TrainerConfig {
   // measured O2/O3 steps 2.5-2.8% shorter at batch 64 for 10 MiB more, and no gain at 128 or 256).
   LaneChoice side_hold = LaneChoice::Auto;
   static constexpr int64_t kSideHoldMaxPixels = 64 * 64 * 64;
-  // With one replica, each optimizer unscales its last loss's gradients itself as its update
-  // reads them (ops::PendingGrads) instead of a separate pass before it; at a dynamic scale (O1,
-  // O2) a lighter pass before the update only tests them for the overflow flag the skip decision
-  // reads, and the loss's scaler is updated after the optimizer. The same steps bit for bit; the
+  // With a static loss scale (O0, O3) and one replica, each optimizer unscales its last loss's
+  // gradients itself as its update reads them (ops::PendingGrads) instead of a separate pass
+  // before it: nothing decides on the overflow flag in between. The same steps bit for bit; the
   // last loss's part is then not written into Param::grad. GANENGINE_ADAM_UNSCALE=off turns it
   // off.
   bool optimizer_unscales_last_loss = true;
@@ -144,12 +143,8 @@ class DcganTrainer {
   void step_body(const Tensor& real, const Tensor& noise);
   void average_grads(nn::Sequential& net);  // TrainerConfig::replicas: mean of the f32 gradients
   // Whether the optimizer of `params` takes its last loss's gradients still scaled
-  // (TrainerConfig::optimizer_unscales_last_loss, one replica, and model gradients the optimizer
-  // can read: its own dtype, or f16 beside f32 masters).
+  // (TrainerConfig::optimizer_unscales_last_loss, and model gradients in the optimizer's dtype).
   bool optimizer_unscales(const std::vector<nn::Param*>& params) const;
-  // The dynamic scaler of a loss whose optimizer unscaled its gradients: updated (and recorded)
-  // once that optimizer's step has raised the overflow flag.
-  void update_scaler_after_optimizer(LossId id);
   // fn's device work on the calling lane's side lane while a concurrent region is open, else
   // in place.
   void on_side_lane(const std::function<void()>& fn);

@@ -53,8 +53,7 @@ void scale_inplace(const Tensor& t, float factor) {
 // Apex's update_scale: on overflow halve (not below the floor) and restart the count of clean
 // steps; otherwise count the clean step and double (not above the ceiling) after
 // growth_interval of them. A static scaler never changes.
-void loss_scaler_update(Tensor& state, const Tensor& found_inf, const ops::ScalerConfig& cfg,
-                        const Tensor& scale_copy) {
+void loss_scaler_update(Tensor& state, const Tensor& found_inf, const ops::ScalerConfig& cfg) {
   require_cpu_floating(state, "loss scaler state");
   require_cpu_floating(found_inf, "loss scaler found_inf");
   GE_CHECK(state.numel() == 2, "loss scaler state must be {scale, clean_steps}, got ", state.str());
@@ -74,7 +73,6 @@ void loss_scaler_update(Tensor& state, const Tensor& found_inf, const ops::Scale
   }
   store_from_double(state.data(), state.dtype(), 0, scale);
   store_from_double(state.data(), state.dtype(), 1, clean_steps);
-  if (scale_copy.defined()) store_from_double(scale_copy.data(), scale_copy.dtype(), 0, scale);
 }
 
 }  // namespace cpu

@@ -7,15 +7,10 @@
 //
 // Every block computes t = step[0] + 1 itself; the stored count is only advanced afterwards by
 // a one-thread kernel on the same stream, so no block can see a half-updated step.
-//
-// Pending gradients (ops::PendingGrads) whose overflow flag is one of the skip flags (dynamic loss
-// scaling) are first tested by a pass of their own (finite_check.cu): every block must see the
-// same decision, which depends on all of them.
 #include <type_traits>
 #include <vector>
 
 #include "cuda_util.cuh"
-#include "finite_check.h"
 #include "ganengine/adam_math.h"
 #include "ganengine/backend.h"
 #include "kernel_launch.cuh"
@@ -27,8 +22,7 @@ namespace ge {
 namespace gpu {
 namespace {
 
-// kPendingGrad: gradients still to be unscaled into kGrad (ops::PendingGrads): of the parameter's
-// type, or f16 for f32 masters.
+// kPendingGrad: gradients still to be unscaled into kGrad (ops::PendingGrads), of the parameter's type.
 enum AdamBuffer { kParam = 0, kGrad, kExpAvg, kExpAvgSq, kHalfCopy, kPendingGrad, kAdamBuffers };
 constexpr int kAdamTensors = 32;
 // A block per 8192 elements, a thread taking four neighbouring elements of each buffer at a time
@@ -60,26 +54,24 @@ __device__ __forceinline__ bool aligned_to(const T* p, size_t bytes) {
 // Elements [begin, end) of one parameter: parameter and moments of type S, the f32 gradient, and
 // the half copy of type H (NoCopy: none). Whole groups of kVec elements where every buffer is
 // aligned for them, the rest one element a thread; each element's arithmetic is adam_element's.
-// kPending: each gradient is first unscale()d from `pending`, of type P (and written back with
+// kPending: each gradient is first unscale()d from `pending` (and written back with
 // store_grads); `update` false (a skipped step) leaves the rest.
-template <bool kPending, class S, class H, class P>
-__device__ __forceinline__ bool adam_chunk(const AdamElementScalars& s, S* p, float* g, S* m, S* v, H* copy,
-                                           const P* pending, ElementUnscale unscale, bool store_grads, bool update,
+template <bool kPending, class S, class H>
+__device__ __forceinline__ void adam_chunk(const AdamElementScalars& s, S* p, float* g, S* m, S* v, H* copy,
+                                           const S* pending, ElementUnscale& unscale, bool store_grads, bool update,
                                            int64_t begin, int64_t end) {
   constexpr bool kCopy = !std::is_same<H, NoCopy>::value;
   using Quad = Pack<S, kVec>;
-  using PendingQuad = Pack<P, kVec>;
   using GradQuad = Pack<float, kVec>;
   using CopyQuad = Pack<typename std::conditional<kCopy, H, float>::type, kVec>;
   bool quads = aligned_to(p, sizeof(Quad)) && aligned_to(m, sizeof(Quad)) && aligned_to(v, sizeof(Quad)) &&
                aligned_to(g, sizeof(GradQuad));
   if constexpr (kCopy) quads = quads && aligned_to(copy, sizeof(CopyQuad));
-  if constexpr (kPending) quads = quads && aligned_to(pending, sizeof(PendingQuad));
+  if constexpr (kPending) quads = quads && aligned_to(pending, sizeof(Quad));
   const int64_t quad_end = quads ? begin + (end - begin) / kVec * kVec : begin;
   const int64_t stride = int64_t{blockDim.x} * kVec;
   for (int64_t first = begin + threadIdx.x * kVec; first < quad_end; first += kGroupsInFlight * stride) {
-    Quad pq[kGroupsInFlight], mq[kGroupsInFlight], vq[kGroupsInFlight];
-    PendingQuad dq[kGroupsInFlight];
+    Quad pq[kGroupsInFlight], mq[kGroupsInFlight], vq[kGroupsInFlight], dq[kGroupsInFlight];
     GradQuad gq[kGroupsInFlight];
 #pragma unroll
     for (int j = 0; j < kGroupsInFlight; ++j) {
@@ -90,7 +82,7 @@ __device__ __forceinline__ bool adam_chunk(const AdamElementScalars& s, S* p, fl
         mq[j] = *reinterpret_cast<const Quad*>(m + i);
         vq[j] = *reinterpret_cast<const Quad*>(v + i);
       }
-      if constexpr (kPending) dq[j] = *reinterpret_cast<const PendingQuad*>(pending + i);
+      if constexpr (kPending) dq[j] = *reinterpret_cast<const Quad*>(pending + i);
       if (!kPending || unscale.accumulate) gq[j] = *reinterpret_cast<const GradQuad*>(g + i);
     }
 #pragma unroll
@@ -135,24 +127,6 @@ __device__ __forceinline__ bool adam_chunk(const AdamElementScalars& s, S* p, fl
     store_float(v + i, vf);
     if constexpr (kCopy) store_float(copy + i, pf);
   }
-  return unscale.saw_non_finite;
-}
-
-// One chunk of a parameter whose half copy has type H, with its pending gradients of their own
-// type (f16 ones only beside f32 masters: a bf16 variant too kept 16 bytes a thread in local
-// memory, and bf16 models scale statically, unscaling in a separate pass).
-template <bool kPending, class S, class H>
-__device__ __forceinline__ bool adam_chunk_any_pending(const AdamElementScalars& s, S* p, float* g, S* m, S* v, H* copy,
-                                                       const void* pending, ElemType pending_type,
-                                                       ElementUnscale unscale, bool store_grads, bool update,
-                                                       int64_t begin, int64_t end) {
-  if constexpr (kPending && std::is_same<S, float>::value) {
-    if (pending_type == ElemType::F16)
-      return adam_chunk<true>(s, p, g, m, v, copy, static_cast<const __half*>(pending), unscale, store_grads, update,
-                              begin, end);
-  }
-  return adam_chunk<kPending>(s, p, g, m, v, copy, static_cast<const S*>(pending), unscale, store_grads, update, begin,
-                              end);
 }
 
 // Parameters and moments of type S: f32 (masters, or fp32 models), or half at O3, where the
@@ -177,24 +151,21 @@ __global__ void __launch_bounds__(kThreads, kAdamBlocksPerSm)
   float* grad = static_cast<float*>(table.ptr[kGrad][tensor]);
   S* exp_avg = static_cast<S*>(table.ptr[kExpAvg][tensor]);
   S* exp_avg_sq = static_cast<S*>(table.ptr[kExpAvgSq][tensor]);
-  const void* pending = table.ptr[kPendingGrad][tensor];
-  const ElemType pending_type = table.type[kPendingGrad][tensor];
-  const ElementUnscale unscale{kPending ? 1.f / scale[0] : 1.f, accumulate};
+  const S* pending = static_cast<const S*>(table.ptr[kPendingGrad][tensor]);
+  ElementUnscale unscale{kPending ? 1.f / scale[0] : 1.f, accumulate};
   void* copy = table.ptr[kHalfCopy][tensor];
-  bool saw_non_finite;
   if (!copy)
-    saw_non_finite = adam_chunk_any_pending<kPending, S, NoCopy>(
-        s, param, grad, exp_avg, exp_avg_sq, nullptr, pending, pending_type, unscale, store_grads, update, begin, end);
+    adam_chunk<kPending, S, NoCopy>(s, param, grad, exp_avg, exp_avg_sq, nullptr, pending, unscale, store_grads, update,
+                                    begin, end);
   else if (table.type[kHalfCopy][tensor] == ElemType::F16)
-    saw_non_finite = adam_chunk_any_pending<kPending>(s, param, grad, exp_avg, exp_avg_sq, static_cast<__half*>(copy),
-                                                      pending, pending_type, unscale, store_grads, update, begin, end);
+    adam_chunk<kPending>(s, param, grad, exp_avg, exp_avg_sq, static_cast<__half*>(copy), pending, unscale, store_grads,
+                         update, begin, end);
   else
-    saw_non_finite =
-        adam_chunk_any_pending<kPending>(s, param, grad, exp_avg, exp_avg_sq, static_cast<__nv_bfloat16*>(copy),
-                                         pending, pending_type, unscale, store_grads, update, begin, end);
+    adam_chunk<kPending>(s, param, grad, exp_avg, exp_avg_sq, static_cast<__nv_bfloat16*>(copy), pending, unscale,
+                         store_grads, update, begin, end);
   if constexpr (kPending) {
     // Every writer stores the same 1.0, so the race between blocks is benign (as unscale_kernel).
-    if (__syncthreads_or(saw_non_finite) && threadIdx.x == 0) found_inf[0] = 1.f;
+    if (__syncthreads_or(unscale.saw_non_finite) && threadIdx.x == 0) found_inf[0] = 1.f;
   }
 }
 
@@ -209,13 +180,6 @@ void check_like(const Tensor& t, const Tensor& param, DType dtype, const char* w
            "adam_step: ", what, " must be ", dtype_name(dtype), " with ", param.numel(),
            " elements laid out as the parameter on ", param.device().str(), ", is ",
            t.defined() ? t.str() : std::string("undefined"));
-}
-
-// Whether two f32 tensors share an element.
-bool overlaps(const Tensor& a, const Tensor& b) {
-  const float* a0 = a.data_as<float>();
-  const float* b0 = b.data_as<float>();
-  return a0 < b0 + b.numel() && b0 < a0 + a.numel();
 }
 
 }  // namespace
@@ -259,22 +223,13 @@ void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
     buffers[kExpAvg].push_back(&exp_avg[i]);
     buffers[kExpAvgSq].push_back(&exp_avg_sq[i]);
     buffers[kHalfCopy].push_back(half);
-    if (pending) {
-      const Tensor& src = pending->src[i];
-      const bool f16_for_master = params[i].dtype() == DType::F32 && src.dtype() == DType::F16;
-      check_like(src, params[i], f16_for_master ? DType::F16 : params[i].dtype(), "pending gradient");
-    }
+    if (pending) check_like(pending->src[i], params[i], params[i].dtype(), "pending gradient");
     buffers[kPendingGrad].push_back(pending ? &pending->src[i] : nullptr);
   }
 
   cudaStream_t stream = stream_of(step);
   const float* step_ptr = step.data_as<float>();
   const float* skip_ptr = skip.data_as<float>();
-  // A skip flag that is the pending gradients' overflow flag is raised for all of them before any
-  // block reads it.
-  if (pending && overlaps(skip, pending->found_inf)) {
-    raise_if_non_finite(buffers[kPendingGrad], pending->found_inf.data_as<float>(), stream);
-  }
   if (n > 0) {
     GE_DISPATCH_FLOAT(params[0].dtype(), S, {
       const float* scale = pending ? pending->scale.data_as<float>() : nullptr;

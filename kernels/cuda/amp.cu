@@ -63,8 +63,8 @@ __global__ void scale_kernel(T* data, int64_t n, float factor) {
 // state = {scale, clean_steps}. Apex's update_scale: overflow halves the scale (not below the
 // floor) and restarts the count; growth_interval clean steps in a row double it (not above the
 // ceiling).
-__global__ void loss_scaler_update_kernel(float* state, const float* found_inf, int growth_interval, float max_scale,
-                                          float min_scale, float* scale_copy) {
+__global__ void loss_scaler_update_kernel(float* state, const float* found_inf, int growth_interval,
+                                          float max_scale, float min_scale) {
   await_previous_kernel();
   float scale = state[0];
   float clean_steps = state[1];
@@ -80,7 +80,6 @@ __global__ void loss_scaler_update_kernel(float* state, const float* found_inf, 
   }
   state[0] = scale;
   state[1] = clean_steps;
-  if (scale_copy) scale_copy[0] = scale;
 }
 
 void check_f32_on_gpu(const Tensor& t, int64_t numel, const char* what) {
@@ -127,17 +126,14 @@ void scale_inplace(const Tensor& t, float factor) {
   });
 }
 
-void loss_scaler_update(Tensor& state, const Tensor& found_inf, const ops::ScalerConfig& cfg,
-                        const Tensor& scale_copy) {
+void loss_scaler_update(Tensor& state, const Tensor& found_inf, const ops::ScalerConfig& cfg) {
   check_f32_on_gpu(state, 2, "loss_scaler_update state");
   check_f32_on_gpu(found_inf, 1, "loss_scaler_update found_inf");
-  if (scale_copy.defined()) check_f32_on_gpu(scale_copy, 1, "loss_scaler_update scale_copy");
   if (!cfg.dynamic) return;  // a static scale never changes
   GE_CHECK(cfg.growth_interval > 0, "loss scaler growth_interval must be positive, is ",
            cfg.growth_interval);
   launch_kernel(loss_scaler_update_kernel, 1, 1, 0, stream_of(state), state.data_as<float>(),
-                found_inf.data_as<float>(), cfg.growth_interval, cfg.max_scale, cfg.min_scale,
-                scale_copy.defined() ? scale_copy.data_as<float>() : nullptr);
+                found_inf.data_as<float>(), cfg.growth_interval, cfg.max_scale, cfg.min_scale);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -368,16 +368,11 @@ Tensor with_channels(const Tensor& t, int64_t channels) {
   return out;
 }
 
-void loss_scaler_update(Tensor& state, const Tensor& found_inf, const ScalerConfig& cfg, const Tensor& scale_copy) {
+void loss_scaler_update(Tensor& state, const Tensor& found_inf, const ScalerConfig& cfg) {
   same_device("loss_scaler_update", {&state, &found_inf});
   GE_CHECK(state.dtype() == DType::F32 && state.numel() == 2 && found_inf.dtype() == DType::F32,
            "loss_scaler_update: state must be f32 (2), found_inf f32 (1)");
-  if (scale_copy.defined()) {
-    same_device("loss_scaler_update", {&state, &scale_copy});
-    GE_CHECK(scale_copy.dtype() == DType::F32 && scale_copy.numel() == 1,
-             "loss_scaler_update: scale_copy must be f32 (1), is ", scale_copy.str());
-  }
-  GE_DISPATCH(state, loss_scaler_update(state, found_inf, cfg, scale_copy));
+  GE_DISPATCH(state, loss_scaler_update(state, found_inf, cfg));
 }
 
 void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& exp_avg,
@@ -413,11 +408,9 @@ void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
              "adam_step: pending scale/found_inf must be f32 (1)");
     for (size_t i = 0; i < n; ++i) {
       same_device("adam_step", {&pending->src[i], &params[i]});
-      const DType src = pending->src[i].dtype();
-      const bool f16_for_master = params[i].dtype() == DType::F32 && src == DType::F16;
-      GE_CHECK((src == params[i].dtype() || f16_for_master) && pending->src[i].numel() == params[i].numel(),
-               "adam_step: pending gradient ", pending->src[i].str(), " must have the size of ", params[i].str(),
-               " and its dtype (or f16 for an f32 parameter)");
+      GE_CHECK(pending->src[i].dtype() == params[i].dtype() && pending->src[i].numel() == params[i].numel(),
+               "adam_step: pending gradient ", pending->src[i].str(), " must have the dtype and size of ",
+               params[i].str());
     }
   }
   if (n == 0) return;

@@ -29,16 +29,6 @@ Adam::Adam(std::vector<nn::Param*> params, const ops::AdamConfig& cfg, Device de
 void Adam::step(const Tensor& skip, const ops::PendingGrads* pending) {
   GE_CHECK(!pending || pending->src.size() == params_.size(), "Adam::step: ", pending ? pending->src.size() : 0,
            " pending gradients for ", params_.size(), " parameters");
-  // With several groups the first one's update cannot wait for a test of the others' pending
-  // gradients (skip may hold their overflow flag: ops::PendingGrads), so they are all unscaled
-  // into the grads first, as without `pending`.
-  if (pending && groups_.size() > 1) {
-    std::vector<Tensor> grads;
-    for (nn::Param* p : params_) grads.push_back(p->grad);
-    Tensor found = pending->found_inf;
-    ops::unscale_grads(pending->src, grads, pending->scale, found, pending->accumulate);
-    pending = nullptr;
-  }
   // Every group must see the same step count t; only the last call may advance it, so the
   // earlier groups work on a copy that is then discarded.
   for (size_t i = 0; i < groups_.size(); ++i) {

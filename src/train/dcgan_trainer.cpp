@@ -78,12 +78,13 @@ void DcganTrainer::force_overflow_next_step(LossId id) {
 void DcganTrainer::scaled_backward(nn::Sequential& d, const Tensor& logits, float target, LossId id, bool accumulate,
                                    ConcurrentRegion::Mark accumulate_after) {
   Tensor scale = scaler_[id].slice0(0, 1);
-  // The record's copy of the scale: a static one, which no update changes, now, beside what
-  // follows (no kernel waits for it); a dynamic one is written by the scaler's update. (Issued
-  // after the backward pass, the copy was the last thing the lanes' join before the optimizer
-  // waited for: a node and two dependencies between D's last gradient and D's update at batch 64.)
+  // The record's copy of the scale, beside what follows (no kernel waits for it): after the
+  // scaler's update, or with a static scale, which no update changes, now. Issued after the
+  // backward pass, the copy was the last thing the lanes' join before the optimizer waited for
+  // (a node and two dependencies between D's last gradient and D's update at batch 64).
   Tensor recorded = record_.slice0(kScale + id, kScale + id + 1);
-  if (!cfg_.policy.dynamic_loss_scale) on_side_lane([&] { recorded.copy_from(scale); });
+  auto record_scale = [&] { on_side_lane([&] { recorded.copy_from(scale); }); };
+  if (!cfg_.policy.dynamic_loss_scale) record_scale();
   Tensor dlogits = Tensor::empty(logits.shape(), logits.dtype(), logits.device(), logits.format());
   ops::bce_with_logits_backward(logits, target, scale, dlogits);
   nn::Sequential* owner = &d;
@@ -111,39 +112,29 @@ void DcganTrainer::scaled_backward(nn::Sequential& d, const Tensor& logits, floa
     dst.push_back(p->grad);
   }
   Tensor found = record_.slice0(kFound + id, kFound + id + 1);
-  // An optimizer's last loss: the optimizer can unscale these gradients as it reads them, without
-  // writing them into Param::grad (it is their only reader): a pass over them less between the
-  // backward pass and the update, and at a dynamic scale a lighter one, which only tests them for
-  // the overflow flag the step's skip decision reads (ops::PendingGrads). p->grad then holds the
-  // earlier losses' sum. This loss's scaler is updated after the optimizer step
-  // (update_scaler_after_optimizer).
+  // An optimizer's last loss: with a static scale no step is skipped, so nothing waits for the
+  // overflow flag and the optimizer can unscale these gradients as it reads them, without writing
+  // them into Param::grad (it is their only reader): one pass over them and one kernel less
+  // between the backward pass and the update. p->grad then holds the earlier losses' sum.
   const bool last = id != kLossDReal;
-  if (last && optimizer_unscales(params)) {
+  if (last && optimizer_unscales(params))
     pending_[id == kLossG] = ops::PendingGrads{src, scale, found, accumulate, /*store_grads=*/false};
-    return;
-  }
-  ops::unscale_grads(src, dst, scale, found, accumulate);
+  else
+    ops::unscale_grads(src, dst, scale, found, accumulate);
   // Every replica must take the same decision: an overflow anywhere skips the step everywhere.
   if (cfg_.replicas) cfg_.replicas->all_reduce_max(found);
-  ops::loss_scaler_update(scaler_[id], found, scaler_cfg_, recorded);
+  ops::loss_scaler_update(scaler_[id], found, scaler_cfg_);
+  if (cfg_.policy.dynamic_loss_scale) record_scale();
 }
 
 bool DcganTrainer::optimizer_unscales(const std::vector<nn::Param*>& params) const {
   static const bool on = env_choice("GANENGINE_ADAM_UNSCALE", {"on", "off"}) == "on";
-  // With replicas the overflow flag is all-reduced between the test and the update.
-  if (!on || !cfg_.optimizer_unscales_last_loss || cfg_.replicas) return false;
-  for (nn::Param* p : params) {
-    const DType grad = p->model_grad.dtype(), value = p->optimizer_value().dtype();
-    if (grad != value && !(value == DType::F32 && grad == DType::F16)) return false;
-  }
+  if (!on || !cfg_.optimizer_unscales_last_loss || cfg_.policy.dynamic_loss_scale ||
+      cfg_.replicas)
+    return false;
+  for (nn::Param* p : params)
+    if (p->model_grad.dtype() != p->optimizer_value().dtype()) return false;
   return true;
-}
-
-void DcganTrainer::update_scaler_after_optimizer(LossId id) {
-  // After the update, which read the scale and raised the flag; nothing later in the step reads
-  // this scaler. (On the side lane, G's update ended the step with a fork and a join more.)
-  ops::loss_scaler_update(scaler_[id], record_.slice0(kFound + id, kFound + id + 1), scaler_cfg_,
-                          record_.slice0(kScale + id, kScale + id + 1));
 }
 
 void DcganTrainer::on_side_lane(const std::function<void()>& fn) {
@@ -238,7 +229,6 @@ void DcganTrainer::step_body(const Tensor& real, const Tensor& noise) {
     average_grads(*D_);
     optD_->step(cfg_.policy.dynamic_loss_scale ? record_.slice0(kFound, kFound + 2) : no_skip_,
                 pending_[0] ? &*pending_[0] : nullptr);
-    if (pending_[0]) update_scaler_after_optimizer(kLossDFake);
     pending_[0].reset();
   }
   {
@@ -253,7 +243,6 @@ void DcganTrainer::step_body(const Tensor& real, const Tensor& noise) {
     average_grads(*G_);
     optG_->step(cfg_.policy.dynamic_loss_scale ? record_.slice0(kFound + 2, kFound + 3) : no_skip_,
                 pending_[1] ? &*pending_[1] : nullptr);
-    if (pending_[1]) update_scaler_after_optimizer(kLossG);
     pending_[1].reset();
     if (cfg_.replicas) {
       region.join();  // the losses and probabilities were written on the side lane
