@@ -113,9 +113,9 @@ bool adopt_cached(ConvPlan& plan, ConvPass pass, const ConvAlgoChoice& c, bool f
 
 // The persisted cache's key: the GPU model, cuDNN's version, the algorithm preference and the
 // convolution (the in-memory key without its device class).
-std::string persisted_key(const ConvKey& key, int device_index) {
-  std::string s = device_model(device_index) + "|cudnn" + std::to_string(cudnnGetVersion()) + "|" +
-                  search_policy() + "|";
+std::string persisted_key(const ConvKey& key, int device_index, DType dtype) {
+  std::string s =
+      device_model(device_index) + "|cudnn" + std::to_string(cudnnGetVersion()) + "|" + search_policy(dtype) + "|";
   for (size_t i = 1; i < key.size(); ++i) s += (i > 1 ? "," : "") + std::to_string(key[i]);
   return s;
 }
@@ -140,12 +140,12 @@ ConvPlan& plan_for(ConvPass pass, const Tensor& x, const Tensor& w, const Tensor
   auto plan = std::make_unique<ConvPlan>(x, w, y, p);
   const bool fma_only = x.dtype() == DType::F32 && !p.allow_tf32;
   ConvAlgoCache& persisted = process_conv_algo_cache();
-  const std::string persisted_as = persisted_key(key, x.device().index);
+  const std::string persisted_as = persisted_key(key, x.device().index, x.dtype());
   const std::optional<ConvAlgoChoice> cached = persisted.find(persisted_as);
   if (cached && adopt_cached(*plan, pass, *cached, fma_only, ctx)) {
     // A stored engine configuration that no longer builds leaves the algorithm alone in charge.
     if (!cached->engine.empty())
-      (void)adopt_engine(*plan, pass, x, w, y, p, cached->engine, key[16] != 0, ctx);
+      (void)adopt_engine(*plan, pass, x, w, y, p, cached->engine, fma_only, key[16] != 0, ctx);
   } else {
     // The search writes its trial results into the output, or into a scratch copy when the
     // output holds values to accumulate into.
@@ -162,7 +162,7 @@ ConvPlan& plan_for(ConvPass pass, const Tensor& x, const Tensor& w, const Tensor
     // one every replica uses, so they still compute identically.
     search_algorithm(*plan, pass, x, w, y, out, fma_only, key[16] != 0, ctx);
     // Engine configurations serve beta == 0 only, so only such a first call searches them.
-    if (beta == 0.f) search_engine(*plan, pass, x, w, y, out, p, key[16] != 0, ctx);
+    if (beta == 0.f) search_engine(*plan, pass, x, w, y, out, p, fma_only, key[16] != 0, ctx);
     persisted.store(persisted_as, ConvAlgoChoice{plan->algo, static_cast<int>(plan->math), plan->workspace_bytes,
                                                  plan->engine ? plan->engine->name() : std::string()});
   }

@@ -57,19 +57,21 @@ cudnnStatus_t run_pass(const ConvPlan& plan, ConvPass pass, const void* x, const
 void search_algorithm(ConvPlan& plan, ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& y, void* out,
                       bool fma_only, bool deterministic_only, CudaContext& ctx);
 
-// After search_algorithm, for f16/bf16: searches the backend's engine configurations
-// (cudnn_engine.h) for the runs with beta == 0 and keeps one in plan.engine when it is at least
-// 3% faster than the algorithm. Off with GANENGINE_CONV_ENGINES=off.
+// After search_algorithm: searches the backend's engine configurations (cudnn_engine.h; with
+// fma_only none that uses Tensor Cores) for the runs with beta == 0 and keeps one in plan.engine
+// when it is at least 3% faster than the algorithm. Off with GANENGINE_CONV_ENGINES=off.
 void search_engine(ConvPlan& plan, ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& y, void* out,
-                   const Conv2dParams& p, bool deterministic_only, CudaContext& ctx);
+                   const Conv2dParams& p, bool fma_only, bool deterministic_only, CudaContext& ctx);
 
 // Takes a stored engine configuration into the plan (false when it cannot be built here).
 bool adopt_engine(ConvPlan& plan, ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& y,
-                  const Conv2dParams& p, const std::string& name, bool deterministic_only, CudaContext& ctx);
+                  const Conv2dParams& p, const std::string& name, bool fma_only, bool deterministic_only,
+                  CudaContext& ctx);
 
-// How choices are made, for keys of anything that stores them: "tensor-core|timed|engines" by
-// default (GANENGINE_CONV_ALGOS, GANENGINE_CONV_SEARCH, GANENGINE_CONV_ENGINES).
-std::string search_policy();
+// How choices are made for passes on `dtype`, for keys of anything that stores them:
+// "tensor-core|timed|engines" by default (GANENGINE_CONV_ALGOS, GANENGINE_CONV_SEARCH,
+// GANENGINE_CONV_ENGINES; "engines-fp32" for fp32).
+std::string search_policy(DType dtype);
 
 }  // namespace gpu
 }  // namespace ge

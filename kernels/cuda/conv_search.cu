@@ -18,10 +18,12 @@
 // training step runs it: timed as stream calls, the legacy API's host work hid the kernels at
 // small batches.
 //
-// Then, for f16/bf16 (search_engine): cuDNN's backend engine configurations (cudnn_engine.h).
-// The legacy API runs one configuration per algorithm; on the H200 at batch 1024 its choice for
-// the 64 <-> 128-channel layers' backward-filter ran at 262 TFLOP/s where another tile with a
-// cluster of 8 along N ran at 600 (GANENGINE_CONV_ENGINES=off keeps the legacy API alone).
+// Then (search_engine): cuDNN's backend engine configurations (cudnn_engine.h). The legacy API
+// runs one configuration per algorithm; on the H200 at batch 1024 its choice for the 64 <-> 128-
+// channel layers' backward-filter ran at 262 TFLOP/s where another tile with a cluster of 8 along
+// N ran at 600 (GANENGINE_CONV_ENGINES=off keeps the legacy API alone). fp32 without TF32 takes
+// engines without Tensor Cores (as PyTorch's cuDNN v8 path filters them): O0 steps 7% shorter at
+// batch 256 and 1024 on the H200 (session 20).
 #include <algorithm>
 #include <limits>
 #include <string>
@@ -195,9 +197,12 @@ cudnnMathType_t requested_math(DType t, bool allow_tf32) {
   return allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
 }
 
-std::string search_policy() {
+std::string search_policy(DType dtype) {
+  // fp32 passes have searched engine configurations too since session 20: their own tag, so that
+  // the choices stored without them are searched again.
+  const char* engines = dtype == DType::F32 ? "|engines-fp32" : "|engines";
   return std::string(tensor_op_only() ? "tensor-core" : "fastest") + (search_with_find() ? "|find" : "|timed") +
-         (engines_enabled() ? "|engines" : "");
+         (engines_enabled() ? engines : "");
 }
 
 cudnnStatus_t workspace_needed(const ConvPlan& plan, ConvPass pass, CudaContext& ctx, size_t* needed) {
@@ -302,14 +307,14 @@ constexpr double kEngineBudgetS = 0.5;  // per pass; the searches took 0.03-0.22
 }  // namespace
 
 void search_engine(ConvPlan& plan, ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& y, void* out,
-                   const Conv2dParams& p, bool deterministic_only, CudaContext& ctx) {
-  if (!engines_enabled() || x.dtype() == DType::F32) return;
+                   const Conv2dParams& p, bool fma_only, bool deterministic_only, CudaContext& ctx) {
+  if (!engines_enabled()) return;
   synchronize(ctx.device);
   const SearchWorkspace ws;
   TimingEvents ev;
   const double algo_ms = time_choice(plan, pass, x, w, y, out, ws.ptr(), ctx, ev);
   const EngineConv conv = engine_conv(pass, x, w, y, p, 0.f);
-  const EngineFilter filter{deterministic_only};
+  const EngineFilter filter{deterministic_only, fma_only};
   auto time_plan = [&](const EnginePlan& ep) {
     if (ep.workspace_bytes() > ws.bytes()) return std::numeric_limits<double>::infinity();
     auto run = [&] {
@@ -319,13 +324,15 @@ void search_engine(ConvPlan& plan, ConvPass pass, const Tensor& x, const Tensor&
   };
   const EngineSearchResult found = search_engine_config(ctx.cudnn(), conv, filter, time_plan, kEngineBudgetS);
   if (found.name.empty() || !(found.ms < kEngineMustGain * algo_ms)) return;
-  (void)adopt_engine(plan, pass, x, w, y, p, found.name, deterministic_only, ctx);  // false: the algorithm stays
+  (void)adopt_engine(plan, pass, x, w, y, p, found.name, fma_only, deterministic_only,
+                     ctx);  // false: the algorithm stays
 }
 
 bool adopt_engine(ConvPlan& plan, ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& y,
-                  const Conv2dParams& p, const std::string& name, bool deterministic_only, CudaContext& ctx) {
+                  const Conv2dParams& p, const std::string& name, bool fma_only, bool deterministic_only,
+                  CudaContext& ctx) {
   auto choice = std::make_shared<EngineChoice>(engine_conv(pass, x, w, y, p, 0.f), name,
-                                               EngineFilter{deterministic_only});
+                                               EngineFilter{deterministic_only, fma_only});
   const EnginePlan* built = choice->plan(ctx.cudnn());
   if (!built) return false;
   plan.workspace_bytes = std::max(plan.workspace_bytes, built->workspace_bytes());

@@ -181,6 +181,7 @@ bool engine_allowed(const Desc& engine, const EngineFilter& filter) {
         numerical[i] == CUDNN_NUMERICAL_NOTE_WINOGRAD)
       return false;
     if (filter.deterministic_only && numerical[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC) return false;
+    if (filter.fma_only && numerical[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE) return false;
   }
   cudnnBackendBehaviorNote_t behavior[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
   if (cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,

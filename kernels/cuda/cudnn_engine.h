@@ -44,6 +44,7 @@ EngineConv engine_conv(ConvPass pass, const Tensor& x, const Tensor& w, const Te
 // accumulation) or compile kernels at run time (seconds at the first step).
 struct EngineFilter {
   bool deterministic_only = false;
+  bool fma_only = false;  // fp32 without TF32: no Tensor Core engine
 };
 
 // A finalized execution plan (with the descriptors it was built from) and the workspace it needs.
