@@ -329,8 +329,8 @@ void search_engine(ConvPlan& plan, ConvPass pass, const Tensor& x, const Tensor&
   const EngineSearchResult found = search_engine_config(ctx.cudnn(), conv, filter, time_plan,
                                                         x.dtype() == DType::F32 ? kEngineBudgetFp32S : kEngineBudgetS);
   if (found.name.empty() || !(found.ms < kEngineMustGain * algo_ms)) return;
-  (void)adopt_engine(plan, pass, x, w, y, p, found.name, fma_only, deterministic_only,
-                     ctx);  // false: the algorithm stays
+  // Not built after all (false): the algorithm stays.
+  (void)adopt_engine(plan, pass, x, w, y, p, found.name, fma_only, deterministic_only, ctx);
 }
 
 bool adopt_engine(ConvPlan& plan, ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& y,
