@@ -42,10 +42,11 @@ struct DxActivation {
   const Tensor* y = nullptr;
 };
 
-// dx = backward_data(dy', w) for a w with 8 input channels and 64 or 128 output channels, dx
-// holding 8 channels or the first 1 or 3 of them (conv_8ch_dgrad.cu, and conv_8ch_dgrad_narrow.cu
-// for 1 or 3 with 64 output channels; dx twice dy's size, dy at least 8 pixels wide), dy' = dy or with act (ReLU or LeakyReLU) the activation's gradient given
-// its output y_act, rounded as activation_backward stores it; then dx_act, if given, taken on dx.
+// dx = backward_data(dy', w) for a w with 8 input channels (or dx's 1 or 3) and 64 or 128
+// output channels, dx holding 8 channels or the first 1 or 3 of them (conv_8ch_dgrad.cu, and
+// conv_8ch_dgrad_narrow.cu for 1 or 3 with 64 output channels; dx twice dy's size, dy at least 8
+// pixels wide), dy' = dy or with act (ReLU or LeakyReLU) the activation's gradient given its
+// output y_act, rounded as activation_backward stores it; then dx_act, if given, taken on dx.
 // True when it ran, false to leave it all to the caller.
 bool conv2d_backward_data_8ch(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p,
                               const ops::FusedActivation* act = nullptr, const Tensor* y_act = nullptr,
