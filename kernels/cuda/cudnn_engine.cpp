@@ -100,14 +100,14 @@ std::unique_ptr<OpGraph> make_graph(cudnnHandle_t handle, const EngineConv& c) {
 
   const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
   const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
-  const int64_t spatial = 2, ones[2] = {1, 1}, strides[2] = {c.stride, c.stride}, pads[2] = {c.pad, c.pad};
+  const int64_t spatial = 2, ones[2] = {1, 1}, strides[2] = {c.stride, c.stride};
   if (!built(g->conv, g->conv.set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute) &&
                           g->conv.set(CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode) &&
                           g->conv.set_int(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, spatial) &&
                           g->conv.set(CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, ones) &&
                           g->conv.set(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, strides) &&
-                          g->conv.set(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pads) &&
-                          g->conv.set(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, pads)))
+                          g->conv.set(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, c.pre_pad) &&
+                          g->conv.set(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, c.post_pad)))
     return nullptr;
 
   // Each pass names the same three tensors by its own attributes.
@@ -322,7 +322,7 @@ EngineConv engine_conv(ConvPass pass, const Tensor& x, const Tensor& w, const Te
   EngineConv c;
   c.pass = pass;
   c.dtype = cudnn_data_type(x.dtype());
-  c.pad = p.pad;
+  c.pre_pad[0] = c.pre_pad[1] = c.post_pad[0] = c.post_pad[1] = p.pad;
   c.stride = p.stride;
   c.beta = beta;
   auto describe = [](const Tensor& t, int64_t (&dims)[4], int64_t (&strides)[4]) {

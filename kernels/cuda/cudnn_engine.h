@@ -27,7 +27,10 @@ struct EngineConv {
   cudnnDataType_t dtype = CUDNN_DATA_HALF;
   int64_t x_dims[4], w_dims[4], y_dims[4];
   int64_t x_strides[4], w_strides[4], y_strides[4];
-  int64_t pad = 0, stride = 1;
+  // Paddings before and after each spatial dimension (h, w): engine_conv gives both the
+  // convolution's pad; a backward-data split into phases (tools/dev) pads one side only.
+  int64_t pre_pad[2] = {0, 0}, post_pad[2] = {0, 0};
+  int64_t stride = 1;
   float beta = 0.f;  // out = pass(inputs) + beta * out, baked into the plan
 };
 
