@@ -32,10 +32,7 @@ __global__ void activation_backward_kernel(ops::Activation a, const T* y, const 
   for (int64_t p = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; p < packs; p += (int64_t)gridDim.x * blockDim.x) {
     const Pack<T, V> yv = reinterpret_cast<const Pack<T, V>*>(y)[p];
     const Pack<T, V> gv = reinterpret_cast<const Pack<T, V>*>(dy)[p];
-    Pack<T, V> out;
-#pragma unroll
-    for (int j = 0; j < V; ++j) store_float(&out.v[j], activate_grad(a, load_float(&yv.v[j]), load_float(&gv.v[j]), slope));
-    reinterpret_cast<Pack<T, V>*>(dx)[p] = out;
+    reinterpret_cast<Pack<T, V>*>(dx)[p] = activate_grad_pack(a, yv, gv, slope);
   }
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 #include "cuda_util.cuh"
 #include "ganengine/ops.h"
+#include "vector_pack.cuh"
 
 namespace ge {
 namespace gpu {
@@ -25,6 +26,26 @@ __device__ __forceinline__ float activate_grad(ops::Activation a, float y, float
   if (a == ops::Activation::ReLU) return y > 0.f ? dy : 0.f;
   if (a == ops::Activation::LeakyReLU) return y > 0.f ? dy : dy * slope;
   return dy * (1.f - y * y);
+}
+
+// activate_grad on each value of a pack given the activation's outputs y, each rounded to T (two
+// at a time): what activation_backward stores, and so what the convolutions that take the
+// gradient on their own input compute in its place (conv_8ch_dgrad.cu, conv_8ch_dgrad_narrow.cu,
+// conv_8ch_wgrad.cu, conv_8ch_dx_activation.cuh).
+template <class T, int V>
+__device__ __forceinline__ Pack<T, V> activate_grad_pack(ops::Activation a, const Pack<T, V>& y, const Pack<T, V>& dy,
+                                                         float slope) {
+  static_assert(V % 2 == 0 || V == 1, "pairs of values, or one");
+  Pack<T, V> out;
+  if constexpr (V == 1) {
+    store_float(&out.v[0], activate_grad(a, load_float(&y.v[0]), load_float(&dy.v[0]), slope));
+  } else {
+#pragma unroll
+    for (int e = 0; e < V; e += 2)
+      store_float2(&out.v[e], activate_grad(a, load_float(&y.v[e]), load_float(&dy.v[e]), slope),
+                   activate_grad(a, load_float(&y.v[e + 1]), load_float(&dy.v[e + 1]), slope));
+  }
+  return out;
 }
 
 // v as the activation dtype T would hold it: what an unfused layer writes and the next reads.

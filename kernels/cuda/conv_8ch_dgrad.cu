@@ -289,12 +289,7 @@ __global__ void __launch_bounds__(kBlockThreads, kK == 64 ? 3 : 1)
     for (int px = first_pixel; px < tl.fp_pixels; px += kPixelStep) {
       const uint32_t at = offset ^ ((fcol & 7) * 8);
       Pack<T, 8>* g = reinterpret_cast<Pack<T, 8>*>(in + at);
-      const Pack<T, 8> ya = *reinterpret_cast<const Pack<T, 8>*>(y_s + at);
-      Pack<T, 8> out;
-#pragma unroll
-      for (int e = 0; e < 8; ++e)
-        store_float(&out.v[e], activate_grad(act, load_float(&ya.v[e]), load_float(&g->v[e]), slope));
-      *g = out;
+      *g = activate_grad_pack(act, *reinterpret_cast<const Pack<T, 8>*>(y_s + at), *g, slope);
       offset += kPixelStep * kK;
       fcol += kPixelStep;
       while (fcol >= tl.fc) fcol -= tl.fc;

@@ -133,12 +133,10 @@ __device__ __forceinline__ uint32_t word_of(const uint4& v, int i) {
 template <class T>
 __device__ __forceinline__ uint4 activation_gradient(const uint4& dy, const uint4& y, ops::Activation act,
                                                      float slope) {
-  Pack<T, 8> d, yv, out;
+  Pack<T, 8> d, yv;
   memcpy(&d, &dy, sizeof(dy));
   memcpy(&yv, &y, sizeof(y));
-#pragma unroll
-  for (int e = 0; e < 8; ++e)
-    store_float(&out.v[e], activate_grad(act, load_float(&yv.v[e]), load_float(&d.v[e]), slope));
+  const Pack<T, 8> out = activate_grad_pack(act, yv, d, slope);
   uint4 r;
   memcpy(&r, &out, sizeof(r));
   return r;

@@ -27,19 +27,16 @@ struct DxActivationArgs {
   // place (gradient): activate() or activate_grad() on each as rounded, rounded again, as the
   // element-wise kernels compute and store them (activation.cu).
   __device__ __forceinline__ uint32_t apply(uint32_t word, uint32_t y_word) const {
-    T v[2], out[2];
-    memcpy(v, &word, sizeof(word));
+    Pack<T, 2> v, out;
+    memcpy(&v, &word, sizeof(word));
     if (gradient) {
-      T yv[2];
-      memcpy(yv, &y_word, sizeof(y_word));
-#pragma unroll
-      for (int e = 0; e < 2; ++e)
-        store_float(&out[e], activate_grad(kind, load_float(&yv[e]), load_float(&v[e]), slope));
+      Pack<T, 2> yv;
+      memcpy(&yv, &y_word, sizeof(y_word));
+      out = activate_grad_pack(kind, yv, v, slope);
     } else {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) store_float(&out[e], activate(kind, load_float(&v[e]), slope));
+      store_float2(out.v, activate(kind, load_float(&v.v[0]), slope), activate(kind, load_float(&v.v[1]), slope));
     }
-    memcpy(&word, out, sizeof(word));
+    memcpy(&word, &out, sizeof(word));
     return word;
   }
 };

@@ -112,17 +112,8 @@ __global__ void __launch_bounds__(kBlockThreads)
       const T* yt = y_s(buf);
       for (int i = tid; i < kTilePixels * (kGroupChannels / 8); i += kBlockThreads) {
         const int at = (i / (kGroupChannels / 8)) * kDyStride + (i % (kGroupChannels / 8)) * 8;
-        const Pack<T, 8> g = *reinterpret_cast<const Pack<T, 8>*>(dyt + at);
-        const Pack<T, 8> ya = *reinterpret_cast<const Pack<T, 8>*>(yt + at);
-        // Two channels at a time: one conversion rounds both (bitwise store_float of each).
-        uint32_t out[4];
-#pragma unroll
-        for (int e = 0; e < 8; e += 2) {
-          const float g0 = activate_grad(act, load_float(&ya.v[e]), load_float(&g.v[e]), slope);
-          const float g1 = activate_grad(act, load_float(&ya.v[e + 1]), load_float(&g.v[e + 1]), slope);
-          out[e / 2] = pack_pair<T>(g0, g1);
-        }
-        *reinterpret_cast<uint4*>(dyt + at) = make_uint4(out[0], out[1], out[2], out[3]);
+        Pack<T, 8>& g = *reinterpret_cast<Pack<T, 8>*>(dyt + at);
+        g = activate_grad_pack(act, *reinterpret_cast<const Pack<T, 8>*>(yt + at), g, slope);
       }
       __syncthreads();
     }

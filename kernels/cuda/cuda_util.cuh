@@ -24,6 +24,15 @@ __device__ __forceinline__ float load_float(const __nv_bfloat16* p) { return __b
 __device__ __forceinline__ void store_float(float* p, float v) { *p = v; }
 __device__ __forceinline__ void store_float(__half* p, float v) { *p = __float2half_rn(v); }
 __device__ __forceinline__ void store_float(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+// Two neighbouring elements (p 4-byte aligned for the 16-bit types) with one conversion that
+// rounds both: bitwise store_float of each.
+__device__ __forceinline__ void store_float2(float* p, float a, float b) { p[0] = a, p[1] = b; }
+__device__ __forceinline__ void store_float2(__half* p, float a, float b) {
+  *reinterpret_cast<__half2*>(p) = __floats2half2_rn(a, b);
+}
+__device__ __forceinline__ void store_float2(__nv_bfloat16* p, float a, float b) {
+  *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(a, b);
+}
 
 // Runtime dtype of a buffer, for kernels that serve several tensors of different types in one
 // launch (multi-tensor ops). The branch is uniform per tensor, so warps do not diverge.
