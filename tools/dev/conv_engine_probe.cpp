@@ -16,15 +16,13 @@
 #include "conv_plan.h"
 #include "cudnn_engine.h"
 #include "ganengine/cuda_context.h"
-#include "graph_timing.h"
+#include "probe_util.h"
 
 using namespace ge;
 using namespace ge::gpu;
+using namespace ge::probe_util;
 
 namespace {
-
-constexpr int kRuns = 10;
-constexpr size_t kWorkspaceCap = size_t{256} << 20;
 
 Tensor random_half(const Shape& shape, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -32,24 +30,6 @@ Tensor random_half(const Shape& shape, uint32_t seed) {
   std::vector<float> v(static_cast<size_t>(shape_numel(shape)));
   for (float& f : v) f = dist(rng);
   return Tensor::from_floats(v, shape, DType::F16, Device::cuda(0), MemoryFormat::NHWC);
-}
-
-// Microseconds per run, timed as a captured graph (graph_timing.h), as the engine's search does.
-template <class F>
-double time_us(CudaContext& ctx, F run) {
-  TimingEvents ev;
-  return 1000.0 * graph_time_ms(ctx.stream(), kRuns, run, ev);
-}
-
-// Largest |a - b| relative to the largest |a|.
-double relative_diff(const Tensor& a, const Tensor& b) {
-  const std::vector<float> x = a.to_floats(), y = b.to_floats();
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    diff = std::max(diff, std::fabs(double(x[i]) - y[i]));
-    scale = std::max(scale, std::fabs(double(x[i])));
-  }
-  return scale > 0 ? diff / scale : diff;
 }
 
 void probe(int64_t N, int64_t C, int64_t H, ConvPass pass, double budget_s, CudaContext& ctx) {
@@ -100,17 +80,11 @@ void probe(int64_t N, int64_t C, int64_t H, ConvPass pass, double budget_s, Cuda
 }  // namespace
 
 int main(int argc, char** argv) {
-  // GE_PROBE_BUDGET: seconds of engine search per pass (the engine's own search: 0.5).
-  const double budget_s = std::getenv("GE_PROBE_BUDGET") ? std::atof(std::getenv("GE_PROBE_BUDGET")) : 0.5;
-  std::vector<int64_t> batches;
-  for (int i = 1; i < argc; ++i) batches.push_back(std::atoll(argv[i]));
-  if (batches.empty()) batches = {1024, 64};
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // a run cut short keeps what it printed
+  const ProbeArgs args = probe_args(argc, argv);
   CudaContext& ctx = context(0);
-  std::printf("cuDNN %zu\n", cudnnGetVersion());
-  for (int64_t N : batches)
-    for (int64_t C : {64, 128, 256})
-      for (ConvPass pass : {ConvPass::Forward, ConvPass::BackwardData, ConvPass::BackwardFilter})
-        probe(N, C, 64 * 64 / C / 2, pass, budget_s, ctx);
+  for_each_layer(args, [&](int64_t N, int64_t C, int64_t H) {
+    for (ConvPass pass : {ConvPass::Forward, ConvPass::BackwardData, ConvPass::BackwardFilter})
+      probe(N, C, H, pass, args.budget_s, ctx);
+  });
   return 0;
 }

@@ -21,15 +21,13 @@
 #include "conv_plan.h"
 #include "cudnn_engine.h"
 #include "ganengine/cuda_context.h"
-#include "graph_timing.h"
+#include "probe_util.h"
 
 using namespace ge;
 using namespace ge::gpu;
+using namespace ge::probe_util;
 
 namespace {
-
-constexpr int kRuns = 10;
-constexpr size_t kWorkspaceCap = size_t{256} << 20;
 
 std::vector<float> random_floats(int64_t n, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -37,22 +35,6 @@ std::vector<float> random_floats(int64_t n, uint32_t seed) {
   std::vector<float> v(static_cast<size_t>(n));
   for (float& f : v) f = dist(rng);
   return v;
-}
-
-template <class F>
-double time_us(CudaContext& ctx, F run) {
-  TimingEvents ev;
-  return 1000.0 * graph_time_ms(ctx.stream(), kRuns, run, ev);
-}
-
-double relative_diff(const Tensor& a, const Tensor& b) {
-  const std::vector<float> x = a.to_floats(), y = b.to_floats();
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    diff = std::max(diff, std::fabs(double(x[i]) - y[i]));
-    scale = std::max(scale, std::fabs(double(x[i])));
-  }
-  return scale > 0 ? diff / scale : diff;
 }
 
 // The phase (a, b) filter: f[c][k][t][u] = w[k][c][3 - a - 2t][3 - b - 2u], logical (C, K, 2, 2).
@@ -153,14 +135,8 @@ void probe(int64_t N, int64_t C, int64_t H, double budget_s, CudaContext& ctx) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const double budget_s = std::getenv("GE_PROBE_BUDGET") ? std::atof(std::getenv("GE_PROBE_BUDGET")) : 0.5;
-  std::vector<int64_t> batches;
-  for (int i = 1; i < argc; ++i) batches.push_back(std::atoll(argv[i]));
-  if (batches.empty()) batches = {1024, 64};
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  const ProbeArgs args = probe_args(argc, argv);
   CudaContext& ctx = context(0);
-  std::printf("cuDNN %zu\n", cudnnGetVersion());
-  for (int64_t N : batches)
-    for (int64_t C : {64, 128, 256}) probe(N, C, 64 * 64 / C / 2, budget_s, ctx);
+  for_each_layer(args, [&](int64_t N, int64_t C, int64_t H) { probe(N, C, H, args.budget_s, ctx); });
   return 0;
 }

@@ -1,0 +1,63 @@
+// What the development probes (conv_engine_probe.cpp, phase_dgrad_probe.cpp) share: timing a
+// pass as the engine's search does, and comparing two results.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "ganengine/cuda_context.h"
+#include "ganengine/tensor.h"
+#include "graph_timing.h"
+
+namespace ge::probe_util {
+
+constexpr int kRuns = 10;
+// Workspace a probed configuration may use, as the search's cap (conv_search.cu).
+constexpr size_t kWorkspaceCap = size_t{256} << 20;
+
+// Microseconds per run, timed as a captured graph of kRuns runs (graph_timing.h).
+template <class F>
+double time_us(gpu::CudaContext& ctx, F run) {
+  gpu::TimingEvents ev;
+  return 1000.0 * gpu::graph_time_ms(ctx.stream(), kRuns, run, ev);
+}
+
+// Largest |a - b| relative to the largest |a|.
+inline double relative_diff(const Tensor& a, const Tensor& b) {
+  const std::vector<float> x = a.to_floats(), y = b.to_floats();
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    diff = std::max(diff, std::fabs(double(x[i]) - y[i]));
+    scale = std::max(scale, std::fabs(double(x[i])));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
+// The command line every probe takes: [GE_PROBE_BUDGET=seconds] PROBE [batch ...] (default
+// 1024 64); the budget is the engine search's seconds per pass (the engine's own: 0.5). Prints
+// cuDNN's version; stdout goes line by line, so a run cut short keeps what it printed.
+struct ProbeArgs {
+  double budget_s = 0.5;
+  std::vector<int64_t> batches;
+};
+inline ProbeArgs probe_args(int argc, char** argv) {
+  ProbeArgs a;
+  if (const char* b = std::getenv("GE_PROBE_BUDGET")) a.budget_s = std::atof(b);
+  for (int i = 1; i < argc; ++i) a.batches.push_back(std::atoll(argv[i]));
+  if (a.batches.empty()) a.batches = {1024, 64};
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  std::printf("cuDNN %zu\n", cudnnGetVersion());
+  return a;
+}
+
+// f(N, C, H) for each batch given and each of the DCGAN's stride-2 layers with cuDNN-run
+// convolutions: C input channels at H x H, 2C output channels at H/2 (64x64 images).
+template <class F>
+void for_each_layer(const ProbeArgs& a, F f) {
+  for (int64_t N : a.batches)
+    for (int64_t C : {64, 128, 256}) f(N, C, 64 * 64 / C / 2);
+}
+
+}  // namespace ge::probe_util
