@@ -12,6 +12,7 @@
 
 using namespace ge;
 using doctest::Contains;
+using test::same_bytes;
 
 namespace {
 
@@ -22,10 +23,6 @@ std::vector<uint8_t> read_image(const Dataset& ds, int64_t index) {
 }
 
 float normalised(uint8_t v) { return (static_cast<float>(v) / 255.0f - 0.5f) / 0.5f; }
-
-bool same_values(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
-}
 
 // Image i is filled with the byte (i * 37 + position) mod 256: every byte value occurs.
 class PatternDataset : public Dataset {
@@ -163,13 +160,13 @@ TEST_CASE("Loader: worker threads and prefetch never change a batch") {
   for (int64_t e = 0; e < 2; ++e)
     for (int64_t b = 0; b < 5; ++b) {
       expected.push_back(reference.batch(e, b));
-      CHECK(same_values(threaded.batch(e, b), expected.back()));
+      CHECK(same_bytes(threaded.batch(e, b), expected.back()));
     }
 
   // Jumping around: a fresh Loader (prefetching the wrong batch each time) still agrees.
   Loader jumping(ds, 64, 21, 2);
   for (const auto& [e, b] : std::vector<std::pair<int64_t, int64_t>>{{1, 3}, {0, 4}, {0, 0}, {1, 4}, {0, 1}, {0, 1}})
-    CHECK(same_values(jumping.batch(e, b), expected[size_t(e * 5 + b)]));
+    CHECK(same_bytes(jumping.batch(e, b), expected[size_t(e * 5 + b)]));
 }
 
 TEST_CASE("open_dataset: fake works and unknown names list what is available") {

@@ -1,7 +1,6 @@
 // BatchNorm2d with its activation fused (ops::batchnorm_activation_*): bitwise the two ops in
 // sequence on the same backend, and the GPU against the CPU reference.
 #include <cmath>
-#include <cstring>
 
 #include "ganengine/amp.h"
 #include "ganengine/backend.h"
@@ -12,11 +11,6 @@ using namespace ge;
 using namespace ge::test;
 
 namespace {
-
-bool same_bytes(const Tensor& a, const Tensor& b) {
-  const Tensor ha = a.to(Device::cpu()), hb = b.to(Device::cpu());
-  return ha.nbytes() == hb.nbytes() && std::memcmp(ha.data(), hb.data(), ha.nbytes()) == 0;
-}
 
 struct Outputs {
   Tensor y, mean, invstd, rm, rv, dx, dgamma, dbeta;

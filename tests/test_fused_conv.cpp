@@ -5,7 +5,6 @@
 // layer for G. The GPU kernels are held to the same ops in tests/test_gpu_ops.cpp.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "ganengine/nn.h"
 #include "test_util.h"
@@ -14,10 +13,6 @@ using namespace ge;
 using namespace ge::test;
 
 namespace {
-
-bool same_bytes(const Tensor& a, const Tensor& b) {
-  return a.nbytes() == b.nbytes() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
-}
 
 struct Pass {
   Tensor y, dx, dw;

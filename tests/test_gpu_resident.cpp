@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <memory>
 #include <numeric>
 #include <sstream>
@@ -25,6 +24,7 @@
 
 using namespace ge;
 using doctest::Contains;
+using test::same_bytes;
 
 namespace {
 
@@ -94,14 +94,6 @@ std::string case_name(const Case& c) {
 std::vector<std::pair<int64_t, int64_t>> visits(int64_t batches) {
   const int64_t last = batches - 1;
   return {{0, 0}, {0, last}, {1, std::min<int64_t>(1, last)}, {0, 1 % batches}, {2, last}, {1, 0}, {1, last}, {0, 0}};
-}
-
-// Same shape, dtype and layout, and the same bytes: bitwise equality, NaN or not.
-bool same_bytes(const Tensor& gpu_batch, const Tensor& host_expected) {
-  const Tensor host = gpu_batch.to(Device::cpu());
-  return host.shape() == host_expected.shape() && host.dtype() == host_expected.dtype() &&
-         host.format() == host_expected.format() &&
-         std::memcmp(host.data(), host_expected.data(), host.nbytes()) == 0;
 }
 
 bool all_finite(const Tensor& t) {

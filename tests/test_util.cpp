@@ -53,6 +53,12 @@ double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) 
   return m;
 }
 
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  const Tensor ha = a.to(Device::cpu()), hb = b.to(Device::cpu());
+  return ha.shape() == hb.shape() && ha.dtype() == hb.dtype() && ha.format() == hb.format() &&
+         std::memcmp(ha.data(), hb.data(), ha.nbytes()) == 0;
+}
+
 void poison(Tensor& t) {
   Tensor host = Tensor::empty(t.shape(), t.dtype(), Device::cpu(), t.format());
   if (is_floating(t.dtype())) {

@@ -42,6 +42,10 @@ double rel_error(const std::vector<double>& a, const std::vector<double>& b);
 double rel_error(const Tensor& a, const Tensor& b);
 double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b);
 
+// Same shape, dtype and memory format, and the same bytes (on any devices): bitwise equality,
+// NaNs included.
+bool same_bytes(const Tensor& a, const Tensor& b);
+
 // Fills a tensor with NaN (floating) or 0xAB bytes, so an element an op forgot to write fails.
 void poison(Tensor& t);
 
