@@ -1,5 +1,7 @@
 // Two lanes of work on one GPU (concurrent_region.h): what the allocator lets each lane reuse,
 // what on_side keeps alive, and whole training steps with and without the side lane.
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "ganengine/allocator.h"
@@ -9,6 +11,10 @@
 #include "ganengine/trainer.h"
 #include "test_util.h"
 #include "trainer_compare.h"
+#if GE_WITH_CUDA
+#include "ganengine/cuda_check.h"
+#include "ganengine/cuda_context.h"
+#endif
 
 using namespace ge;
 using namespace ge::test;
@@ -193,6 +199,41 @@ TEST_CASE("gpu concurrent region: branch work runs after its fork and its result
   ConcurrentRegion off(Device::cpu());
   CHECK(off.mark().region == 0);
 }
+
+#if GE_WITH_CUDA
+// The branch lane's side lane one priority below the branch lane (TrainerConfig::branch_side_below):
+// its stream is re-created with the new priority, work on it still runs, and an open region
+// refuses the change (its events and kept tensors are on the old stream).
+TEST_CASE("gpu lanes: the branch side lane goes one priority below the branch lane and back") {
+  GE_REQUIRE_GPU();
+  const Device d = Device::cuda(0);
+  gpu::CudaContext& ctx = gpu::context(0);
+  auto priority = [&](gpu::Lane l) {
+    int p = 0;
+    CUDA_CHECK(cudaStreamGetPriority(ctx.lane(l).stream, &p));
+    return p;
+  };
+  int least = 0, greatest = 0;
+  CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  const char* env = std::getenv("GANENGINE_LANE_PRIORITY");
+  const bool ranked = !(env && std::string(env) == "off") && greatest < least;
+  ConcurrentRegion::rank_branch_side_below_branch(d, false);
+  CHECK(priority(gpu::Lane::BranchSide) == priority(gpu::Lane::Branch));
+  ConcurrentRegion::rank_branch_side_below_branch(d, true);
+  CHECK(priority(gpu::Lane::BranchSide) == priority(gpu::Lane::Branch) + (ranked ? 1 : 0));
+  if (ranked) CHECK(priority(gpu::Lane::Branch) == greatest);
+  Tensor x = Tensor::from_floats({1, 2}, {2}, DType::F32, d);
+  {
+    ConcurrentRegion region(d);
+    CHECK_THROWS_AS(ConcurrentRegion::rank_branch_side_below_branch(d, false), Error);
+    region.fork_branch();
+    region.on_branch([&] { region.on_side({}, [&] { ops::scale_inplace(x, 3.f); }); });
+  }
+  CHECK(x.to_floats() == std::vector<float>{3, 6});
+  ConcurrentRegion::rank_branch_side_below_branch(d, false);
+  CHECK(priority(gpu::Lane::BranchSide) == priority(gpu::Lane::Branch));
+}
+#endif
 
 TEST_CASE("gpu trainer lanes: steps with the side lane and the fake branch are bitwise the steps without them") {
   GE_REQUIRE_GPU();

@@ -82,6 +82,9 @@ class ConcurrentRegion {
 
   // The region this thread has open on `device`, or null.
   static ConcurrentRegion* active(Device device);
+  // The branch lane's side lane at a stream priority one below the branch lane's, or (false, as
+  // at first) at the same (cuda_context.h). Between regions, outside graph captures.
+  static void rank_branch_side_below_branch(Device device, bool below);
 
  private:
   // A lane that issues work and the side lane it hands filter gradients to.

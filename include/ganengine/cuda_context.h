@@ -43,6 +43,7 @@ struct CudaContext {
   // Captured CUDA graphs bake the workspaces' addresses in: while any graph holds a pin, growing
   // a workspace keeps the old buffer alive (retired) instead of freeing it.
   int workspace_pins = 0;
+  bool branch_side_below = false;  // rank_branch_side_below_branch
 
   LaneState& lane(Lane l);  // creates the lane's stream and handle on first use
   LaneState& current() { return lane(current_lane()); }
@@ -53,6 +54,12 @@ struct CudaContext {
 
 // The context of device k, created on first use (sets the current device).
 CudaContext& context(int device_index = 0);
+// Stream priorities (GANENGINE_LANE_PRIORITY=off: all the default): the branch lane has the
+// greatest, and so has its side lane, or with `below` the next one down, so that the branch
+// lane's own kernels take free SMs first. A captured graph keeps the priorities it was captured
+// with. Changing it re-creates the side lane's stream (after waiting for it): call it outside
+// graph captures and concurrent regions.
+void rank_branch_side_below_branch(CudaContext& ctx, bool below);
 // The current lane's cuDNN workspace, at least `bytes` large. Growing it synchronises that
 // lane's stream and allocates, so it throws ge::Error when asked to grow during graph capture.
 void* workspace(CudaContext& ctx, size_t bytes);

@@ -63,6 +63,12 @@ ConcurrentRegion::~ConcurrentRegion() {
   g_innermost = outer_;
 }
 
+void ConcurrentRegion::rank_branch_side_below_branch(Device device, bool below) {
+  if (!device.is_cuda()) return;
+  GE_CHECK(!active(device), "ConcurrentRegion::rank_branch_side_below_branch while a region is open on ", device.str());
+  gpu::rank_branch_side_below_branch(gpu::context(device.index), below);
+}
+
 ConcurrentRegion* ConcurrentRegion::active(Device device) {
   for (ConcurrentRegion* r = g_innermost; r; r = r->outer_)
     if (r->device_ == device) return r;

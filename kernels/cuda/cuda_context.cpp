@@ -57,16 +57,18 @@ thread_local Lane g_current_lane = Lane::Main;
 // The branch lanes carry a step's longest chain while they run (G's forward, then D's pass on
 // the fake batch, beside D's shorter pass on the real batch): their blocks go first when both
 // wait for SMs. GANENGINE_LANE_PRIORITY=off gives every lane the default priority.
-int lane_priority(Lane l) {
+int lane_priority(Lane l, bool branch_side_below) {
   static const bool on = env_choice("GANENGINE_LANE_PRIORITY", {"on", "off"}) == "on";
   if (!on || (l != Lane::Branch && l != Lane::BranchSide)) return 0;
   int least = 0, greatest = 0;
   CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  // Lower numbers are greater priorities.
+  if (l == Lane::BranchSide && branch_side_below && greatest < least) return greatest + 1;
   return greatest;
 }
 
-void create_lane(LaneState& lane, Lane l) {
-  CUDA_CHECK(cudaStreamCreateWithPriority(&lane.stream, cudaStreamNonBlocking, lane_priority(l)));
+void create_lane(LaneState& lane, Lane l, bool branch_side_below) {
+  CUDA_CHECK(cudaStreamCreateWithPriority(&lane.stream, cudaStreamNonBlocking, lane_priority(l, branch_side_below)));
   CUDNN_CHECK(cudnnCreate(&lane.cudnn));
   CUDNN_CHECK(cudnnSetStream(lane.cudnn, lane.stream));
 }
@@ -77,7 +79,7 @@ void set_current_lane(Lane lane) { g_current_lane = lane; }
 
 LaneState& CudaContext::lane(Lane l) {
   LaneState& s = lanes[static_cast<size_t>(l)];
-  if (!s.stream) create_lane(s, l);  // never the main lane: it exists from the start
+  if (!s.stream) create_lane(s, l, branch_side_below);  // never the main lane: it exists from the start
   return s;
 }
 
@@ -95,12 +97,28 @@ CudaContext& context(int device_index) {
     ctx = new CudaContext;
     ctx->device = device_index;
     CUDA_CHECK(cudaSetDevice(device_index));
-    create_lane(ctx->lanes[0], Lane::Main);
+    create_lane(ctx->lanes[0], Lane::Main, false);
     CUBLAS_CHECK(cublasCreate(&ctx->cublas));
     CUBLAS_CHECK(cublasSetStream(ctx->cublas, ctx->lanes[0].stream));
   }
   CUDA_CHECK(cudaSetDevice(device_index));
   return *ctx;
+}
+
+void rank_branch_side_below_branch(CudaContext& ctx, bool below) {
+  if (ctx.branch_side_below == below) return;
+  ctx.branch_side_below = below;
+  LaneState& lane = ctx.lanes[static_cast<size_t>(Lane::BranchSide)];
+  if (!lane.stream) return;  // made later, with the priority asked for
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  CUDA_CHECK(cudaStreamIsCapturing(lane.stream, &capture));
+  GE_CHECK(capture == cudaStreamCaptureStatusNone, "rank_branch_side_below_branch during a CUDA graph capture");
+  CUDA_CHECK(cudaStreamSynchronize(lane.stream));
+  cudaStream_t old = lane.stream;
+  CUDA_CHECK(cudaStreamCreateWithPriority(&lane.stream, cudaStreamNonBlocking, lane_priority(Lane::BranchSide, below)));
+  CUDNN_CHECK(cudnnSetStream(lane.cudnn, lane.stream));
+  if (lane.cublas) CUBLAS_CHECK(cublasSetStream(lane.cublas, lane.stream));
+  CUDA_CHECK(cudaStreamDestroy(old));
 }
 
 void* workspace(CudaContext& ctx, size_t bytes) {

@@ -15,6 +15,7 @@ void ConcurrentRegion::join_branch() {}
 ConcurrentRegion::Mark ConcurrentRegion::mark() { return {}; }
 void ConcurrentRegion::wait(const Mark&) {}
 ConcurrentRegion* ConcurrentRegion::active(Device) { return nullptr; }
+void ConcurrentRegion::rank_branch_side_below_branch(Device, bool) {}
 
 }  // namespace ge
 #endif

@@ -151,6 +151,8 @@ void DcganTrainer::step(const Tensor& real_in, const Tensor& noise_in) {
   GE_CHECK(noise_in.rank() == 4 && noise_in.dim(0) == real_in.dim(0) && noise_in.dim(1) == cfg_.net.nz,
            "noise ", noise_in.str(), " for a batch of ", real_in.dim(0), " and nz=", cfg_.net.nz);
   ProfileRange range("train_step");
+  // Stream priorities are set between steps: a captured graph keeps those it was captured with.
+  ConcurrentRegion::rank_branch_side_below_branch(cfg_.device, use_branch_side_below(real_in));
   if (cfg_.cuda_graph) {
     graph_step(real_in, noise_in);
     return;
@@ -284,6 +286,11 @@ bool DcganTrainer::use_fake_branch(const Tensor& real) const {
 bool DcganTrainer::use_side_hold(const Tensor& real) const {
   static const std::string env = env_choice("GANENGINE_SIDE_HOLD", {"auto", "on", "off"});
   return lanes_wanted(cfg_.side_hold, env, real, TrainerConfig::kSideHoldMaxPixels);
+}
+
+bool DcganTrainer::use_branch_side_below(const Tensor& real) const {
+  static const std::string env = env_choice("GANENGINE_BRANCH_SIDE_BELOW", {"auto", "on", "off"});
+  return lanes_wanted(cfg_.branch_side_below, env, real, TrainerConfig::kBranchSideBelowMaxPixels);
 }
 
 void DcganTrainer::average_grads(nn::Sequential& net) {
