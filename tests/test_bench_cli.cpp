@@ -27,6 +27,7 @@ TEST_CASE("bench cli: bad lists and counts are named before the GPU is touched")
   expect_error("--imageSize 48", "--imageSize 48 is not supported");
   expect_error("--cuda-graph sometimes", "--cuda-graph 'sometimes'");
   expect_error("--cuda-graph on --warmup 2", "--warmup 2 is too short");
+  expect_error("--loss-scale -3", "--loss-scale '-3' (expected 'dynamic' or a positive number");
   expect_error("--device cpu", "ganengine bench needs a CUDA GPU");
 }
 
@@ -69,5 +70,31 @@ TEST_CASE("bench cli: a tiny run on the GPU writes one row per configuration") {
           row.find("peak_alloc_bytes")->as_integer() + row.find("workspace_bytes")->as_integer());
     CHECK(row.find("workspace_bytes")->as_integer() < (int64_t{256} << 20));
     CHECK(row.find("losses_finite")->as_bool());
+    // Each opt level's own scales: O0 static 1, O2 dynamic from 2^16 (halved on an overflow).
+    const auto& scales = row.find("loss_scales")->as_array();
+    REQUIRE(scales.size() == 3);
+    if (row.find("opt_level")->as_string() == "O0")
+      for (const json::Value& s : scales) CHECK(s.as_number() == 1.0);
   }
+  CHECK(doc.find("loss_scale")->as_string() == "opt level default");
+}
+
+// --loss-scale overrides every opt level's scale, as train's Apex override does.
+TEST_CASE("bench cli: --loss-scale sets the scale of every opt level timed") {
+  GE_REQUIRE_GPU();
+  TempDir tmp("ge_bench_scale");
+  const std::string path = tmp.file("bench.json");
+  const CommandResult r = run_ganengine(
+      "bench --opt-level O2,O3 --batch-sizes 8 --imageSize 16 --ngf 8 --ndf 8 --nz 10 --warmup 6 --steps 2 "
+      "--windows 1 --loss-scale 128 --json " +
+      path);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("loss scale: 128 at every opt level") != std::string::npos);
+  const json::Value doc = json::parse(read_file_bytes(path));
+  CHECK(doc.find("loss_scale")->as_string() == "128");
+  const auto& rows = doc.find("rows")->as_array();
+  REQUIRE(rows.size() == 2);
+  for (const json::Value& row : rows)
+    for (const json::Value& s : row.find("loss_scales")->as_array()) CHECK(s.as_number() == 128.0);
 }

@@ -105,6 +105,7 @@ int run_bench(int argc, char** argv) {
     ("ngf", "generator width", cxxopts::value<int64_t>()->default_value("64"))
     ("ndf", "discriminator width", cxxopts::value<int64_t>()->default_value("64"))
     ("half", "what half precision means: fp16 | bf16", cxxopts::value<std::string>()->default_value("fp16"))
+    ("loss-scale", "Apex override for every opt level timed: dynamic | <value> (default: each level's own)", cxxopts::value<std::string>())
     ("cuda-graph", "on | off | off,on: replay each step as one captured CUDA graph, as train does by default", cxxopts::value<std::string>()->default_value("on")->implicit_value("on"))
     ("no-cuda-graph", "run every step eagerly (the same as --cuda-graph off)")
     ("warmup", "untimed steps per configuration", cxxopts::value<int>()->default_value("20"))
@@ -142,6 +143,13 @@ int run_bench(int argc, char** argv) {
     run.half = DType::BF16;
   else
     fail("--half '", half, "' (expected fp16 or bf16)");
+  AmpOverrides amp;
+  amp.half = run.half;
+  if (r.count("loss-scale")) {
+    run.loss_scale = r["loss-scale"].as<std::string>();
+    amp.loss_scale = run.loss_scale;
+  }
+  for (OptLevel level : levels) (void)resolve_policy(level, amp);  // a bad --loss-scale fails now
   const std::vector<bool> graph_modes = parse_graph_modes(r["cuda-graph"].as<std::string>());
   if (r.count("no-cuda-graph") && graph_modes != std::vector<bool>{false})
     fail("--cuda-graph ", r["cuda-graph"].as<std::string>(), " and --no-cuda-graph contradict each other");
@@ -177,11 +185,13 @@ int run_bench(int argc, char** argv) {
   if (!json_path.empty()) write_file_atomically(json_path, bench_json(run, false));
   std::printf("each row: median of %d windows of %d steps after %d warm-up steps\n", run.windows, run.steps,
               run.warmup);
+  if (!run.loss_scale.empty())
+    std::printf("loss scale: %s at every opt level (--loss-scale)\n", run.loss_scale.c_str());
   std::fflush(stdout);
 
   StepBenchConfig cfg;
   cfg.net = run.net;
-  cfg.amp.half = run.half;
+  cfg.amp = amp;
   cfg.device = device;
   cfg.warmup = run.warmup;
   cfg.steps = run.steps;

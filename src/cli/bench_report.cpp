@@ -80,6 +80,7 @@ std::string bench_json(const BenchRun& run, bool complete) {
   net.append_member("nc", Value::integer(run.net.nc));
   doc.append_member("net", std::move(net));
   doc.append_member("half", Value::string(half_label(run.half)));
+  doc.append_member("loss_scale", Value::string(run.loss_scale.empty() ? "opt level default" : run.loss_scale));
   doc.append_member("warmup_steps", Value::integer(run.warmup));
   doc.append_member("steps_per_window", Value::integer(run.steps));
   doc.append_member("windows", Value::integer(run.windows));
@@ -115,6 +116,9 @@ std::string bench_json(const BenchRun& run, bool complete) {
     o.append_member("workspace_bytes", Value::integer(static_cast<int64_t>(r.workspace_bytes)));
     o.append_member("device_used_bytes", Value::integer(static_cast<int64_t>(r.device_used_bytes)));
     o.append_member("losses_finite", Value::boolean(r.finite));
+    Value scales = Value::array();  // the three losses' scales after the last step
+    for (float s : r.last.scale) scales.push_back(Value::number(s));
+    o.append_member("loss_scales", std::move(scales));
     if (row.cuda_graph) {
       o.append_member("graph_nodes", Value::integer(static_cast<int64_t>(r.graph.nodes)));
       o.append_member("graph_memsets_hoisted", Value::integer(static_cast<int64_t>(r.graph.memsets_hoisted)));

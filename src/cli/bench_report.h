@@ -26,6 +26,7 @@ struct BenchRun {
   std::string date;    // UTC, ISO 8601
   nn::NetConfig net;
   DType half = DType::F16;
+  std::string loss_scale;  // --loss-scale ("dynamic" or a number); empty: each opt level's own
   int warmup = 0, steps = 0, windows = 0;
   double gemm_peak_tflops = 0;
   std::vector<BenchRow> rows;
