@@ -16,6 +16,21 @@ void expect_error(const std::string& args, const std::string& message) {
   CHECK(r.exit_code == 1);
   CHECK(r.output.find(message) != std::string::npos);
 }
+
+// A tiny network's bench run with `args`, which must succeed: its output and its JSON document.
+struct TinyRun {
+  std::string output;
+  json::Value doc;
+};
+TinyRun tiny_bench(const std::string& args) {
+  TempDir tmp("ge_bench");
+  const std::string path = tmp.file("bench.json");
+  const CommandResult r =
+      run_ganengine("bench --imageSize 16 --ngf 8 --ndf 8 --nz 10 --warmup 6 " + args + " --json " + path);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  return {r.output, json::parse(read_file_bytes(path))};
+}
 }  // namespace
 
 TEST_CASE("bench cli: bad lists and counts are named before the GPU is touched") {
@@ -38,15 +53,9 @@ TEST_CASE("bench cli: without a GPU it says so") {
 
 TEST_CASE("bench cli: a tiny run on the GPU writes one row per configuration") {
   GE_REQUIRE_GPU();
-  TempDir tmp("ge_bench");
-  const std::string path = tmp.file("bench.json");
-  const CommandResult r = run_ganengine(
-      "bench --opt-level O0,O2 --batch-sizes 8,16 --imageSize 16 --ngf 8 --ndf 8 --nz 10 --warmup 6 --steps 3 "
-      "--windows 3 --cuda-graph off,on --json " + path);
-  INFO(r.output);
-  REQUIRE(r.exit_code == 0);
-  CHECK(r.output.find("GEMM peak") != std::string::npos);
-  const json::Value doc = json::parse(read_file_bytes(path));
+  const TinyRun run = tiny_bench("--opt-level O0,O2 --batch-sizes 8,16 --steps 3 --windows 3 --cuda-graph off,on");
+  CHECK(run.output.find("GEMM peak") != std::string::npos);
+  const json::Value& doc = run.doc;
   CHECK(doc.find("complete")->as_bool());
   CHECK(doc.find("gemm_peak_tflops")->as_number() > 1.0);
   CHECK(!doc.find("gpu")->find("name")->as_string().empty());
@@ -82,18 +91,10 @@ TEST_CASE("bench cli: a tiny run on the GPU writes one row per configuration") {
 // --loss-scale overrides every opt level's scale, as train's Apex override does.
 TEST_CASE("bench cli: --loss-scale sets the scale of every opt level timed") {
   GE_REQUIRE_GPU();
-  TempDir tmp("ge_bench_scale");
-  const std::string path = tmp.file("bench.json");
-  const CommandResult r = run_ganengine(
-      "bench --opt-level O2,O3 --batch-sizes 8 --imageSize 16 --ngf 8 --ndf 8 --nz 10 --warmup 6 --steps 2 "
-      "--windows 1 --loss-scale 128 --json " +
-      path);
-  INFO(r.output);
-  REQUIRE(r.exit_code == 0);
-  CHECK(r.output.find("loss scale: 128 at every opt level") != std::string::npos);
-  const json::Value doc = json::parse(read_file_bytes(path));
-  CHECK(doc.find("loss_scale")->as_string() == "128");
-  const auto& rows = doc.find("rows")->as_array();
+  const TinyRun run = tiny_bench("--opt-level O2,O3 --batch-sizes 8 --steps 2 --windows 1 --loss-scale 128");
+  CHECK(run.output.find("loss scale: 128 at every opt level") != std::string::npos);
+  CHECK(run.doc.find("loss_scale")->as_string() == "128");
+  const auto& rows = run.doc.find("rows")->as_array();
   REQUIRE(rows.size() == 2);
   for (const json::Value& row : rows)
     for (const json::Value& s : row.find("loss_scales")->as_array()) CHECK(s.as_number() == 128.0);
