@@ -5,68 +5,23 @@
 
 #include <algorithm>
 #include <chrono>
-#include <limits>
 #include <cstdlib>
+#include <limits>
 #include <set>
 #include <sstream>
 #include <utility>
+
+#include "cudnn_backend_desc.h"
 
 namespace ge {
 namespace gpu {
 
 namespace {
 
-class Desc {
- public:
-  explicit Desc(cudnnBackendDescriptorType_t type) {
-    if (cudnnBackendCreateDescriptor(type, &d_) != CUDNN_STATUS_SUCCESS) d_ = nullptr;
-  }
-  ~Desc() {
-    if (d_) cudnnBackendDestroyDescriptor(d_);
-  }
-  Desc(Desc&& o) noexcept : d_(std::exchange(o.d_, nullptr)) {}
-  Desc& operator=(Desc&& o) noexcept {
-    if (this != &o) {
-      if (d_) cudnnBackendDestroyDescriptor(d_);
-      d_ = std::exchange(o.d_, nullptr);
-    }
-    return *this;
-  }
-  Desc(const Desc&) = delete;
-  cudnnBackendDescriptor_t get() const { return d_; }
-  cudnnBackendDescriptor_t* ptr() { return &d_; }
-  bool ok() const { return d_ != nullptr; }
-  bool set(cudnnBackendAttributeName_t attr, cudnnBackendAttributeType_t type, int64_t count, const void* v) {
-    return d_ && cudnnBackendSetAttribute(d_, attr, type, count, v) == CUDNN_STATUS_SUCCESS;
-  }
-  bool set_desc(cudnnBackendAttributeName_t attr, const Desc& other) {
-    cudnnBackendDescriptor_t o = other.get();
-    return set(attr, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &o);
-  }
-  bool set_int(cudnnBackendAttributeName_t attr, int64_t v) { return set(attr, CUDNN_TYPE_INT64, 1, &v); }
-  bool finalize() { return d_ && cudnnBackendFinalize(d_) == CUDNN_STATUS_SUCCESS; }
-  int64_t get_int(cudnnBackendAttributeName_t attr) const {
-    int64_t v = -1, n = 0;
-    if (cudnnBackendGetAttribute(d_, attr, CUDNN_TYPE_INT64, 1, &n, &v) != CUDNN_STATUS_SUCCESS || n != 1) return -1;
-    return v;
-  }
-
- private:
-  cudnnBackendDescriptor_t d_ = nullptr;
-};
-
-// `count` fresh descriptors of one type for a get-attribute call that fills an array.
-std::vector<Desc> fresh(cudnnBackendDescriptorType_t type, int64_t count) {
-  std::vector<Desc> v;
-  for (int64_t i = 0; i < count; ++i) v.emplace_back(type);
-  return v;
-}
-
-std::vector<cudnnBackendDescriptor_t> raw(const std::vector<Desc>& v) {
-  std::vector<cudnnBackendDescriptor_t> r;
-  for (const Desc& d : v) r.push_back(d.get());
-  return r;
-}
+using backend::built;
+using backend::Desc;
+using backend::fresh;
+using backend::raw;
 
 enum TensorUid : int64_t { kUidX = 1, kUidW = 2, kUidY = 3 };
 
@@ -88,8 +43,6 @@ struct OpGraph {
   Desc op{CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR};
   Desc graph{CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR};
 };
-
-bool built(Desc& d, bool ok) { return ok && d.finalize(); }
 
 std::unique_ptr<OpGraph> make_graph(cudnnHandle_t handle, const EngineConv& c) {
   auto g = std::make_unique<OpGraph>();

@@ -1,0 +1,401 @@
+// Development probe (GPU): which cuDNN engines run a convolution pass fused with BatchNorm's
+// neighbours, and how fast against the same pass alone. For each of the DCGAN's cuDNN-run
+// shapes it builds backend operation graphs:
+//   - the pass alone;
+//   - + statistics: GenStats (per-channel sum and sum of squares) on the pass's output;
+//   - + prologue: scale, bias and ReLU / LeakyReLU(0.2) per channel on the activation input
+//     (x of a forward or backward-filter pass, dy of a backward-data pass, which is how a
+//     transposed convolution's forward runs);
+// and times every configuration the heuristics (modes A, B, fallback) list, runtime-compiled
+// ones included (their build time printed). One line per graph: the fastest configuration.
+//
+//   [GE_PROBE_CHUNKS="1 2 4"] [GE_PROBE_PLAIN=1] build/ganengine_fusion_probe [batch ...]   (default: 1024)
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "conv_plan.h"
+#include "cudnn_backend_desc.h"
+#include "ganengine/cuda_context.h"
+#include "probe_util.h"
+
+using namespace ge;
+using namespace ge::gpu;
+using namespace ge::gpu::backend;
+using namespace ge::probe_util;
+
+namespace {
+
+enum class Prologue { None, Relu, Leaky };
+
+struct Case {
+  ConvPass pass;
+  bool stats;
+  Prologue prologue;
+  bool on_dy = false;  // the prologue's input: dy (backward-data, G's backward-filter) or x
+};
+
+std::string describe(const Case& c) {
+  std::string s = c.pass == ConvPass::Forward ? "fprop" : c.pass == ConvPass::BackwardData ? "dgrad" : "wgrad";
+  if (c.prologue != Prologue::None) {
+    s += c.prologue == Prologue::Relu ? "+relu" : "+leaky";
+    s += c.on_dy ? "(dy)" : "(x)";
+  }
+  if (c.stats) s += "+genstats";
+  return s;
+}
+
+// Tensors are named by uid; the builder keeps every descriptor alive as long as the graph.
+enum Uid : int64_t { kX = 1, kW, kY, kScale, kBias, kSum, kSqSum, kVirtual = 100 };
+
+struct Builder {
+  std::deque<Desc> keep;  // a deque: the references tensor() returns stay valid
+  std::deque<Desc> ops;
+  int64_t next_virtual = kVirtual;
+
+  const Desc& tensor(int64_t uid, cudnnDataType_t dtype, const int64_t (&dims)[4], bool is_virtual) {
+    const int64_t strides[4] = {dims[1] * dims[2] * dims[3], 1, dims[3] * dims[1], dims[1]};  // NHWC
+    Desc t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+    const bool v = is_virtual;
+    const bool ok = t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dtype) &&
+                    t.set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims) &&
+                    t.set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides) &&
+                    t.set_int(CUDNN_ATTR_TENSOR_UNIQUE_ID, uid) && t.set_int(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, 16) &&
+                    t.set(CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &v) && t.finalize();
+    if (!ok) std::printf("  tensor %lld refused\n", (long long)uid);
+    keep.push_back(std::move(t));
+    return keep.back();
+  }
+
+  // out = mode(in, b) per element in fp32 (b: a per-channel tensor, or none).
+  bool pointwise(cudnnPointwiseMode_t mode, const Desc& in, const Desc* b, const Desc& out, float slope = 0.f) {
+    Desc pw(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+    const cudnnDataType_t prec = CUDNN_DATA_FLOAT;
+    bool ok = pw.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode) &&
+              pw.set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec);
+    if (mode == CUDNN_POINTWISE_RELU_FWD && slope != 0.f) {
+      const double s = slope;
+      ok = ok && pw.set(CUDNN_ATTR_POINTWISE_RELU_LOWER_CLIP_SLOPE, CUDNN_TYPE_DOUBLE, 1, &s);
+    }
+    ok = ok && pw.finalize();
+    Desc op(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+    ok = built(op, ok && op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw) &&
+                       op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, in) &&
+                       (!b || op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, *b)) &&
+                       op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, out));
+    keep.push_back(std::move(pw));
+    ops.push_back(std::move(op));
+    return ok;
+  }
+
+  bool genstats(const Desc& x, const Desc& sum, const Desc& sqsum) {
+    Desc op(CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR);
+    const cudnnGenStatsMode_t mode = CUDNN_GENSTATS_SUM_SQSUM;
+    const cudnnDataType_t prec = CUDNN_DATA_FLOAT;
+    const bool ok = built(op, op.set(CUDNN_ATTR_OPERATION_GENSTATS_MODE, CUDNN_TYPE_GENSTATS_MODE, 1, &mode) &&
+                                  op.set(CUDNN_ATTR_OPERATION_GENSTATS_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec) &&
+                                  op.set_desc(CUDNN_ATTR_OPERATION_GENSTATS_XDESC, x) &&
+                                  op.set_desc(CUDNN_ATTR_OPERATION_GENSTATS_SUMDESC, sum) &&
+                                  op.set_desc(CUDNN_ATTR_OPERATION_GENSTATS_SQSUMDESC, sqsum));
+    ops.push_back(std::move(op));
+    return ok;
+  }
+
+  bool conv(ConvPass pass, const Desc& x, const Desc& w, const Desc& y) {
+    Desc cd(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
+    const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
+    const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+    const int64_t ones[2] = {1, 1}, twos[2] = {2, 2};
+    bool ok = built(cd, cd.set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute) &&
+                            cd.set(CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode) &&
+                            cd.set_int(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, 2) &&
+                            cd.set(CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, ones) &&
+                            cd.set(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, twos) &&
+                            cd.set(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, ones) &&
+                            cd.set(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, ones));
+    cudnnBackendDescriptorType_t type;
+    cudnnBackendAttributeName_t ax, aw, ay, ac, aa, ab;
+    if (pass == ConvPass::Forward) {
+      type = CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR;
+      ax = CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, aw = CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W;
+      ay = CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, ac = CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC;
+      aa = CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, ab = CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA;
+    } else if (pass == ConvPass::BackwardData) {
+      type = CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR;
+      ax = CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, aw = CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W;
+      ay = CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, ac = CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC;
+      aa = CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, ab = CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA;
+    } else {
+      type = CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR;
+      ax = CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, aw = CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW;
+      ay = CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, ac = CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC;
+      aa = CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, ab = CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA;
+    }
+    Desc op(type);
+    const float alpha = 1.f, beta = 0.f;
+    ok = built(op, ok && op.set_desc(ax, x) && op.set_desc(aw, w) && op.set_desc(ay, y) && op.set_desc(ac, cd) &&
+                       op.set(aa, CUDNN_TYPE_FLOAT, 1, &alpha) && op.set(ab, CUDNN_TYPE_FLOAT, 1, &beta));
+    keep.push_back(std::move(cd));
+    ops.push_back(std::move(op));
+    return ok;
+  }
+};
+
+struct Buffers {
+  void* x;
+  void* w;
+  void* y;
+  void* scale;
+  void* bias;
+  void* sum;
+  void* sqsum;
+  void* ws;
+};
+
+bool notes_runtime_compiled(const Desc& cfg) {
+  Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  int64_t n = 0;
+  if (cudnnBackendGetAttribute(cfg.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n,
+                               engine.ptr()) != CUDNN_STATUS_SUCCESS)
+    return false;
+  cudnnBackendBehaviorNote_t notes[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
+  if (cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+                               CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &n, notes) != CUDNN_STATUS_SUCCESS)
+    return false;
+  for (int64_t i = 0; i < n; ++i)
+    if (notes[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) return true;
+  return false;
+}
+
+int64_t engine_index(const Desc& cfg) {
+  Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  int64_t n = 0;
+  if (cudnnBackendGetAttribute(cfg.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n,
+                               engine.ptr()) != CUDNN_STATUS_SUCCESS)
+    return -1;
+  return engine.get_int(CUDNN_ATTR_ENGINE_GLOBAL_INDEX);
+}
+
+// Returns the best time in us, or infinity when no configuration ran.
+double probe(int64_t N, int64_t C, int64_t H, const Case& c, const Buffers& buf, CudaContext& ctx, int64_t chunks) {
+  const int64_t K = 2 * C, P = H / 2;
+  const int64_t batch = N;
+  N /= chunks;  // the graph's batch: one chunk of images, run chunk after chunk over the whole batch
+  const int64_t xd[4] = {N, C, H, H}, wd[4] = {K, C, 4, 4}, yd[4] = {N, K, P, P};
+  // Per-channel tensors of the activation input and of the pass's output.
+  const bool on_dy = c.on_dy;
+  const int64_t act_channels = on_dy ? K : C;
+  const int64_t cd[4] = {1, act_channels, 1, 1};
+  const int64_t out_channels = c.pass == ConvPass::Forward ? K : C;
+  const int64_t sd[4] = {1, out_channels, 1, 1};
+
+  Builder b;
+  const cudnnDataType_t half = CUDNN_DATA_HALF, f32 = CUDNN_DATA_FLOAT;
+  const Desc& x_real = b.tensor(kX, half, xd, false);
+  const Desc& w = b.tensor(kW, half, wd, false);
+  const Desc& y_real = b.tensor(kY, half, yd, false);
+  bool ok = true;
+  const Desc* x = &x_real;
+  const Desc* y = &y_real;
+  if (c.prologue != Prologue::None) {
+    const Desc& in = on_dy ? y_real : x_real;
+    const int64_t(&dims)[4] = on_dy ? yd : xd;
+    const Desc& scale = b.tensor(kScale, f32, cd, false);
+    const Desc& bias = b.tensor(kBias, f32, cd, false);
+    const Desc& scaled = b.tensor(b.next_virtual++, f32, dims, true);
+    const Desc& shifted = b.tensor(b.next_virtual++, f32, dims, true);
+    const Desc& act = b.tensor(b.next_virtual++, f32, dims, true);
+    ok = b.pointwise(CUDNN_POINTWISE_MUL, in, &scale, scaled) &&
+         b.pointwise(CUDNN_POINTWISE_ADD, scaled, &bias, shifted) &&
+         b.pointwise(CUDNN_POINTWISE_RELU_FWD, shifted, nullptr, act, c.prologue == Prologue::Leaky ? 0.2f : 0.f);
+    (on_dy ? y : x) = &act;
+  }
+  // The pass's output is real; the prologue's result stands in for its input.
+  ok = ok && b.conv(c.pass, *x, w, *y);
+  if (c.stats) {
+    const Desc& out = c.pass == ConvPass::Forward ? *y : *x;
+    const Desc& sum = b.tensor(kSum, f32, sd, false);
+    const Desc& sqsum = b.tensor(kSqSum, f32, sd, false);
+    ok = ok && b.genstats(out, sum, sqsum);
+  }
+  if (!ok) {
+    std::printf("%-28s N=%lld C=%lld->%lld: graph refused\n", describe(c).c_str(), (long long)N, (long long)C,
+                (long long)K);
+    return std::numeric_limits<double>::infinity();
+  }
+  std::vector<cudnnBackendDescriptor_t> ops;
+  for (const Desc& op : b.ops) ops.push_back(op.get());
+  Desc graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  cudnnHandle_t handle = ctx.cudnn();
+  if (!built(graph, graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                              static_cast<int64_t>(ops.size()), ops.data()) &&
+                        graph.set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle))) {
+    std::printf("%-28s N=%lld C=%lld->%lld: operation graph refused\n", describe(c).c_str(), (long long)N, (long long)C,
+                (long long)K);
+    return std::numeric_limits<double>::infinity();
+  }
+
+  // Every configuration the heuristics list, by mode, without repeats of an engine+knobs.
+  std::vector<Desc> cfgs;
+  for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B, CUDNN_HEUR_MODE_FALLBACK}) {
+    Desc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+    if (!built(heur, heur.set_desc(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph) &&
+                         heur.set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode)))
+      continue;
+    int64_t count = 0;
+    if (cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
+                                 nullptr) != CUDNN_STATUS_SUCCESS ||
+        count <= 0)
+      continue;
+    std::vector<Desc> got = fresh(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, count);
+    std::vector<cudnnBackendDescriptor_t> r = raw(got);
+    int64_t n = 0;
+    if (cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &n,
+                                 r.data()) != CUDNN_STATUS_SUCCESS)
+      continue;
+    for (int64_t i = 0; i < n && i < 8; ++i) cfgs.push_back(std::move(got[i]));
+  }
+
+  double best = std::numeric_limits<double>::infinity();
+  int64_t best_engine = -1;
+  bool best_rtc = false;
+  int built_plans = 0, timed = 0, compiled = 0;
+  double compile_s = 0;
+  std::string engines;
+  for (Desc& cfg : cfgs) {
+    const bool rtc = notes_runtime_compiled(cfg);
+    if (rtc && compiled >= 3) continue;  // NVRTC builds take seconds; three say enough
+    const auto t0 = std::chrono::steady_clock::now();
+    Desc plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+    if (!built(plan, plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle) &&
+                         plan.set_desc(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, cfg)))
+      continue;
+    if (rtc) {
+      ++compiled;
+      compile_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    ++built_plans;
+    const int64_t ws = plan.get_int(CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE);
+    if (ws < 0 || static_cast<size_t>(ws) > kWorkspaceCap) continue;
+    std::vector<Desc> packs;
+    for (int64_t k = 0; k < chunks; ++k) {
+      char* x_chunk = static_cast<char*>(buf.x) + k * N * C * H * H * 2;
+      char* y_chunk = static_cast<char*>(buf.y) + k * N * K * P * P * 2;
+      std::vector<int64_t> uids = {kX, kW, kY};
+      std::vector<void*> ptrs = {x_chunk, buf.w, y_chunk};
+      if (c.prologue != Prologue::None)
+        uids.push_back(kScale), uids.push_back(kBias), ptrs.push_back(buf.scale), ptrs.push_back(buf.bias);
+      if (c.stats) uids.push_back(kSum), uids.push_back(kSqSum), ptrs.push_back(buf.sum), ptrs.push_back(buf.sqsum);
+      Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+      void* ws_ptr = buf.ws;
+      if (built(pack,
+                pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, (int64_t)uids.size(), uids.data()) &&
+                    pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, (int64_t)ptrs.size(),
+                             ptrs.data()) &&
+                    pack.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws_ptr)))
+        packs.push_back(std::move(pack));
+    }
+    if (static_cast<int64_t>(packs.size()) != chunks) continue;
+    const double us = time_us(ctx, [&] {
+      bool ok = true;
+      for (const Desc& pack : packs)
+        ok = ok && cudnnBackendExecute(handle, plan.get(), pack.get()) == CUDNN_STATUS_SUCCESS;
+      return ok;
+    });
+    (void)cudaGetLastError();
+    const int64_t e = engine_index(cfg);
+    char item[48];
+    std::snprintf(item, sizeof item, " e%lld%s:%.0f", (long long)e, rtc ? "r" : "", us);
+    engines += item;
+    ++timed;
+    if (us < best) best = us, best_engine = e, best_rtc = rtc;
+  }
+  const double flops = 2.0 * batch * P * P * K * C * 16;
+  std::printf(
+      "%-28s N=%lld x%lld C=%3lld->%3lld: best %7.1f us (%3.0f TFLOP/s) e%lld%s  listed %zu built %d timed %d, "
+      "%d runtime-compiled in %.1f s |%s\n",
+      describe(c).c_str(), (long long)N, (long long)chunks, (long long)C, (long long)K, best, flops / best * 1e-6,
+      (long long)best_engine, best_rtc ? " (runtime-compiled)" : "", cfgs.size(), built_plans, timed, compiled,
+      compile_s, engines.c_str());
+  return best;
+}
+
+void* device_random(size_t elements, bool half) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  void* p = nullptr;
+  if (half) {
+    std::vector<__half> v(elements);
+    for (auto& h : v) h = __float2half(dist(rng));
+    CUDA_CHECK(cudaMalloc(&p, elements * 2));
+    CUDA_CHECK(cudaMemcpy(p, v.data(), elements * 2, cudaMemcpyHostToDevice));
+  } else {
+    std::vector<float> v(elements);
+    for (auto& f : v) f = 1.f + 0.1f * dist(rng);
+    CUDA_CHECK(cudaMalloc(&p, elements * 4));
+    CUDA_CHECK(cudaMemcpy(p, v.data(), elements * 4, cudaMemcpyHostToDevice));
+  }
+  return p;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ProbeArgs args = probe_args(argc, argv);
+  if (argc < 2) args.batches = {1024};
+  CudaContext& ctx = context(0);
+  // GE_PROBE_CHUNKS="1 4": each graph also run as that many batch chunks, one after another
+  // (a backward-filter so chunked would accumulate; only its time is meant). GE_PROBE_PLAIN=1:
+  // the passes alone, no fused graphs.
+  std::vector<int64_t> chunk_counts;
+  if (const char* s = std::getenv("GE_PROBE_CHUNKS"))
+    for (const char* p = s; *p;) {
+      char* end = nullptr;
+      const long long v = std::strtoll(p, &end, 10);
+      if (end == p) break;
+      if (v > 0) chunk_counts.push_back(v);
+      p = end;
+    }
+  if (chunk_counts.empty()) chunk_counts = {1};
+  const bool plain_only = std::getenv("GE_PROBE_PLAIN") != nullptr;
+  const std::vector<Case> cases = {
+      // D's layers: forward with the previous BatchNorm + LeakyReLU on x and statistics of y.
+      {ConvPass::Forward, false, Prologue::None},
+      {ConvPass::Forward, true, Prologue::None},
+      {ConvPass::Forward, false, Prologue::Leaky},
+      {ConvPass::Forward, true, Prologue::Leaky},
+      // G's transposed convolutions run as backward-data: BatchNorm + ReLU on dy, statistics of dx.
+      {ConvPass::BackwardData, false, Prologue::None},
+      {ConvPass::BackwardData, true, Prologue::None},
+      {ConvPass::BackwardData, false, Prologue::Relu, true},
+      {ConvPass::BackwardData, true, Prologue::Relu, true},
+      // Weight gradients reading the activation through the prologue: D's on x, G's on dy.
+      {ConvPass::BackwardFilter, false, Prologue::None},
+      {ConvPass::BackwardFilter, false, Prologue::Leaky},
+      {ConvPass::BackwardFilter, false, Prologue::Relu, true},
+  };
+  for_each_layer(args, [&](int64_t N, int64_t C, int64_t H) {
+    const int64_t K = 2 * C, P = H / 2;
+    Buffers buf;
+    buf.x = device_random(size_t(N * C * H * H), true);
+    buf.w = device_random(size_t(K * C * 16), true);
+    buf.y = device_random(size_t(N * K * P * P), true);
+    buf.scale = device_random(size_t(K), false);
+    buf.bias = device_random(size_t(K), false);
+    buf.sum = device_random(size_t(K), false);
+    buf.sqsum = device_random(size_t(K), false);
+    CUDA_CHECK(cudaMalloc(&buf.ws, kWorkspaceCap));
+    for (const Case& c : cases)
+      if (!plain_only || (!c.stats && c.prologue == Prologue::None))
+        for (int64_t k : chunk_counts)
+          if (N % k == 0) probe(N, C, H, c, buf, ctx, k);
+    for (void* p : {buf.x, buf.w, buf.y, buf.scale, buf.bias, buf.sum, buf.sqsum, buf.ws}) CUDA_CHECK(cudaFree(p));
+  });
+  return 0;
+}
