@@ -5,6 +5,7 @@
 #include <cudnn.h>
 
 #include <cstdint>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -65,6 +66,29 @@ inline std::vector<cudnnBackendDescriptor_t> raw(const std::vector<Desc>& v) {
 }
 
 inline bool built(Desc& d, bool ok) { return ok && d.finalize(); }
+
+// The engine an engine configuration names; a null Desc when it cannot be read.
+inline Desc engine_of(const Desc& cfg) {
+  Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  int64_t n = 0;
+  if (cudnnBackendGetAttribute(cfg.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n,
+                               engine.ptr()) != CUDNN_STATUS_SUCCESS ||
+      n != 1)
+    return Desc(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  return engine;
+}
+
+// Whether an engine carries a behaviour note; nullopt when its notes cannot be read.
+inline std::optional<bool> has_behavior_note(const Desc& engine, cudnnBackendBehaviorNote_t note) {
+  cudnnBackendBehaviorNote_t notes[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
+  int64_t n = 0;
+  if (cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+                               CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &n, notes) != CUDNN_STATUS_SUCCESS)
+    return std::nullopt;
+  for (int64_t i = 0; i < n; ++i)
+    if (notes[i] == note) return true;
+  return false;
+}
 
 }  // namespace backend
 }  // namespace gpu

@@ -20,7 +20,9 @@ namespace {
 
 using backend::built;
 using backend::Desc;
+using backend::engine_of;
 using backend::fresh;
+using backend::has_behavior_note;
 using backend::raw;
 
 enum TensorUid : int64_t { kUidX = 1, kUidW = 2, kUidY = 3 };
@@ -136,13 +138,7 @@ bool engine_allowed(const Desc& engine, const EngineFilter& filter) {
     if (filter.deterministic_only && numerical[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC) return false;
     if (filter.fma_only && numerical[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE) return false;
   }
-  cudnnBackendBehaviorNote_t behavior[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
-  if (cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
-                               CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &n, behavior) != CUDNN_STATUS_SUCCESS)
-    return false;
-  for (int64_t i = 0; i < n; ++i)
-    if (behavior[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) return false;
-  return true;
+  return has_behavior_note(engine, CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) == std::optional<bool>(false);
 }
 
 Desc make_engine(const OpGraph& g, int64_t index) {
@@ -182,15 +178,12 @@ std::vector<KnobRange> knob_ranges(const Desc& engine) {
 
 // A heuristics result as a Config; false when its engine is filtered out.
 bool config_of(const Desc& cfg, const EngineFilter& filter, Config& c) {
-  Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
-  int64_t n = 0;
-  if (cudnnBackendGetAttribute(cfg.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n,
-                               engine.ptr()) != CUDNN_STATUS_SUCCESS ||
-      n != 1 || !engine_allowed(engine, filter))
-    return false;
+  const Desc engine = engine_of(cfg);
+  if (!engine.ok() || !engine_allowed(engine, filter)) return false;
   c.engine = engine.get_int(CUDNN_ATTR_ENGINE_GLOBAL_INDEX);
   std::vector<Desc> choices = fresh(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, CUDNN_KNOB_TYPE_COUNTS);
   std::vector<cudnnBackendDescriptor_t> r = raw(choices);
+  int64_t n = 0;
   if (cudnnBackendGetAttribute(cfg.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
                                static_cast<int64_t>(r.size()), &n, r.data()) != CUDNN_STATUS_SUCCESS)
     return false;

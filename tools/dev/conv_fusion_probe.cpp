@@ -159,28 +159,10 @@ struct Buffers {
 };
 
 bool notes_runtime_compiled(const Desc& cfg) {
-  Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
-  int64_t n = 0;
-  if (cudnnBackendGetAttribute(cfg.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n,
-                               engine.ptr()) != CUDNN_STATUS_SUCCESS)
-    return false;
-  cudnnBackendBehaviorNote_t notes[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
-  if (cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
-                               CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &n, notes) != CUDNN_STATUS_SUCCESS)
-    return false;
-  for (int64_t i = 0; i < n; ++i)
-    if (notes[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) return true;
-  return false;
+  return has_behavior_note(engine_of(cfg), CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION).value_or(false);
 }
 
-int64_t engine_index(const Desc& cfg) {
-  Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
-  int64_t n = 0;
-  if (cudnnBackendGetAttribute(cfg.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n,
-                               engine.ptr()) != CUDNN_STATUS_SUCCESS)
-    return -1;
-  return engine.get_int(CUDNN_ATTR_ENGINE_GLOBAL_INDEX);
-}
+int64_t engine_index(const Desc& cfg) { return engine_of(cfg).get_int(CUDNN_ATTR_ENGINE_GLOBAL_INDEX); }
 
 // Returns the best time in us, or infinity when no configuration ran.
 double probe(int64_t N, int64_t C, int64_t H, const Case& c, const Buffers& buf, CudaContext& ctx, int64_t chunks) {
