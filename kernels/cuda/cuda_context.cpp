@@ -67,8 +67,14 @@ int lane_priority(Lane l, bool branch_side_below) {
   return greatest;
 }
 
+cudaStream_t new_lane_stream(Lane l, bool branch_side_below) {
+  cudaStream_t stream = nullptr;
+  CUDA_CHECK(cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, lane_priority(l, branch_side_below)));
+  return stream;
+}
+
 void create_lane(LaneState& lane, Lane l, bool branch_side_below) {
-  CUDA_CHECK(cudaStreamCreateWithPriority(&lane.stream, cudaStreamNonBlocking, lane_priority(l, branch_side_below)));
+  lane.stream = new_lane_stream(l, branch_side_below);
   CUDNN_CHECK(cudnnCreate(&lane.cudnn));
   CUDNN_CHECK(cudnnSetStream(lane.cudnn, lane.stream));
 }
@@ -115,7 +121,7 @@ void rank_branch_side_below_branch(CudaContext& ctx, bool below) {
   GE_CHECK(capture == cudaStreamCaptureStatusNone, "rank_branch_side_below_branch during a CUDA graph capture");
   CUDA_CHECK(cudaStreamSynchronize(lane.stream));
   cudaStream_t old = lane.stream;
-  CUDA_CHECK(cudaStreamCreateWithPriority(&lane.stream, cudaStreamNonBlocking, lane_priority(Lane::BranchSide, below)));
+  lane.stream = new_lane_stream(Lane::BranchSide, below);
   CUDNN_CHECK(cudnnSetStream(lane.cudnn, lane.stream));
   if (lane.cublas) CUBLAS_CHECK(cublasSetStream(lane.cublas, lane.stream));
   CUDA_CHECK(cudaStreamDestroy(old));
