@@ -9,7 +9,8 @@
 // and times every configuration the heuristics (modes A, B, fallback) list, runtime-compiled
 // ones included (their build time printed). One line per graph: the fastest configuration.
 //
-//   [GE_PROBE_CHUNKS="1 2 4"] [GE_PROBE_PLAIN=1] build/ganengine_fusion_probe [batch ...]   (default: 1024)
+//   [GE_PROBE_CHUNKS="1 2 4"] [GE_PROBE_PLAIN=1 | GE_PROBE_PROLOGUE_ONLY=1] [GE_PROBE_PROLOGUE_HALF=1]
+//   build/ganengine_fusion_probe [batch ...]   (default: 1024)
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -188,11 +189,14 @@ double probe(int64_t N, int64_t C, int64_t H, const Case& c, const Buffers& buf,
   if (c.prologue != Prologue::None) {
     const Desc& in = on_dy ? y_real : x_real;
     const int64_t(&dims)[4] = on_dy ? yd : xd;
-    const Desc& scale = b.tensor(kScale, f32, cd, false);
-    const Desc& bias = b.tensor(kBias, f32, cd, false);
-    const Desc& scaled = b.tensor(b.next_virtual++, f32, dims, true);
-    const Desc& shifted = b.tensor(b.next_virtual++, f32, dims, true);
-    const Desc& act = b.tensor(b.next_virtual++, f32, dims, true);
+    // GE_PROBE_PROLOGUE_HALF=1: half scale, bias and intermediates (the form of cuDNN's own
+    // ConvBNfprop samples) instead of f32 (what our normalisation computes in).
+    const cudnnDataType_t pt = std::getenv("GE_PROBE_PROLOGUE_HALF") ? half : f32;
+    const Desc& scale = b.tensor(kScale, pt, cd, false);
+    const Desc& bias = b.tensor(kBias, pt, cd, false);
+    const Desc& scaled = b.tensor(b.next_virtual++, pt, dims, true);
+    const Desc& shifted = b.tensor(b.next_virtual++, pt, dims, true);
+    const Desc& act = b.tensor(b.next_virtual++, pt, dims, true);
     ok = b.pointwise(CUDNN_POINTWISE_MUL, in, &scale, scaled) &&
          b.pointwise(CUDNN_POINTWISE_ADD, scaled, &bias, shifted) &&
          b.pointwise(CUDNN_POINTWISE_RELU_FWD, shifted, nullptr, act, c.prologue == Prologue::Leaky ? 0.2f : 0.f);
@@ -346,12 +350,15 @@ int main(int argc, char** argv) {
     }
   if (chunk_counts.empty()) chunk_counts = {1};
   const bool plain_only = std::getenv("GE_PROBE_PLAIN") != nullptr;
+  const bool prologue_only = std::getenv("GE_PROBE_PROLOGUE_ONLY") != nullptr;  // the graphs with a prologue
   const std::vector<Case> cases = {
       // D's layers: forward with the previous BatchNorm + LeakyReLU on x and statistics of y.
       {ConvPass::Forward, false, Prologue::None},
       {ConvPass::Forward, true, Prologue::None},
       {ConvPass::Forward, false, Prologue::Leaky},
       {ConvPass::Forward, true, Prologue::Leaky},
+      {ConvPass::Forward, false, Prologue::Relu},
+      {ConvPass::Forward, true, Prologue::Relu},
       // G's transposed convolutions run as backward-data: BatchNorm + ReLU on dy, statistics of dx.
       {ConvPass::BackwardData, false, Prologue::None},
       {ConvPass::BackwardData, true, Prologue::None},
@@ -374,7 +381,8 @@ int main(int argc, char** argv) {
     buf.sqsum = device_random(size_t(K), false);
     CUDA_CHECK(cudaMalloc(&buf.ws, kWorkspaceCap));
     for (const Case& c : cases)
-      if (!plain_only || (!c.stats && c.prologue == Prologue::None))
+      if ((!plain_only || (!c.stats && c.prologue == Prologue::None)) &&
+          (!prologue_only || c.prologue != Prologue::None))
         for (int64_t k : chunk_counts)
           if (N % k == 0) probe(N, C, H, c, buf, ctx, k);
     for (void* p : {buf.x, buf.w, buf.y, buf.scale, buf.bias, buf.sum, buf.sqsum, buf.ws}) CUDA_CHECK(cudaFree(p));
