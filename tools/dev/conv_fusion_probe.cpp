@@ -190,7 +190,8 @@ double probe(int64_t N, int64_t C, int64_t H, const Case& c, const Buffers& buf,
     const Desc& in = on_dy ? y_real : x_real;
     const int64_t(&dims)[4] = on_dy ? yd : xd;
     // GE_PROBE_PROLOGUE_HALF=1: half scale, bias and intermediates (the form of cuDNN's own
-    // ConvBNfprop samples) instead of f32 (what our normalisation computes in).
+    // ConvBNfprop samples) instead of f32 (what our normalisation computes in). The buffers
+    // hold f32 values either way: only the times are meant, no result is checked.
     const cudnnDataType_t pt = std::getenv("GE_PROBE_PROLOGUE_HALF") ? half : f32;
     const Desc& scale = b.tensor(kScale, pt, cd, false);
     const Desc& bias = b.tensor(kBias, pt, cd, false);
