@@ -10,7 +10,7 @@
 // ones included (their build time printed). One line per graph: the fastest configuration.
 //
 //   [GE_PROBE_CHUNKS="1 2 4"] [GE_PROBE_PLAIN=1 | GE_PROBE_PROLOGUE_ONLY=1] [GE_PROBE_PROLOGUE_HALF=1]
-//   build/ganengine_fusion_probe [batch ...]   (default: 1024)
+//   [GE_PROBE_CHECK=1] build/ganengine_fusion_probe [batch ...]   (default: 1024)
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -24,6 +24,7 @@
 #include "conv_plan.h"
 #include "cudnn_backend_desc.h"
 #include "ganengine/cuda_context.h"
+#include "ganengine/ops.h"
 #include "probe_util.h"
 
 using namespace ge;
@@ -165,20 +166,24 @@ bool notes_runtime_compiled(const Desc& cfg) {
 
 int64_t engine_index(const Desc& cfg) { return engine_of(cfg).get_int(CUDNN_ATTR_ENGINE_GLOBAL_INDEX); }
 
-// Returns the best time in us, or infinity when no configuration ran.
-double probe(int64_t N, int64_t C, int64_t H, const Case& c, const Buffers& buf, CudaContext& ctx, int64_t chunks) {
+// One operation graph for case c at batch N, and the descriptors it is built from.
+struct FusedGraph {
+  Builder b;
+  Desc graph{CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR};
+};
+
+// The graph, or nullptr when cuDNN refuses it. half_prologue: scale, bias and the prologue's
+// intermediates in half (the form of cuDNN's own ConvBNfprop samples), else f32 (what our
+// normalisation computes in).
+std::unique_ptr<FusedGraph> build_graph(int64_t N, int64_t C, int64_t H, const Case& c, bool half_prologue,
+                                        cudnnHandle_t handle) {
   const int64_t K = 2 * C, P = H / 2;
-  const int64_t batch = N;
-  N /= chunks;  // the graph's batch: one chunk of images, run chunk after chunk over the whole batch
   const int64_t xd[4] = {N, C, H, H}, wd[4] = {K, C, 4, 4}, yd[4] = {N, K, P, P};
   // Per-channel tensors of the activation input and of the pass's output.
-  const bool on_dy = c.on_dy;
-  const int64_t act_channels = on_dy ? K : C;
-  const int64_t cd[4] = {1, act_channels, 1, 1};
-  const int64_t out_channels = c.pass == ConvPass::Forward ? K : C;
-  const int64_t sd[4] = {1, out_channels, 1, 1};
-
-  Builder b;
+  const int64_t cd[4] = {1, c.on_dy ? K : C, 1, 1};
+  const int64_t sd[4] = {1, c.pass == ConvPass::Forward ? K : C, 1, 1};
+  auto g = std::make_unique<FusedGraph>();
+  Builder& b = g->b;
   const cudnnDataType_t half = CUDNN_DATA_HALF, f32 = CUDNN_DATA_FLOAT;
   const Desc& x_real = b.tensor(kX, half, xd, false);
   const Desc& w = b.tensor(kW, half, wd, false);
@@ -187,12 +192,9 @@ double probe(int64_t N, int64_t C, int64_t H, const Case& c, const Buffers& buf,
   const Desc* x = &x_real;
   const Desc* y = &y_real;
   if (c.prologue != Prologue::None) {
-    const Desc& in = on_dy ? y_real : x_real;
-    const int64_t(&dims)[4] = on_dy ? yd : xd;
-    // GE_PROBE_PROLOGUE_HALF=1: half scale, bias and intermediates (the form of cuDNN's own
-    // ConvBNfprop samples) instead of f32 (what our normalisation computes in). The buffers
-    // hold f32 values either way: only the times are meant, no result is checked.
-    const cudnnDataType_t pt = std::getenv("GE_PROBE_PROLOGUE_HALF") ? half : f32;
+    const Desc& in = c.on_dy ? y_real : x_real;
+    const int64_t(&dims)[4] = c.on_dy ? yd : xd;
+    const cudnnDataType_t pt = half_prologue ? half : f32;
     const Desc& scale = b.tensor(kScale, pt, cd, false);
     const Desc& bias = b.tensor(kBias, pt, cd, false);
     const Desc& scaled = b.tensor(b.next_virtual++, pt, dims, true);
@@ -201,7 +203,7 @@ double probe(int64_t N, int64_t C, int64_t H, const Case& c, const Buffers& buf,
     ok = b.pointwise(CUDNN_POINTWISE_MUL, in, &scale, scaled) &&
          b.pointwise(CUDNN_POINTWISE_ADD, scaled, &bias, shifted) &&
          b.pointwise(CUDNN_POINTWISE_RELU_FWD, shifted, nullptr, act, c.prologue == Prologue::Leaky ? 0.2f : 0.f);
-    (on_dy ? y : x) = &act;
+    (c.on_dy ? y : x) = &act;
   }
   // The pass's output is real; the prologue's result stands in for its input.
   ok = ok && b.conv(c.pass, *x, w, *y);
@@ -211,24 +213,20 @@ double probe(int64_t N, int64_t C, int64_t H, const Case& c, const Buffers& buf,
     const Desc& sqsum = b.tensor(kSqSum, f32, sd, false);
     ok = ok && b.genstats(out, sum, sqsum);
   }
-  if (!ok) {
-    std::printf("%-28s N=%lld C=%lld->%lld: graph refused\n", describe(c).c_str(), (long long)N, (long long)C,
-                (long long)K);
-    return std::numeric_limits<double>::infinity();
-  }
   std::vector<cudnnBackendDescriptor_t> ops;
   for (const Desc& op : b.ops) ops.push_back(op.get());
-  Desc graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-  cudnnHandle_t handle = ctx.cudnn();
-  if (!built(graph, graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                              static_cast<int64_t>(ops.size()), ops.data()) &&
-                        graph.set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle))) {
-    std::printf("%-28s N=%lld C=%lld->%lld: operation graph refused\n", describe(c).c_str(), (long long)N, (long long)C,
+  if (!ok || !built(g->graph, g->graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                           static_cast<int64_t>(ops.size()), ops.data()) &&
+                                  g->graph.set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle))) {
+    std::printf("%-28s N=%lld C=%lld->%lld: graph refused\n", describe(c).c_str(), (long long)N, (long long)C,
                 (long long)K);
-    return std::numeric_limits<double>::infinity();
+    return nullptr;
   }
+  return g;
+}
 
-  // Every configuration the heuristics list, by mode, without repeats of an engine+knobs.
+// Every configuration the heuristics list (modes A, B, fallback; at most 8 of each).
+std::vector<Desc> listed_configs(const Desc& graph) {
   std::vector<Desc> cfgs;
   for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B, CUDNN_HEUR_MODE_FALLBACK}) {
     Desc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
@@ -248,6 +246,46 @@ double probe(int64_t N, int64_t C, int64_t H, const Case& c, const Buffers& buf,
       continue;
     for (int64_t i = 0; i < n && i < 8; ++i) cfgs.push_back(std::move(got[i]));
   }
+  return cfgs;
+}
+
+Desc make_plan(cudnnHandle_t handle, const Desc& cfg) {
+  Desc plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+  if (!built(plan, plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle) &&
+                       plan.set_desc(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, cfg)))
+    return Desc(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+  return plan;
+}
+
+// The variant pack of case c over these buffers (scale, bias, sum, sqsum used as c asks).
+Desc make_pack(const Case& c, void* x, void* w, void* y, const Buffers& buf) {
+  std::vector<int64_t> uids = {kX, kW, kY};
+  std::vector<void*> ptrs = {x, w, y};
+  if (c.prologue != Prologue::None)
+    uids.push_back(kScale), uids.push_back(kBias), ptrs.push_back(buf.scale), ptrs.push_back(buf.bias);
+  if (c.stats) uids.push_back(kSum), uids.push_back(kSqSum), ptrs.push_back(buf.sum), ptrs.push_back(buf.sqsum);
+  Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  void* ws_ptr = buf.ws;
+  if (!built(pack, pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, (int64_t)uids.size(), uids.data()) &&
+                       pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, (int64_t)ptrs.size(),
+                                ptrs.data()) &&
+                       pack.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws_ptr)))
+    return Desc(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  return pack;
+}
+
+// Returns the best time in us, or infinity when no configuration ran.
+double probe(int64_t N, int64_t C, int64_t H, const Case& c, const Buffers& buf, CudaContext& ctx, int64_t chunks) {
+  const int64_t K = 2 * C, P = H / 2;
+  const int64_t batch = N;
+  N /= chunks;  // the graph's batch: one chunk of images, run chunk after chunk over the whole batch
+  cudnnHandle_t handle = ctx.cudnn();
+  // GE_PROBE_PROLOGUE_HALF=1: the prologue in half. The buffers hold f32 values either way: only
+  // the times are meant here, no result is checked (GE_PROBE_CHECK does that).
+  const std::unique_ptr<FusedGraph> g =
+      build_graph(N, C, H, c, std::getenv("GE_PROBE_PROLOGUE_HALF") != nullptr, handle);
+  if (!g) return std::numeric_limits<double>::infinity();
+  std::vector<Desc> cfgs = listed_configs(g->graph);
 
   double best = std::numeric_limits<double>::infinity();
   int64_t best_engine = -1;
@@ -259,10 +297,8 @@ double probe(int64_t N, int64_t C, int64_t H, const Case& c, const Buffers& buf,
     const bool rtc = notes_runtime_compiled(cfg);
     if (rtc && compiled >= 3) continue;  // NVRTC builds take seconds; three say enough
     const auto t0 = std::chrono::steady_clock::now();
-    Desc plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
-    if (!built(plan, plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle) &&
-                         plan.set_desc(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, cfg)))
-      continue;
+    const Desc plan = make_plan(handle, cfg);
+    if (!plan.ok()) continue;
     if (rtc) {
       ++compiled;
       compile_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -272,21 +308,9 @@ double probe(int64_t N, int64_t C, int64_t H, const Case& c, const Buffers& buf,
     if (ws < 0 || static_cast<size_t>(ws) > kWorkspaceCap) continue;
     std::vector<Desc> packs;
     for (int64_t k = 0; k < chunks; ++k) {
-      char* x_chunk = static_cast<char*>(buf.x) + k * N * C * H * H * 2;
-      char* y_chunk = static_cast<char*>(buf.y) + k * N * K * P * P * 2;
-      std::vector<int64_t> uids = {kX, kW, kY};
-      std::vector<void*> ptrs = {x_chunk, buf.w, y_chunk};
-      if (c.prologue != Prologue::None)
-        uids.push_back(kScale), uids.push_back(kBias), ptrs.push_back(buf.scale), ptrs.push_back(buf.bias);
-      if (c.stats) uids.push_back(kSum), uids.push_back(kSqSum), ptrs.push_back(buf.sum), ptrs.push_back(buf.sqsum);
-      Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-      void* ws_ptr = buf.ws;
-      if (built(pack,
-                pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, (int64_t)uids.size(), uids.data()) &&
-                    pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, (int64_t)ptrs.size(),
-                             ptrs.data()) &&
-                    pack.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws_ptr)))
-        packs.push_back(std::move(pack));
+      Desc pack = make_pack(c, static_cast<char*>(buf.x) + k * N * C * H * H * 2, buf.w,
+                            static_cast<char*>(buf.y) + k * N * K * P * P * 2, buf);
+      if (pack.ok()) packs.push_back(std::move(pack));
     }
     if (static_cast<int64_t>(packs.size()) != chunks) continue;
     const double us = time_us(ctx, [&] {
@@ -311,6 +335,117 @@ double probe(int64_t N, int64_t C, int64_t H, const Case& c, const Buffers& buf,
       (long long)best_engine, best_rtc ? " (runtime-compiled)" : "", cfgs.size(), built_plans, timed, compiled,
       compile_s, engines.c_str());
   return best;
+}
+
+// GE_PROBE_CHECK=1: what the half-prologue forward with GenStats (cuDNN's ConvBNfprop form)
+// computes, against this engine's numerics: the previous BatchNorm and LeakyReLU as our
+// normalise kernel forms them (f32, each operation rounded, the result rounded to half before
+// and after the activation) followed by our convolution; the sums against the output's own
+// sums in double; and whether a second run repeats every bit.
+float round_half(float v) { return __half2float(__float2half(v)); }
+
+// fused: the prologue's activation; ref_slope: the reference's LeakyReLU slope (0: ReLU).
+void check_fused_forward(int64_t N, int64_t C, int64_t H, Prologue fused, float ref_slope, CudaContext& ctx) {
+  const int64_t K = 2 * C, P = H / 2;
+  const Case c{ConvPass::Forward, true, fused};
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::uniform_real_distribution<float> uniform(0.5f, 2.f);
+  std::vector<float> mean(C), invstd(C), gamma(C), beta(C), scale(C), bias(C);
+  for (int64_t i = 0; i < C; ++i) {
+    mean[i] = 0.5f * normal(rng), invstd[i] = uniform(rng), gamma[i] = 1.f + 0.1f * normal(rng);
+    beta[i] = 0.1f * normal(rng);
+    scale[i] = round_half(static_cast<float>(double(gamma[i]) * invstd[i]));
+    bias[i] = round_half(static_cast<float>(double(beta[i]) - double(mean[i]) * gamma[i] * invstd[i]));
+  }
+  std::vector<float> xv(static_cast<size_t>(N * C * H * H)), wv(static_cast<size_t>(K * C * 16));
+  for (float& v : xv) v = round_half(normal(rng));
+  for (float& v : wv) v = round_half(0.05f * normal(rng));
+  // Logical NCHW order: channel (i / (H * H)) % C.
+  std::vector<float> act(xv.size());
+  for (size_t i = 0; i < xv.size(); ++i) {
+    const int64_t ch = static_cast<int64_t>(i / (H * H)) % C;
+    const float z = round_half(std::fma((xv[i] - mean[ch]) * invstd[ch], gamma[ch], beta[ch]));
+    act[i] = round_half(z > 0.f ? z : z * ref_slope);
+  }
+  const Device d = Device::cuda(0);
+  const Tensor x = Tensor::from_floats(xv, {N, C, H, H}, DType::F16, d, MemoryFormat::NHWC);
+  const Tensor w = Tensor::from_floats(wv, {K, C, 4, 4}, DType::F16, d, MemoryFormat::NHWC);
+  const Tensor a = Tensor::from_floats(act, {N, C, H, H}, DType::F16, d, MemoryFormat::NHWC);
+  Tensor y_ref = Tensor::empty({N, K, P, P}, DType::F16, d, MemoryFormat::NHWC);
+  ops::conv2d_forward(a, w, y_ref, Conv2dParams{2, 1});
+  const Tensor scale_h = Tensor::from_floats(scale, {C}, DType::F16, d);
+  const Tensor bias_h = Tensor::from_floats(bias, {C}, DType::F16, d);
+  Tensor sums = Tensor::zeros({2, K}, DType::F32, d);
+  Buffers buf{};
+  buf.scale = scale_h.data(), buf.bias = bias_h.data();
+  buf.sum = sums.data(), buf.sqsum = static_cast<float*>(sums.data()) + K;
+  CUDA_CHECK(cudaMalloc(&buf.ws, kWorkspaceCap));
+  cudnnHandle_t handle = ctx.cudnn();
+  const std::unique_ptr<FusedGraph> g = build_graph(N, C, H, c, /*half_prologue=*/true, handle);
+  if (!g) return;
+  std::vector<float> runs[2][2];  // [run][y, sums]
+  int64_t engine = -1;
+  for (const Desc& cfg : listed_configs(g->graph)) {
+    if (notes_runtime_compiled(cfg)) continue;
+    const Desc plan = make_plan(handle, cfg);
+    const int64_t ws = plan.ok() ? plan.get_int(CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE) : -1;
+    if (ws < 0 || static_cast<size_t>(ws) > kWorkspaceCap) continue;
+    Tensor y = Tensor::empty({N, K, P, P}, DType::F16, d, MemoryFormat::NHWC);
+    const Desc pack = make_pack(c, x.data(), w.data(), y.data(), buf);
+    bool ran = pack.ok();
+    for (int r = 0; r < 2 && ran; ++r) {
+      ran = cudnnBackendExecute(handle, plan.get(), pack.get()) == CUDNN_STATUS_SUCCESS &&
+            cudaStreamSynchronize(ctx.stream()) == cudaSuccess;
+      if (ran) runs[r][0] = y.to_floats(), runs[r][1] = sums.to_floats();
+    }
+    (void)cudaGetLastError();
+    if (ran) {
+      engine = engine_index(cfg);
+      break;
+    }
+  }
+  CUDA_CHECK(cudaFree(buf.ws));
+  if (engine < 0) {
+    std::printf("check C=%lld: no pre-compiled configuration ran\n", (long long)C);
+    return;
+  }
+  const std::vector<float> ref = y_ref.to_floats();
+  const std::vector<float>& yf = runs[0][0];
+  const std::vector<float>& sf = runs[0][1];
+  double max_ref = 0, max_diff = 0, sq_diff = 0, sq_ref = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    max_ref = std::max(max_ref, std::fabs(double(ref[i])));
+    const double dlt = double(yf[i]) - ref[i];
+    max_diff = std::max(max_diff, std::fabs(dlt));
+    sq_diff += dlt * dlt, sq_ref += double(ref[i]) * ref[i];
+  }
+  // Per output channel: the fused sums against double sums of the fused output and of the
+  // reference, and the biased variance from the sums against the reference's.
+  const double M = double(N) * P * P;
+  double sum_own = 0, sum_ref = 0, sq_own = 0, var_err = 0;
+  for (int64_t k = 0; k < K; ++k) {
+    double s_f = 0, q_f = 0, s_r = 0, q_r = 0;
+    for (int64_t i = 0; i < N * P * P; ++i) {
+      const size_t at = static_cast<size_t>((i / (P * P)) * K * P * P + k * P * P + i % (P * P));
+      s_f += yf[at], q_f += double(yf[at]) * yf[at], s_r += ref[at], q_r += double(ref[at]) * ref[at];
+    }
+    const double scale_s = std::sqrt(q_f) + 1e-30;
+    sum_own = std::max(sum_own, std::fabs(sf[k] - s_f) / scale_s);
+    sum_ref = std::max(sum_ref, std::fabs(sf[k] - s_r) / scale_s);
+    sq_own = std::max(sq_own, std::fabs(sf[K + k] - q_f) / q_f);
+    const double var_r = q_r / M - (s_r / M) * (s_r / M);
+    const double var_f = double(sf[K + k]) / M - (double(sf[k]) / M) * (double(sf[k]) / M);
+    var_err = std::max(var_err, std::fabs(var_f - var_r) / var_r);
+  }
+  std::printf(
+      "check %s, reference slope %.1f: C=%lld->%lld N=%lld (engine %lld): y against our numerics: max |diff| %.3g of "
+      "max |y| %.3g "
+      "(%.2e), rms %.2e; sums: against the output's own %.2e, against the reference's %.2e (of sqrt(sum y^2)); "
+      "squares against their own %.2e; variance against the reference's %.2e; second run bitwise: y %s, sums %s\n",
+      describe(c).c_str(), ref_slope, (long long)C, (long long)K, (long long)N, (long long)engine, max_diff, max_ref,
+      max_diff / max_ref, std::sqrt(sq_diff / sq_ref), sum_own, sum_ref, sq_own, var_err,
+      runs[1][0] == runs[0][0] ? "yes" : "no", runs[1][1] == runs[0][1] ? "yes" : "no");
 }
 
 void* device_random(size_t elements, bool half) {
@@ -370,6 +505,16 @@ int main(int argc, char** argv) {
       {ConvPass::BackwardFilter, false, Prologue::Leaky},
       {ConvPass::BackwardFilter, false, Prologue::Relu, true},
   };
+  if (std::getenv("GE_PROBE_CHECK")) {
+    for (int64_t N : args.batches)
+      for (int64_t C : {128, 256}) {
+        const int64_t H = 64 * 64 / C / 2;
+        check_fused_forward(N, C, H, Prologue::Leaky, 0.2f, ctx);
+        check_fused_forward(N, C, H, Prologue::Leaky, 0.f, ctx);  // does the engine take the slope?
+        check_fused_forward(N, C, H, Prologue::Relu, 0.f, ctx);
+      }
+    return 0;
+  }
   for_each_layer(args, [&](int64_t N, int64_t C, int64_t H) {
     const int64_t K = 2 * C, P = H / 2;
     Buffers buf;
