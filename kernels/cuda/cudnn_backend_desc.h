@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "conv_plan.h"
+
 namespace ge {
 namespace gpu {
 namespace backend {
@@ -66,6 +68,50 @@ inline std::vector<cudnnBackendDescriptor_t> raw(const std::vector<Desc>& v) {
 }
 
 inline bool built(Desc& d, bool ok) { return ok && d.finalize(); }
+
+// One convolution pass as a backend operation over tensors x, w, y in their forward roles (a
+// backward-data's dx is x, its dy y; a backward-filter's dw is w): the convolution descriptor
+// (f32 accumulation, 2-D cross-correlation, no dilation) into `conv` and the pass, out =
+// pass(inputs) + beta * out, into `op`. False when cuDNN refuses either.
+inline bool conv_operation(ConvPass pass, const Desc& x, const Desc& w, const Desc& y, int64_t stride,
+                           const int64_t (&pre_pad)[2], const int64_t (&post_pad)[2], float beta, Desc& conv,
+                           Desc& op) {
+  const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
+  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+  const int64_t ones[2] = {1, 1}, strides[2] = {stride, stride};
+  conv = Desc(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
+  if (!built(conv, conv.set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute) &&
+                       conv.set(CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode) &&
+                       conv.set_int(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, 2) &&
+                       conv.set(CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, ones) &&
+                       conv.set(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, strides) &&
+                       conv.set(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pre_pad) &&
+                       conv.set(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, post_pad)))
+    return false;
+  // Each pass names the same three tensors by its own attributes.
+  struct Attrs {
+    cudnnBackendDescriptorType_t type;
+    cudnnBackendAttributeName_t x, w, y, conv, alpha, beta;
+  };
+  static const Attrs kAttrs[3] = {
+      {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA},
+      {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA},
+      {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
+       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA}};
+  const Attrs& a = kAttrs[static_cast<int>(pass)];
+  op = Desc(a.type);
+  const float alpha = 1.f;
+  return built(op, op.set_desc(a.x, x) && op.set_desc(a.w, w) && op.set_desc(a.y, y) && op.set_desc(a.conv, conv) &&
+                       op.set(a.alpha, CUDNN_TYPE_FLOAT, 1, &alpha) && op.set(a.beta, CUDNN_TYPE_FLOAT, 1, &beta));
+}
 
 // The engine an engine configuration names; a null Desc when it cannot be read.
 inline Desc engine_of(const Desc& cfg) {

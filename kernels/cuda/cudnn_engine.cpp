@@ -19,6 +19,7 @@ namespace gpu {
 namespace {
 
 using backend::built;
+using backend::conv_operation;
 using backend::Desc;
 using backend::engine_of;
 using backend::fresh;
@@ -53,42 +54,7 @@ std::unique_ptr<OpGraph> make_graph(cudnnHandle_t handle, const EngineConv& c) {
   g->y = make_tensor(kUidY, c.dtype, c.y_dims, c.y_strides);
   if (!g->x.ok() || !g->w.ok() || !g->y.ok()) return nullptr;
 
-  const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
-  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
-  const int64_t spatial = 2, ones[2] = {1, 1}, strides[2] = {c.stride, c.stride};
-  if (!built(g->conv, g->conv.set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute) &&
-                          g->conv.set(CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode) &&
-                          g->conv.set_int(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, spatial) &&
-                          g->conv.set(CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, ones) &&
-                          g->conv.set(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, strides) &&
-                          g->conv.set(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, c.pre_pad) &&
-                          g->conv.set(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, c.post_pad)))
-    return nullptr;
-
-  // Each pass names the same three tensors by its own attributes.
-  struct Attrs {
-    cudnnBackendDescriptorType_t type;
-    cudnnBackendAttributeName_t x, w, y, conv, alpha, beta;
-  };
-  static const Attrs kAttrs[3] = {
-      {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
-       CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
-       CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
-       CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA},
-      {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
-       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
-       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
-       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA},
-      {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
-       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
-       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
-       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA}};
-  const Attrs& a = kAttrs[static_cast<int>(c.pass)];
-  g->op = Desc(a.type);
-  const float alpha = 1.f, beta = c.beta;
-  if (!built(g->op, g->op.set_desc(a.x, g->x) && g->op.set_desc(a.w, g->w) && g->op.set_desc(a.y, g->y) &&
-                        g->op.set_desc(a.conv, g->conv) && g->op.set(a.alpha, CUDNN_TYPE_FLOAT, 1, &alpha) &&
-                        g->op.set(a.beta, CUDNN_TYPE_FLOAT, 1, &beta)))
+  if (!conv_operation(c.pass, g->x, g->w, g->y, c.stride, c.pre_pad, c.post_pad, c.beta, g->conv, g->op))
     return nullptr;
   if (!built(g->graph, g->graph.set_desc(CUDNN_ATTR_OPERATIONGRAPH_OPS, g->op) &&
                            g->graph.set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle)))
