@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -23,14 +22,6 @@ using namespace ge::gpu;
 using namespace ge::probe_util;
 
 namespace {
-
-Tensor random_half(const Shape& shape, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.f, 1.f);
-  std::vector<float> v(static_cast<size_t>(shape_numel(shape)));
-  for (float& f : v) f = dist(rng);
-  return Tensor::from_floats(v, shape, DType::F16, Device::cuda(0), MemoryFormat::NHWC);
-}
 
 void probe(int64_t N, int64_t C, int64_t H, ConvPass pass, double budget_s, CudaContext& ctx) {
   const int64_t K = 2 * C, P = H / 2;

@@ -109,40 +109,11 @@ struct Builder {
     return ok;
   }
 
+  // The DCGAN's 4x4 stride-2 pad-1 convolution's pass over x, w, y (forward roles).
   bool conv(ConvPass pass, const Desc& x, const Desc& w, const Desc& y) {
-    Desc cd(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
-    const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
-    const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
-    const int64_t ones[2] = {1, 1}, twos[2] = {2, 2};
-    bool ok = built(cd, cd.set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute) &&
-                            cd.set(CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode) &&
-                            cd.set_int(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, 2) &&
-                            cd.set(CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, ones) &&
-                            cd.set(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, twos) &&
-                            cd.set(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, ones) &&
-                            cd.set(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, ones));
-    cudnnBackendDescriptorType_t type;
-    cudnnBackendAttributeName_t ax, aw, ay, ac, aa, ab;
-    if (pass == ConvPass::Forward) {
-      type = CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR;
-      ax = CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, aw = CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W;
-      ay = CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, ac = CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC;
-      aa = CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, ab = CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA;
-    } else if (pass == ConvPass::BackwardData) {
-      type = CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR;
-      ax = CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, aw = CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W;
-      ay = CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, ac = CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC;
-      aa = CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, ab = CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA;
-    } else {
-      type = CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR;
-      ax = CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, aw = CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW;
-      ay = CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, ac = CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC;
-      aa = CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, ab = CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA;
-    }
-    Desc op(type);
-    const float alpha = 1.f, beta = 0.f;
-    ok = built(op, ok && op.set_desc(ax, x) && op.set_desc(aw, w) && op.set_desc(ay, y) && op.set_desc(ac, cd) &&
-                       op.set(aa, CUDNN_TYPE_FLOAT, 1, &alpha) && op.set(ab, CUDNN_TYPE_FLOAT, 1, &beta));
+    const int64_t pad[2] = {1, 1};
+    Desc cd(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR), op(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
+    const bool ok = conv_operation(pass, x, w, y, 2, pad, pad, 0.f, cd, op);
     keep.push_back(std::move(cd));
     ops.push_back(std::move(op));
     return ok;
@@ -377,10 +348,10 @@ void check_fused_forward(int64_t N, int64_t C, int64_t H, Prologue fused, float 
   const Tensor scale_h = Tensor::from_floats(scale, {C}, DType::F16, d);
   const Tensor bias_h = Tensor::from_floats(bias, {C}, DType::F16, d);
   Tensor sums = Tensor::zeros({2, K}, DType::F32, d);
+  const Tensor ws = Tensor::empty({static_cast<int64_t>(kWorkspaceCap)}, DType::U8, d);
   Buffers buf{};
   buf.scale = scale_h.data(), buf.bias = bias_h.data();
-  buf.sum = sums.data(), buf.sqsum = static_cast<float*>(sums.data()) + K;
-  CUDA_CHECK(cudaMalloc(&buf.ws, kWorkspaceCap));
+  buf.sum = sums.data(), buf.sqsum = static_cast<float*>(sums.data()) + K, buf.ws = ws.data();
   cudnnHandle_t handle = ctx.cudnn();
   const std::unique_ptr<FusedGraph> g = build_graph(N, C, H, c, /*half_prologue=*/true, handle);
   if (!g) return;
@@ -405,7 +376,6 @@ void check_fused_forward(int64_t N, int64_t C, int64_t H, Prologue fused, float 
       break;
     }
   }
-  CUDA_CHECK(cudaFree(buf.ws));
   if (engine < 0) {
     std::printf("check C=%lld: no pre-compiled configuration ran\n", (long long)C);
     return;
@@ -446,24 +416,6 @@ void check_fused_forward(int64_t N, int64_t C, int64_t H, Prologue fused, float 
       describe(c).c_str(), ref_slope, (long long)C, (long long)K, (long long)N, (long long)engine, max_diff, max_ref,
       max_diff / max_ref, std::sqrt(sq_diff / sq_ref), sum_own, sum_ref, sq_own, var_err,
       runs[1][0] == runs[0][0] ? "yes" : "no", runs[1][1] == runs[0][1] ? "yes" : "no");
-}
-
-void* device_random(size_t elements, bool half) {
-  std::mt19937 rng(7);
-  std::normal_distribution<float> dist(0.f, 1.f);
-  void* p = nullptr;
-  if (half) {
-    std::vector<__half> v(elements);
-    for (auto& h : v) h = __float2half(dist(rng));
-    CUDA_CHECK(cudaMalloc(&p, elements * 2));
-    CUDA_CHECK(cudaMemcpy(p, v.data(), elements * 2, cudaMemcpyHostToDevice));
-  } else {
-    std::vector<float> v(elements);
-    for (auto& f : v) f = 1.f + 0.1f * dist(rng);
-    CUDA_CHECK(cudaMalloc(&p, elements * 4));
-    CUDA_CHECK(cudaMemcpy(p, v.data(), elements * 4, cudaMemcpyHostToDevice));
-  }
-  return p;
 }
 
 }  // namespace
@@ -517,21 +469,21 @@ int main(int argc, char** argv) {
   }
   for_each_layer(args, [&](int64_t N, int64_t C, int64_t H) {
     const int64_t K = 2 * C, P = H / 2;
-    Buffers buf;
-    buf.x = device_random(size_t(N * C * H * H), true);
-    buf.w = device_random(size_t(K * C * 16), true);
-    buf.y = device_random(size_t(N * K * P * P), true);
-    buf.scale = device_random(size_t(K), false);
-    buf.bias = device_random(size_t(K), false);
-    buf.sum = device_random(size_t(K), false);
-    buf.sqsum = device_random(size_t(K), false);
-    CUDA_CHECK(cudaMalloc(&buf.ws, kWorkspaceCap));
+    const Tensor x = random_half({N, C, H, H}, 1), w = random_half({K, C, 4, 4}, 2), y = random_half({N, K, P, P}, 3);
+    // Per-channel f32 values near 1 for the scale, bias and statistics slots.
+    auto per_channel = [&](uint32_t seed) {
+      std::vector<float> v = random_floats(K, seed);
+      for (float& f : v) f = 1.f + 0.1f * f;
+      return Tensor::from_floats(v, {K}, DType::F32, Device::cuda(0));
+    };
+    const Tensor scale = per_channel(4), bias = per_channel(5), sum = per_channel(6), sqsum = per_channel(7);
+    const Tensor ws = Tensor::empty({static_cast<int64_t>(kWorkspaceCap)}, DType::U8, Device::cuda(0));
+    const Buffers buf{x.data(), w.data(), y.data(), scale.data(), bias.data(), sum.data(), sqsum.data(), ws.data()};
     for (const Case& c : cases)
       if ((!plain_only || (!c.stats && c.prologue == Prologue::None)) &&
           (!prologue_only || c.prologue != Prologue::None))
         for (int64_t k : chunk_counts)
           if (N % k == 0) probe(N, C, H, c, buf, ctx, k);
-    for (void* p : {buf.x, buf.w, buf.y, buf.scale, buf.bias, buf.sum, buf.sqsum, buf.ws}) CUDA_CHECK(cudaFree(p));
   });
   return 0;
 }

@@ -14,7 +14,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -28,14 +27,6 @@ using namespace ge::gpu;
 using namespace ge::probe_util;
 
 namespace {
-
-std::vector<float> random_floats(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.f, 1.f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& f : v) f = dist(rng);
-  return v;
-}
 
 // The phase (a, b) filter: f[c][k][t][u] = w[k][c][3 - a - 2t][3 - b - 2u], logical (C, K, 2, 2).
 std::vector<float> phase_filter(const std::vector<float>& w, int64_t K, int64_t C, int a, int b) {

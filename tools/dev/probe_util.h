@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <random>
 #include <vector>
 
 #include "ganengine/cuda_context.h"
@@ -22,6 +23,21 @@ template <class F>
 double time_us(gpu::CudaContext& ctx, F run) {
   gpu::TimingEvents ev;
   return 1000.0 * gpu::graph_time_ms(ctx.stream(), kRuns, run, ev);
+}
+
+// n values drawn from N(0, 1), seeded.
+inline std::vector<float> random_floats(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& f : v) f = dist(rng);
+  return v;
+}
+
+// A half NHWC tensor of random_floats on the GPU.
+inline Tensor random_half(const Shape& shape, uint32_t seed) {
+  return Tensor::from_floats(random_floats(shape_numel(shape), seed), shape, DType::F16, Device::cuda(0),
+                             MemoryFormat::NHWC);
 }
 
 // Largest |a - b| relative to the largest |a|.
