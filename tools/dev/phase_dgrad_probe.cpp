@@ -8,7 +8,7 @@
 // k = 3 (dy row m - 1) and k = 1 (row m), a 2-tap correlation padded one row before; for a = 1
 // the taps k = 2 (row m) and k = 0 (row m + 1), padded one row after. Columns alike.
 //
-//   [GE_PROBE_BUDGET=seconds] build/ganengine_phase_probe [batch ...]        (default: 1024 64)
+//   [GE_PROBE_BUDGET=seconds] [GE_PROBE_PACKED=1] build/ganengine_phase_probe [batch ...]   (default: 1024 64)
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -66,6 +66,12 @@ void probe(int64_t N, int64_t C, int64_t H, double budget_s, CudaContext& ctx) {
   std::vector<std::unique_ptr<EnginePlan>> plans;
   std::vector<char*> outs;
   std::string names;
+  // GE_PROBE_PACKED=1: each phase into its own packed (N, P+1, P+1, C) tensor with pad 1 on
+  // every side (the 2x2 filter's output one pixel larger; a consumer would read the phase's
+  // P x P window at its offset): the time of such forwards, not their values.
+  const char* packed_env = std::getenv("GE_PROBE_PACKED");
+  const bool packed = packed_env && *packed_env && std::string(packed_env) != "0";
+  std::vector<Tensor> packed_outs;
   for (int a = 0; a < 2; ++a)
     for (int b = 0; b < 2; ++b) {
       filters.push_back(Tensor::from_floats(phase_filter(wv, K, C, a, b), {C, K, 2, 2}, DType::F16, Device::cuda(0),
@@ -82,6 +88,14 @@ void probe(int64_t N, int64_t C, int64_t H, double budget_s, CudaContext& ctx) {
       c.pre_pad[0] = 1 - a, c.pre_pad[1] = 1 - b, c.post_pad[0] = a, c.post_pad[1] = b;
       c.stride = 1;
       char* out = static_cast<char*>(dx_phase.data()) + (a * H + b) * C * 2;
+      if (packed) {
+        const int64_t Q = P + 1;
+        const int64_t pd[4] = {N, C, Q, Q}, ps[4] = {Q * Q * C, 1, Q * C, C};
+        std::copy(pd, pd + 4, c.y_dims), std::copy(ps, ps + 4, c.y_strides);
+        c.pre_pad[0] = c.pre_pad[1] = c.post_pad[0] = c.post_pad[1] = 1;
+        packed_outs.push_back(Tensor::empty({N, C, Q, Q}, DType::F16, Device::cuda(0), MemoryFormat::NHWC));
+        out = static_cast<char*>(packed_outs.back().data());
+      }
       const Tensor& f = filters.back();
       auto time_plan = [&](const EnginePlan& ep) {
         if (ep.workspace_bytes() > kWorkspaceCap) return double(INFINITY);
@@ -113,7 +127,7 @@ void probe(int64_t N, int64_t C, int64_t H, double budget_s, CudaContext& ctx) {
   CUDNN_CHECK(run_pass(plan, ConvPass::BackwardData, x.data(), w.data(), dy.data(), dx_cudnn.data(), ws,
                        plan.workspace_bytes, 0.f, ctx));
   CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
-  const double diff = relative_diff(dx_cudnn, dx_phase);
+  const double diff = packed ? NAN : relative_diff(dx_cudnn, dx_phase);
   std::printf(
       "N=%-4lld C=%3lld<-%3lld: cuDNN backward-data %7.1f us (%3.0f TFLOP/s, %s)  four phases %7.1f us "
       "(%3.0f TFLOP/s, %.2fx) diff %.1e %s\n",
