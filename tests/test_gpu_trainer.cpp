@@ -5,13 +5,14 @@
 #include "cli_runner.h"
 #include "ganengine/allocator.h"
 #include "ganengine/backend.h"
+#include "ganengine/concurrent_region.h"
 #include "ganengine/cuda_graph.h"
 #include "ganengine/ops.h"
 #include "ganengine/state_dict.h"
 #include "ganengine/trainer.h"
 #include "temp_dir.h"
-#include "trainer_compare.h"
 #include "test_util.h"
+#include "trainer_compare.h"
 #if GE_WITH_CUDA
 #include "ganengine/cuda_check.h"
 #include "ganengine/cuda_context.h"
@@ -423,6 +424,38 @@ TEST_CASE("gpu cuda graph: a workspace memset waits for the workspace's last use
     CAPTURE(i);
     CHECK(bytes[i] == (i < 4 ? 0x22 : 0x11));
   }
+}
+#endif
+
+#if GE_WITH_CUDA
+// Work captured on two lanes gives the graph a root on each; one of them stays the graph's entry
+// point and the other waits for it (kernels/cuda/graph_roots.h): the replay computes the same.
+TEST_CASE("gpu cuda graph: roots on two lanes become one entry point and the replay computes the same") {
+  GE_REQUIRE_GPU();
+  const Device d = Device::cuda(0);
+  Tensor a = Tensor::from_floats({1, 2, 3, 4}, {4}, DType::F32, d);
+  Tensor b = Tensor::from_floats({5, 6, 7, 8}, {4}, DType::F32, d);
+  CudaGraph two;
+  two.capture(d, [&] {
+    ConcurrentRegion region(d);
+    region.fork_branch();
+    region.on_branch([&] { ops::scale_inplace(b, 3.f); });
+    ops::scale_inplace(a, 2.f);
+    region.join_branch();
+    ops::scale_inplace(a, 10.f);  // after both
+  });
+  REQUIRE(two.captured());
+  CHECK(two.roots_joined() == 1);
+  two.replay();
+  two.replay();
+  CHECK(a.to_floats() == std::vector<float>{400, 800, 1200, 1600});
+  CHECK(b.to_floats() == std::vector<float>{45, 54, 63, 72});
+  CudaGraph one;
+  one.capture(d, [&] {
+    ops::scale_inplace(a, 0.5f);
+    ops::scale_inplace(b, 2.f);
+  });
+  CHECK(one.roots_joined() == 0);  // one lane, one chain: one root already
 }
 #endif
 

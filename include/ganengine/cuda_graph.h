@@ -39,6 +39,8 @@ class CudaGraph {
   // Memsets into a cuDNN workspace moved off the chain of BatchNorm kernels before them
   // (kernels/cuda/graph_memset_hoist.h).
   size_t memsets_hoisted() const { return memsets_hoisted_; }
+  // Roots made to wait for the graph's first root (kernels/cuda/graph_roots.h).
+  size_t roots_joined() const { return roots_joined_; }
   GraphPoolId pool() const { return pool_; }
   // Waits for the stream, destroys the graph and gives its memory pool back to the cache.
   void reset();
@@ -52,6 +54,7 @@ class CudaGraph {
   size_t nodes_ = 0;
   size_t memsets_replaced_ = 0;
   size_t memsets_hoisted_ = 0;
+  size_t roots_joined_ = 0;
 };
 
 }  // namespace ge

@@ -5,6 +5,7 @@
 #include "ganengine/cuda_context.h"
 #include "graph_memset_hoist.h"
 #include "graph_memsets.h"
+#include "graph_roots.h"
 
 namespace ge {
 
@@ -68,6 +69,7 @@ void CudaGraph::capture(Device device, const std::function<void()>& body) {
            cudaGetErrorString(ended), "): the captured work used an operation a graph cannot hold");
     memsets_hoisted_ = gpu::hoist_workspace_memsets(graph, lane_workspaces(ctx));
     memsets_replaced_ = gpu::memsets_to_kernels(graph);
+    roots_joined_ = gpu::join_graph_roots(graph);
     cudaGraphExec_t exec = nullptr;
     // Kernels keep the priority of the stream they were captured from (cuda_context.cpp).
     CUDA_CHECK(cudaGraphInstantiate(&exec, graph, cudaGraphInstantiateFlagUseNodePriority));
@@ -85,6 +87,7 @@ void CudaGraph::capture(Device device, const std::function<void()>& body) {
     nodes_ = 0;
     memsets_replaced_ = 0;
     memsets_hoisted_ = 0;
+    roots_joined_ = 0;
     cuda_allocator_release_graph_pool(device_, pool_);  // also ends it
     pool_ = 0;
     gpu::unpin_workspace(ctx);
@@ -113,6 +116,7 @@ void CudaGraph::reset() {
     nodes_ = 0;
     memsets_replaced_ = 0;
     memsets_hoisted_ = 0;
+    roots_joined_ = 0;
     if (synced != cudaSuccess) {
       // The device failed; reusing memory it might still touch would turn one error into
       // silent corruption. Keep the pool reserved (leaked) and report.

@@ -122,6 +122,7 @@ std::string bench_json(const BenchRun& run, bool complete) {
     if (row.cuda_graph) {
       o.append_member("graph_nodes", Value::integer(static_cast<int64_t>(r.graph.nodes)));
       o.append_member("graph_memsets_hoisted", Value::integer(static_cast<int64_t>(r.graph.memsets_hoisted)));
+      o.append_member("graph_roots_joined", Value::integer(static_cast<int64_t>(r.graph.roots_joined)));
     }
     rows.push_back(std::move(o));
   }

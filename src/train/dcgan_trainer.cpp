@@ -422,6 +422,7 @@ void DcganTrainer::graph_step(const Tensor& real_in, const Tensor& noise_in) {
   ++graph_stats_.captures;
   graph_stats_.nodes = graph_->nodes();
   graph_stats_.memsets_hoisted = graph_->memsets_hoisted();
+  graph_stats_.roots_joined = graph_->roots_joined();
   graph_->replay();  // the captured step itself: capture records, it does not run
   ++graph_stats_.replays;
 }

@@ -1,0 +1,60 @@
+#include "graph_roots.h"
+
+#include <cuda_runtime.h>
+
+#include <vector>
+
+#include "ganengine/cuda_check.h"
+#include "ganengine/env_choice.h"
+
+namespace ge {
+namespace gpu {
+
+namespace {
+
+// A kernel node's launch priority (lower numbers run first), or false for other nodes.
+bool kernel_priority(cudaGraphNode_t node, int* priority) {
+  cudaGraphNodeType type;
+  CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+  if (type != cudaGraphNodeTypeKernel) return false;
+  cudaLaunchAttributeValue value;
+  if (cudaGraphKernelNodeGetAttribute(node, cudaLaunchAttributePriority, &value) != cudaSuccess) {
+    (void)cudaGetLastError();  // not an error to report: the node simply has no priority
+    return false;
+  }
+  *priority = value.priority;
+  return true;
+}
+
+}  // namespace
+
+size_t join_graph_roots(cudaGraph_t graph) {
+  static const bool enabled = env_choice("GANENGINE_GRAPH_ROOTS", {"one", "many"}) == "one";
+  if (!enabled) return 0;
+  size_t n = 0;
+  CUDA_CHECK(cudaGraphGetRootNodes(graph, nullptr, &n));
+  if (n < 2) return 0;
+  std::vector<cudaGraphNode_t> roots(n);
+  CUDA_CHECK(cudaGraphGetRootNodes(graph, roots.data(), &n));
+  cudaGraphNode_t first = nullptr;
+  int first_priority = 0;
+  for (cudaGraphNode_t root : roots) {
+    int priority = 0;
+    if (kernel_priority(root, &priority) && (first == nullptr || priority < first_priority)) {
+      first = root;
+      first_priority = priority;
+    }
+  }
+  if (first == nullptr) return 0;
+  const cudaGraphEdgeData plain = {};  // a full dependency: wait for the node to finish
+  size_t joined = 0;
+  for (cudaGraphNode_t root : roots) {
+    if (root == first) continue;
+    CUDA_CHECK(cudaGraphAddDependencies(graph, &first, &root, &plain, 1));
+    ++joined;
+  }
+  return joined;
+}
+
+}  // namespace gpu
+}  // namespace ge
