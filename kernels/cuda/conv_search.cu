@@ -306,8 +306,9 @@ namespace {
 // the H200 at batch 64, a process that kept the legacy API's choice for the 512 -> 256-channel
 // backward-data (an sm80 CUTLASS kernel; no configuration had timed 3% faster) ran it in 33-35
 // us inside the step, where processes that took a configuration ran its Hopper kernel in 20-22
-// (CUPTI); with ties going to the configuration, steps of processes that each searched for
-// themselves spread 0.5-0.6% at 64 instead of 1.3-2.5% (session 24).
+// (CUPTI); with ties going to the configuration, steps of four processes that each searched for
+// themselves spread 0.5-0.6% at 64 instead of 1.3-2.5% (session 24; other choices, such as D's
+// second layer's forward cluster, still make an occasional search 2-5% slower there).
 constexpr double kAlgorithmMustGain = 0.97;
 constexpr double kEngineBudgetS = 0.5;  // per pass; the searches took 0.03-0.22 s on the H200
 // fp32 configurations run far longer: on the H200 at O0, 0.5 s a pass took the first step at batch
