@@ -39,7 +39,7 @@ class CudaGraph {
   // Memsets into a cuDNN workspace moved off the chain of BatchNorm kernels before them
   // (kernels/cuda/graph_memset_hoist.h).
   size_t memsets_hoisted() const { return memsets_hoisted_; }
-  // Roots made to wait for the graph's first root (kernels/cuda/graph_roots.h).
+  // Roots made to wait for the graph's root of highest priority (kernels/cuda/graph_roots.h).
   size_t roots_joined() const { return roots_joined_; }
   GraphPoolId pool() const { return pool_; }
   // Waits for the stream, destroys the graph and gives its memory pool back to the cache.

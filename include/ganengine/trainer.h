@@ -129,7 +129,7 @@ class DcganTrainer {
     int64_t replays = 0;      // graph launches, the one right after the capture included
     size_t nodes = 0;         // nodes of the captured graph
     size_t memsets_hoisted = 0;  // cuDNN workspace memsets moved off BatchNorm chains (CudaGraph)
-    size_t roots_joined = 0;     // graph roots made to wait for its first (CudaGraph)
+    size_t roots_joined = 0;     // graph roots made to wait for its root of highest priority (CudaGraph)
   };
   const GraphStats& graph_stats() const { return graph_stats_; }
 
