@@ -19,14 +19,15 @@
 #include <optional>
 #include <string>
 
-#include "ganengine/backend.h"
-#include "ganengine/conv_algo_cache.h"
 #include "conv_8ch.h"
 #include "conv_gemm.h"
-#include "conv_scalar.h"
+#include "conv_phase_dgrad.h"
 #include "conv_plan.h"
+#include "conv_scalar.h"
 #include "cuda_util.cuh"
 #include "cudnn_engine.h"
+#include "ganengine/backend.h"
+#include "ganengine/conv_algo_cache.h"
 
 namespace ge {
 namespace gpu {
@@ -228,6 +229,7 @@ void conv2d_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dPar
 void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx_out, const Conv2dParams& p) {
   check_conv(dx_out, w, dy, p, ConvPass::BackwardData);
   if (conv2d_backward_data_8ch(dy, w, dx_out, p)) return;
+  if (conv2d_backward_data_phases(dy, w, dx_out, p)) return;
   // The other kernels write all of w's channels.
   ops::write_with_channels(dx_out, w.dim(1), [&](Tensor& dx) {
     if (!conv2d_backward_data_scalar(dy, w, dx, p) && !conv2d_backward_data_gemm(dy, w, dx, p))

@@ -1,0 +1,17 @@
+// The backward-data of the DCGAN's 128 -> 64-channel 4x4 stride-2 layer on 16 x 16 dy (D's
+// second layer at 64x64 images, and so G's fourth layer's forward), phase by phase on Hopper's
+// warpgroup MMA (sm90a/conv_phase_dgrad.cu).
+#pragma once
+#include "ganengine/ops.h"
+#include "ganengine/tensor.h"
+
+namespace ge {
+namespace gpu {
+
+// dx = backward_data(dy, w) when the shapes are exactly those (f16 NHWC, 16-byte aligned) on a
+// compute capability 9.0 device; false (nothing run) otherwise, or with
+// GANENGINE_PHASE_DGRAD=off.
+bool conv2d_backward_data_phases(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p);
+
+}  // namespace gpu
+}  // namespace ge
