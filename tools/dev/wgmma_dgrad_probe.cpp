@@ -4,7 +4,7 @@
 // between their outputs relative to the largest output, and per output phase and 8-channel group
 // of image 0 where they differ (to tell a wrong layout from rounding).
 //
-//   [GE_PROBE_BUDGET=seconds] build/ganengine_wgmma_probe [batch ...]   (default: 1024 64)
+//   build/ganengine_wgmma_probe [batch ...]   (default: 1024 64)
 #include <cmath>
 #include <cstdio>
 
@@ -20,7 +20,7 @@ using namespace ge::probe_util;
 
 namespace {
 
-void probe(int64_t N, double budget_s, CudaContext& ctx) {
+void probe(int64_t N, CudaContext& ctx) {
   const int64_t K = 128, C = 64, P = 16, H = 32;
   const Conv2dParams p{/*stride=*/2, /*pad=*/1};
   Tensor w = random_half({K, C, 4, 4}, 2);
@@ -33,7 +33,6 @@ void probe(int64_t N, double budget_s, CudaContext& ctx) {
   ConvPlan plan(x, w, dy, p);
   search_algorithm(plan, ConvPass::BackwardData, x, w, dy, dx_cudnn.data(), false, false, ctx);
   search_engine(plan, ConvPass::BackwardData, x, w, dy, dx_cudnn.data(), p, false, false, ctx);
-  (void)budget_s;
   const double cudnn_us = time_us(ctx, [&] {
     return run_pass(plan, ConvPass::BackwardData, x.data(), w.data(), dy.data(), dx_cudnn.data(), ws,
                     plan.workspace_bytes, 0.f, ctx) == CUDNN_STATUS_SUCCESS;
@@ -79,6 +78,6 @@ void probe(int64_t N, double budget_s, CudaContext& ctx) {
 int main(int argc, char** argv) {
   const ProbeArgs args = probe_args(argc, argv);
   CudaContext& ctx = context(0);
-  for (int64_t N : args.batches) probe(N, args.budget_s, ctx);
+  for (int64_t N : args.batches) probe(N, ctx);
   return 0;
 }
