@@ -255,12 +255,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-int multiprocessor_count(int device) {
-  int sms = 0;
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return sms;
-}
-
 // The kernels above are built for sm_90a, which runs on compute capability 9.0 only.
 bool device_is_sm90(int device) {
   static int known[64] = {};  // 0: not asked yet, 1: 9.0, 2: another
@@ -283,13 +277,11 @@ void launch_phase_dgrad(const Tensor& dy, const Tensor& w, Tensor& dx) {
                 w.data_as<__half>(), static_cast<uint4*>(frag.data()));
   CUDA_CHECK_LAUNCH();
   auto kernel = phase_dgrad_kernel<K>;
-  static bool configured = false;  // per process: one device kind
-  if (!configured) {
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kShared<K>)));
-    configured = true;
-  }
+  const int device = dx.device().index;
+  set_function_attribute_once(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kShared<K>),
+                              device);
   // An item is an image's four phases, or two of them where the images are fewer than the SMs.
-  static const int sms = multiprocessor_count(dx.device().index);
+  const int sms = sm_count(device);
   const int images = static_cast<int>(dy.dim(0));
   const int phases_per_item = images >= sms ? 4 : 2;
   const int items = images * (4 / phases_per_item);
