@@ -89,5 +89,25 @@ TEST_CASE("gpu ops: the 128 to 64-channel stride-2 backward-data on warpgroup MM
   CHECK_FALSE(ge::gpu::conv2d_backward_data_phases(dy32, w32, out32, p));
 }
 
+// Each GPU of a data-parallel run launches the kernel in its own context: the shared-memory
+// attribute and the block count are per device, so the second GPU must give the first's bits.
+TEST_CASE("gpu ops: the warpgroup-MMA backward-data on a second GPU gives the first GPU's bits") {
+  GE_REQUIRE_GPUS(2);
+  if (!compute_capability_90()) {
+    MESSAGE("GPU test skipped: the warpgroup-MMA kernel runs on compute capability 9.0 only");
+    return;
+  }
+  const ge::Conv2dParams p{/*stride=*/2, /*pad=*/1};
+  const Tensor w = random_half({128, 64, 4, 4}), dy = random_half({160, 128, 16, 16});
+  auto run_on = [&](Device gpu) {
+    Tensor dx = Tensor::empty({160, 64, 32, 32}, DType::F16, gpu, MemoryFormat::NHWC);
+    ge::test::poison(dx);
+    REQUIRE(ge::gpu::conv2d_backward_data_phases(dy.to(gpu), w.to(gpu), dx, p));
+    return dx.to(Device::cpu());
+  };
+  const Tensor first = run_on(kGpu), second = run_on(Device::cuda(1));
+  CHECK(ge::test::same_tensor(second, first));
+}
+
 }  // namespace
 #endif  // GE_WITH_CUDA
