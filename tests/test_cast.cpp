@@ -216,7 +216,9 @@ TEST_CASE("cast: CPU cast across dtypes and memory formats") {
 
 TEST_CASE("cast: GPU cast is bitwise the CPU cast across dtypes and layouts") {
   GE_REQUIRE_GPU();
-  const std::vector<Shape> shapes = {{2, 64, 8, 8}, {3, 5, 7, 9}, {1, 3, 33, 31}, {1001}, {4096}};
+  // (N, C, 1, 1) (G's noise) and (N, 1, H, W): the same order in either layout, copied as it lies.
+  const std::vector<Shape> shapes = {{2, 64, 8, 8}, {3, 5, 7, 9},    {1, 3, 33, 31}, {1001},
+                                     {4096},        {37, 100, 1, 1}, {3, 1, 5, 6}};
   const std::vector<DType> dtypes = {DType::F32, DType::F16, DType::BF16};
   for (const Shape& shape : shapes) {
     for (DType from : dtypes) {
