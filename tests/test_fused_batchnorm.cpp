@@ -126,6 +126,44 @@ TEST_CASE("fused batchnorm activation: a Tanh cannot be fused") {
       doctest::Contains("only ReLU and LeakyReLU"), Error);
 }
 
+// Statistics formed by the layer before (ops::conv_transpose2d_forward_moments) come from GPU
+// kernels only: on the CPU the convolution forms none and runs nothing, the BatchNorm reads its
+// input, and a BatchNorm given moments says where they are taken.
+TEST_CASE("batchnorm moments: the CPU forms none and runs nothing and G's BatchNorms read their inputs") {
+  const Conv2dParams p{2, 1};
+  const Tensor x = random_tensor({2, 16, 4, 4}, DType::F32), w = random_tensor({16, 8, 4, 4}, DType::F32);
+  Tensor y = Tensor::zeros({2, 8, 8, 8}, DType::F32), moments;
+  CHECK_FALSE(ops::conv_transpose2d_forward_moments(x, w, y, p, moments));
+  CHECK_FALSE(moments.defined());
+  CHECK(rel_error(y, Tensor::zeros({2, 8, 8, 8}, DType::F32)) == 0.0);  // nothing written
+
+  const Tensor given = Tensor::zeros({3, 1, 8}, DType::F32);
+  Tensor out = y.clone(), ones = Tensor::zeros({8}, DType::F32), m = Tensor::zeros({8}, DType::F32),
+         v = Tensor::zeros({8}, DType::F32), sm = Tensor::zeros({8}, DType::F32), si = Tensor::zeros({8}, DType::F32);
+  CHECK_THROWS_WITH_AS(ops::batchnorm_activation_forward_train_moments(y, given, ones, ones, m, v, 0.1f, 1e-5f,
+                                                                       {ops::Activation::ReLU, 0.f}, out, sm, si),
+                       doctest::Contains("moments come from GPU kernels only"), Error);
+  const Tensor wrong = Tensor::zeros({3, 1, 4}, DType::F32);
+  CHECK_THROWS_WITH_AS(ops::batchnorm_activation_forward_train_moments(y, wrong, ones, ones, m, v, 0.1f, 1e-5f,
+                                                                       {ops::Activation::ReLU, 0.f}, out, sm, si),
+                       doctest::Contains("moments must be f32 (3, parts, 8)"), Error);
+
+  nn::NetConfig cfg;
+  cfg.image_size = 16;
+  cfg.ngf = cfg.ndf = 4;
+  cfg.nz = 8;
+  const PrecisionPolicy policy = resolve_policy(OptLevel::O0);
+  auto G = nn::make_generator(cfg, policy, nn::Placement::for_device(Device::cpu(), policy.compute_dtype));
+  G->forward(random_tensor({3, 8, 1, 1}, DType::F32), true);
+  int batchnorms = 0;
+  for (auto& layer : G->layers())
+    if (auto* bn = dynamic_cast<nn::BatchNorm2d*>(layer.get())) {
+      ++batchnorms;
+      CHECK_FALSE(bn->took_moments());
+    }
+  CHECK(batchnorms == 2);
+}
+
 TEST_CASE("gpu fused batchnorm activation: bitwise the unfused GPU kernels and close to the CPU") {
   GE_REQUIRE_GPU();
   const Device gpu = Device::cuda(0);

@@ -61,6 +61,13 @@ GE_BACKEND_OPS
 }
 namespace gpu {
 GE_BACKEND_OPS
+// ops::conv_transpose2d_forward_moments and ops::batchnorm_activation_forward_train_moments on the
+// GPU (ops.h): conv_phase_dgrad.h's kernel, and the statistics' merge followed by the normalise.
+bool conv_transpose2d_forward_moments(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p,
+                                      Tensor& moments);
+void batchnorm_forward_train_moments(const Tensor& x, const Tensor& moments, const Tensor& gamma, const Tensor& beta,
+                                     Tensor& running_mean, Tensor& running_var, float momentum, float eps, Tensor& y,
+                                     Tensor& save_mean, Tensor& save_invstd, const ops::FusedActivation* act);
 // Whether our kernels launch with programmatic dependent launch (kernels/cuda/kernel_launch.cuh):
 // FromEnv follows GANENGINE_PDL (on by default). For tests and measurements; set it before
 // launching work, it applies to launches (and captures) from then on.

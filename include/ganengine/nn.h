@@ -62,6 +62,8 @@ class Layer {
   virtual std::string precision() const = 0;
 };
 
+class BatchNorm2d;
+
 class Conv2d : public Layer {
  public:
   Conv2d(int64_t in, int64_t out, int kernel, int stride, int pad, bool transposed, const PrecisionPolicy& policy,
@@ -95,6 +97,12 @@ class Conv2d : public Layer {
   // Backward receives the gradient at its fused activation's input, already taken through the
   // activation by the next network's first layer (take_input_gradient_through).
   void receives_gradient_through_activation(bool on) { gradient_through_activation_ = on; }
+  // The training BatchNorm2d after this transposed convolution: where the GPU's kernel for the
+  // layer forms its output's moments as it writes it (ops::conv_transpose2d_forward_moments),
+  // forward hands them to `bn`, which then does not read the output for its statistics.
+  // nullptr: none.
+  void form_moments_for(BatchNorm2d* bn) { moments_for_ = bn; }
+  bool transposed() const { return transposed_; }
 
  private:
   Tensor compute_weight();  // the weight in the compute dtype (a fresh cast at O1)
@@ -118,6 +126,7 @@ class Conv2d : public Layer {
   std::optional<ops::FusedActivation> fused_;
   std::optional<ops::FusedActivation> input_activation_;
   bool gradient_through_activation_ = false;
+  BatchNorm2d* moments_for_ = nullptr;
   bool input_converted_ = false;        // the latest forward's input came in another dtype or layout
   Tensor saved_x_, saved_w_, saved_y_;  // saved_y_: the fused activation's output
 };
@@ -147,6 +156,11 @@ class BatchNorm2d : public Layer {
   // in training forwards that update the running statistics (not in a look at samples).
   void sync_statistics(std::function<void(const Tensor&)> all_reduce_sum);
   bool synced() const { return sync_.has_value(); }
+  // The next training forward's input `of` comes with its per-channel moments (Conv2d::
+  // form_moments_for), taken instead of reading it where the forward can (not across replicas).
+  bool takes_moments() const { return fused_.has_value() && !(sync_ && update_running_stats_); }
+  void give_moments(const Tensor& of, Tensor moments);
+  bool took_moments() const { return took_moments_; }  // the latest training forward did
 
   static constexpr float kMomentum = 0.1f;
   static constexpr float kEps = 1e-5f;
@@ -169,6 +183,8 @@ class BatchNorm2d : public Layer {
   std::optional<ops::BatchNormSync> sync_;
   bool synced_forward_ = false;  // the latest training forward took the statistics over all replicas
   Tensor saved_x_, saved_y_, save_mean_, save_invstd_;
+  Tensor moments_, moments_of_;  // give_moments', until the next forward
+  bool took_moments_ = false;
 };
 
 // ReLU(True) / LeakyReLU(0.2, True) / Tanh: in place, as the example writes them.
@@ -211,6 +227,9 @@ class Sequential {
   // without channel padding followed by an activation, computes both (fewer passes over memory
   // on the GPU, bitwise the same results). The layer list, and so the state_dict, is unchanged.
   void fuse_activations();
+  // Every transposed Conv2d followed by a BatchNorm2d forms its output's statistics for it where
+  // the GPU can (Conv2d::form_moments_for). twin() links the twin's layers alike.
+  void link_moments();
   std::vector<Param*> params();
   // PyTorch state_dict: "main.<i>.<name>" -> tensor (CPU, f32 weights as stored, i64 counters).
   std::vector<std::pair<std::string, Param*>> named_params();

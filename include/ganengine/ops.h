@@ -103,6 +103,21 @@ void batchnorm_activation_forward_train(const Tensor& x, const Tensor& gamma, co
                                         Tensor& running_mean, Tensor& running_var, float momentum, float eps,
                                         const FusedActivation& act, Tensor& y, Tensor& save_mean,
                                         Tensor& save_invstd, const BatchNormSync* sync = nullptr);
+// ---- BatchNorm statistics formed by the layer before it, as it writes its output (G's fourth
+// transposed convolution on Hopper, kernels/cuda/conv_phase_dgrad.h: the statistics pass's read
+// of the layer's output is saved). conv_transpose2d_forward_moments writes y as
+// conv_transpose2d_forward does, and y's per-channel moments: a (3, parts, C) f32 tensor of each
+// part's count, mean and sum of squared deviations of the values as y stores them. It returns
+// false having run nothing where no kernel forms them (the CPU, other shapes, other GPUs,
+// GANENGINE_BN_MOMENTS=off). batchnorm_activation_forward_train_moments is the training forward
+// with x's batch statistics merged from those moments (the same statistics, summed in another
+// order; GPU tensors only).
+bool conv_transpose2d_forward_moments(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p,
+                                      Tensor& moments);
+void batchnorm_activation_forward_train_moments(const Tensor& x, const Tensor& moments, const Tensor& gamma,
+                                                const Tensor& beta, Tensor& running_mean, Tensor& running_var,
+                                                float momentum, float eps, const FusedActivation& act, Tensor& y,
+                                                Tensor& save_mean, Tensor& save_invstd);
 void batchnorm_activation_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                        const Tensor& running_mean, const Tensor& running_var, float eps,
                                        const FusedActivation& act, Tensor& y);

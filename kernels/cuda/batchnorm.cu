@@ -369,6 +369,32 @@ void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor&
   });
 }
 
+void batchnorm_forward_train_moments(const Tensor& x, const Tensor& moments, const Tensor& gamma, const Tensor& beta,
+                                     Tensor& running_mean, Tensor& running_var, float momentum, float eps, Tensor& y,
+                                     Tensor& save_mean, Tensor& save_invstd, const ops::FusedActivation* act) {
+  check_activation_pair(x, y, "x/y");
+  check_params(x, gamma, {&beta, &running_mean, &running_var});
+  check_channel_vector(save_mean, x.dim(1), DType::F32, x, "save_mean");
+  check_channel_vector(save_invstd, x.dim(1), DType::F32, x, "save_invstd");
+  GE_CHECK(moments.dtype() == DType::F32 && moments.rank() == 3 && moments.dim(0) == 3 && moments.dim(2) == x.dim(1) &&
+               moments.device() == x.device(),
+           "batchnorm: moments must be (3, parts, C) f32 on ", x.device().str(), ", are ", moments.str());
+  const ChannelGeometry g = channel_geometry(x);
+  GE_CHECK(g.M > 0 && g.C > 0, "batchnorm: empty input ", x.str());
+  cudaStream_t stream = stream_of(x);
+  GE_DISPATCH_FLOAT(x.dtype(), T, {
+    GE_DISPATCH_FLOAT(gamma.dtype(), P, {
+      finish_channels<MeanVarAcc>(
+          moments.data_as<float>(), static_cast<uint32_t>(moments.dim(1)), g.C,
+          FinishStats<P>{eps, momentum, save_mean.data_as<float>(), save_invstd.data_as<float>(),
+                         running_mean.data_as<P>(), running_var.data_as<P>()},
+          stream);
+      launch_normalize<T, P>(x, y, save_mean.data_as<float>(), save_invstd.data_as<float>(), gamma, beta, g, act,
+                             stream);
+    });
+  });
+}
+
 void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
                             const Tensor& running_var, float eps, Tensor& y, const ops::FusedActivation* act) {
   check_activation_pair(x, y, "x/y");

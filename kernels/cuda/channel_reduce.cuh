@@ -422,6 +422,19 @@ __global__ void __launch_bounds__(kMergeWarpThreads)
   if (lane == 0) call_finish(finish, c, total, prepared);
 }
 
+// Merges partials ([Acc::kFields][splits][C], from a reduction or from the kernel that wrote the
+// tensor) in a fixed order and calls finish(c, total) once per channel, on the device.
+template <class Acc, class Finish>
+void finish_channels(const float* partials, uint32_t splits, uint32_t C, const Finish& finish, cudaStream_t stream) {
+  if (splits <= kWarpMergeMaxSplits)
+    launch_kernel(finish_partials_warp_kernel<Acc, Finish>, static_cast<unsigned>(ceil_div(C, kMergeWarpThreads / 32)),
+                  kMergeWarpThreads, 0, stream, partials, splits, C, finish);
+  else
+    launch_kernel(finish_partials_kernel<Acc, Finish>, merge_grid(C), merge_block(), 0, stream, partials, splits, C,
+                  finish);
+  CUDA_CHECK_LAUNCH();
+}
+
 // Reduces every channel and calls finish(c, total) once per channel, on the device. partials:
 // partials_floats<Acc>(g, splits) floats of scratch. vector_ok: the visitor's buffers are
 // 16-byte aligned, so NHWC tensors whose channel count divides by Visit::kPack take the vector
@@ -445,14 +458,7 @@ void reduce_channels(const Visit& visit, const ChannelGeometry& g, uint32_t spli
                   length, partials);
   }
   CUDA_CHECK_LAUNCH();
-  if (splits <= kWarpMergeMaxSplits)
-    launch_kernel(finish_partials_warp_kernel<Acc, Finish>,
-                  static_cast<unsigned>(ceil_div(g.C, kMergeWarpThreads / 32)), kMergeWarpThreads, 0, stream,
-                  partials, splits, g.C, finish);
-  else
-    launch_kernel(finish_partials_kernel<Acc, Finish>, merge_grid(g.C), merge_block(), 0, stream, partials, splits,
-                  g.C, finish);
-  CUDA_CHECK_LAUNCH();
+  finish_channels<Acc>(partials, splits, g.C, finish, stream);
 }
 
 // Channel of the element at physical offset i (for element-wise kernels over the whole tensor).

@@ -28,6 +28,7 @@
 #include "cudnn_engine.h"
 #include "ganengine/backend.h"
 #include "ganengine/conv_algo_cache.h"
+#include "ganengine/env_choice.h"
 
 namespace ge {
 namespace gpu {
@@ -224,6 +225,15 @@ void backward_filter_with(const Tensor& x_in, const Tensor& dy, Tensor& dw, cons
 
 void conv2d_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p) {
   forward_with(x, w, y, p, nullptr);
+}
+
+bool conv_transpose2d_forward_moments(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p,
+                                      Tensor& moments) {
+  // off: BatchNorm reads the layer's output for its statistics (for measurements).
+  static const bool on = env_choice("GANENGINE_BN_MOMENTS", {"on", "off"}) == "on";
+  if (!on) return false;
+  check_conv(y, w, x, p, ConvPass::BackwardData);
+  return conv2d_backward_data_phases(x, w, y, p, &moments);
 }
 
 void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx_out, const Conv2dParams& p) {

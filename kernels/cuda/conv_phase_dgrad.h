@@ -10,8 +10,11 @@ namespace gpu {
 
 // dx = backward_data(dy, w) when the shapes are exactly those (f16 NHWC, 16-byte aligned) on a
 // compute capability 9.0 device; false (nothing run) otherwise, or with
-// GANENGINE_PHASE_DGRAD=off.
-bool conv2d_backward_data_phases(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p);
+// GANENGINE_PHASE_DGRAD=off. With `moments`, also dx's per-channel moments as the BatchNorm after
+// G's layer takes them (ops::conv_transpose2d_forward_moments): a (3, splits, 64) f32 tensor of
+// each part's count, mean and sum of squared deviations, of the values as rounded to half.
+bool conv2d_backward_data_phases(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p,
+                                 Tensor* moments = nullptr);
 
 }  // namespace gpu
 }  // namespace ge

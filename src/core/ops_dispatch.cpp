@@ -215,6 +215,38 @@ void batchnorm_activation_forward_train(const Tensor& x, const Tensor& gamma, co
                                          save_invstd, &act, sync));
 }
 
+bool conv_transpose2d_forward_moments(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p,
+                                      Tensor& moments) {
+  check_conv("conv_transpose2d_forward_moments", y, w, x, p);
+#ifdef GE_WITH_CUDA
+  if (y.device().is_cuda()) return gpu::conv_transpose2d_forward_moments(x, w, y, p, moments);
+#endif
+  return false;  // the CPU's convolutions form no moments
+}
+
+void batchnorm_activation_forward_train_moments(const Tensor& x, const Tensor& moments, const Tensor& gamma,
+                                                const Tensor& beta, Tensor& running_mean, Tensor& running_var,
+                                                float momentum, float eps, const FusedActivation& act, Tensor& y,
+                                                Tensor& save_mean, Tensor& save_invstd) {
+  const char* op = "batchnorm_activation_forward_train_moments";
+  check_fusable(act, op);
+  same_device(op, {&x, &moments, &gamma, &beta, &running_mean, &running_var, &y, &save_mean, &save_invstd});
+  check_bn_params(op, x, {&gamma, &beta, &running_mean, &running_var, &save_mean, &save_invstd});
+  GE_CHECK(y.shape() == x.shape() && y.dtype() == x.dtype(), op, ": y ", y.str(), " x ", x.str());
+  GE_CHECK(save_mean.dtype() == DType::F32 && save_invstd.dtype() == DType::F32, op, ": saved statistics must be f32");
+  GE_CHECK(moments.dtype() == DType::F32 && moments.rank() == 3 && moments.dim(0) == 3 && moments.dim(1) > 0 &&
+               moments.dim(2) == x.dim(1),
+           op, ": moments must be f32 (3, parts, ", x.dim(1), "), got ", moments.str());
+#ifdef GE_WITH_CUDA
+  if (x.device().is_cuda()) {
+    gpu::batchnorm_forward_train_moments(x, moments, gamma, beta, running_mean, running_var, momentum, eps, y,
+                                         save_mean, save_invstd, &act);
+    return;
+  }
+#endif
+  fail(op, ": moments come from GPU kernels only; on ", x.device().str(), " use batchnorm_activation_forward_train");
+}
+
 void batchnorm_activation_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                        const Tensor& running_mean, const Tensor& running_var, float eps,
                                        const FusedActivation& act, Tensor& y) {

@@ -23,6 +23,11 @@ void BatchNorm2d::sync_statistics(std::function<void(const Tensor&)> all_reduce_
   sync_ = ops::BatchNormSync{std::move(all_reduce_sum), Tensor::zeros({1}, DType::F32, where_.device)};
 }
 
+void BatchNorm2d::give_moments(const Tensor& of, Tensor moments) {
+  moments_of_ = of;
+  moments_ = std::move(moments);
+}
+
 Tensor BatchNorm2d::forward(const Tensor& x, bool training) {
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device(), x.format());
   if (training) {
@@ -44,7 +49,14 @@ Tensor BatchNorm2d::forward(const Tensor& x, bool training) {
     // this one runs on another lane than the one before it (a twin's, Layer::twin).
     ConcurrentRegion* region = update_running_stats_ ? ConcurrentRegion::active(where_.device) : nullptr;
     if (region) region->wait(running_updates_->latest);
-    if (fused_)
+    // Moments given for this very tensor (the layer before formed them as it wrote x).
+    const bool given =
+        moments_.defined() && moments_of_.data() == x.data() && moments_of_.shape() == x.shape() && takes_moments();
+    took_moments_ = given;
+    if (given)
+      ops::batchnorm_activation_forward_train_moments(x, moments_, gamma_.value, beta_.value, rm, rv, kMomentum, kEps,
+                                                      *fused_, y, save_mean_, save_invstd_);
+    else if (fused_)
       ops::batchnorm_activation_forward_train(x, gamma_.value, beta_.value, rm, rv, kMomentum, kEps, *fused_, y,
                                               save_mean_, save_invstd_, sync);
     else
@@ -62,6 +74,7 @@ Tensor BatchNorm2d::forward(const Tensor& x, bool training) {
       ops::batchnorm_forward_eval(x, gamma_.value, beta_.value, running_mean_, running_var_, kEps, y);
     saved_x_ = Tensor();
   }
+  moments_ = moments_of_ = Tensor();  // they were this forward's, used or not
   return y;
 }
 
@@ -97,7 +110,7 @@ std::unique_ptr<Layer> BatchNorm2d::twin() const {
   auto t = std::make_unique<BatchNorm2d>(*this);
   for (Param* p : {&t->gamma_, &t->beta_})
     p->model_grad = Tensor::empty(p->model_grad.shape(), p->model_grad.dtype(), p->model_grad.device());
-  t->saved_x_ = t->saved_y_ = t->save_mean_ = t->save_invstd_ = Tensor();
+  t->saved_x_ = t->saved_y_ = t->save_mean_ = t->save_invstd_ = t->moments_ = t->moments_of_ = Tensor();
   return t;
 }
 

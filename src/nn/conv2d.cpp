@@ -67,7 +67,7 @@ Tensor Conv2d::compute_weight() {
   return w;
 }
 
-Tensor Conv2d::forward(const Tensor& x_in, bool) {
+Tensor Conv2d::forward(const Tensor& x_in, bool training) {
   Tensor x = x_in;
   input_converted_ = x.dtype() != policy_.compute_dtype || x.format() != where_.format;
   if (input_converted_) x = ops::converted(x_in, policy_.compute_dtype, where_.format, where_.device);
@@ -107,7 +107,13 @@ Tensor Conv2d::forward(const Tensor& x_in, bool) {
       ops::conv2d_activation_forward(x, w, y, p_, *fused_);
     saved_y_ = y;
   } else if (transposed_) {
-    ops::conv_transpose2d_forward(x, w, y, p_);
+    Tensor moments;
+    const bool formed = training && moments_for_ && moments_for_->takes_moments() &&
+                        ops::conv_transpose2d_forward_moments(x, w, y, p_, moments);
+    if (formed)
+      moments_for_->give_moments(y, std::move(moments));
+    else
+      ops::conv_transpose2d_forward(x, w, y, p_);
   } else {
     ops::conv2d_forward(x, w, y, p_);
   }
@@ -211,6 +217,7 @@ std::unique_ptr<Layer> Conv2d::twin() const {
   const Tensor& g = weight_.model_grad;
   t->weight_.model_grad = Tensor::empty(g.shape(), g.dtype(), g.device(), g.format());
   t->saved_x_ = t->saved_w_ = t->saved_y_ = Tensor();
+  t->moments_for_ = nullptr;  // Sequential::twin links the twin's own BatchNorm
   return t;
 }
 

@@ -39,6 +39,7 @@ std::unique_ptr<Sequential> make_generator(const NetConfig& cfg, const Precision
   net->add(std::make_unique<Conv2d>(cfg.ngf, cfg.nc, 4, 2, 1, true, policy, where));
   net->add(std::make_unique<ActivationLayer>(ops::Activation::Tanh));
   net->fuse_activations();
+  net->link_moments();
   return net;
 }
 

@@ -46,9 +46,16 @@ void Sequential::fuse_activations() {
   }
 }
 
+void Sequential::link_moments() {
+  for (size_t i = 0; i + 1 < layers_.size(); ++i)
+    if (auto* conv = dynamic_cast<Conv2d*>(layers_[i].get()); conv && conv->transposed())
+      conv->form_moments_for(dynamic_cast<BatchNorm2d*>(layers_[i + 1].get()));
+}
+
 std::unique_ptr<Sequential> Sequential::twin() const {
   auto t = std::make_unique<Sequential>();
   for (const auto& layer : layers_) t->add(layer->twin());
+  t->link_moments();  // the twin's convolutions hand their moments to the twin's BatchNorms
   return t;
 }
 

@@ -18,7 +18,9 @@
 //    order each thread loads them in (16 bytes a thread a step, from L2), kAhead steps ahead;
 //  - persistent blocks of two warpgroups, one an SM, each warpgroup taking half of an item's
 //    phases; the next item's dy loads into a second tile meanwhile; results leave through a
-//    shared-memory stage (stmatrix, transposed) as whole 128-byte pixels.
+//    shared-memory stage (stmatrix, transposed) as whole 128-byte pixels;
+//  - as G's fourth layer, the kernel also forms its output's per-channel moments for the
+//    BatchNorm after it (from the values as rounded to half), so that pass need not read dx.
 // Compiled for sm_90a only (wgmma): CMakeLists.txt builds this folder apart.
 #include <cuda_fp16.h>
 
@@ -149,13 +151,51 @@ __device__ __forceinline__ void warpgroup_barrier(int id) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(kWarpgroup) : "memory");
 }
 
+// A thread's running count, mean and sum of squared deviations of the values it wrote of its
+// two channels (rows 16 warp + lane / 4 and + 8 of the MMA), for the BatchNorm after G's layer.
+struct ThreadMoments {
+  float n = 0.f, mean[2] = {0.f, 0.f}, m2[2] = {0.f, 0.f};
+  // Chan et al.'s combination with a part of count nb, mean mb and squared deviations m2b.
+  __device__ __forceinline__ void merge(int j, float nb, float mb, float m2b) {
+    const float total = n + nb, share = nb / total, delta = mb - mean[j];
+    mean[j] += delta * share;
+    m2[j] += m2b + delta * delta * n * share;
+  }
+};
+
+// Adds one MMA half's results, as rounded to half for dx (words[k]: d[2k], d[2k + 1]), to the
+// thread's moments: each channel's 32 values in two passes (their mean, then their squared
+// deviations from it), then merged.
+__device__ __forceinline__ void add_moments(const uint32_t (&words)[32], ThreadMoments& m) {
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {  // channel row g (words 2i) and g + 8 (words 2i + 1)
+    float2 v[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) v[i] = __half22float2(*reinterpret_cast<const __half2*>(&words[2 * i + j]));
+    float sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) sum += v[i].x + v[i].y;
+    const float mean = sum * (1.f / 32.f);
+    float m2 = 0.f;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const float a = v[i].x - mean, b = v[i].y - mean;
+      m2 = fmaf(a, a, m2);
+      m2 = fmaf(b, b, m2);
+    }
+    m.merge(j, 32.f, mean, m2);
+  }
+  m.n += 32.f;
+}
+
 // Phases first .. first + count - 1 of one image by one warpgroup (thread t of 128): 64 MMA steps
 // each from the dy tile at shared address `tile`, then the results through `stage` into dx's
 // image `out`. The weight fragments run kAhead steps ahead across phases (a warpgroup's phases
 // are consecutive, and so are their fragments).
-template <int K>
+template <int K, bool kMoments>
 __device__ __forceinline__ void compute_phases(uint32_t tile, int first, int count, const uint4* __restrict__ frag,
-                                               __half* __restrict__ out, __half* stage, int t, int barrier) {
+                                               __half* __restrict__ out, __half* stage, int t, int barrier,
+                                               ThreadMoments& moments) {
   constexpr int kRing = kAhead + kInFlight;
   static_assert(kSteps<K> % kRing == 0, "a phase's steps must fill the ring whole");
   const uint4* fp = frag + static_cast<size_t>(first) * kSteps<K> * kWarpgroup + t;
@@ -191,11 +231,14 @@ __device__ __forceinline__ void compute_phases(uint32_t tile, int first, int cou
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const float(&d)[64] = half ? d1 : d0;
+      uint32_t words[32];  // the results as dx holds them: d[2k], d[2k + 1] rounded to half
+#pragma unroll
+      for (int k = 0; k < 32; ++k) words[k] = pack_halves(d[2 * k], d[2 * k + 1]);
+      if constexpr (kMoments) add_moments(words, moments);
 #pragma unroll
       for (int i = 0; i < 16; i += 2)
-        store_matrices_transposed(stage_row + 2u * 8 * i * kStagePitch, pack_halves(d[4 * i], d[4 * i + 1]),
-                                  pack_halves(d[4 * i + 2], d[4 * i + 3]), pack_halves(d[4 * i + 4], d[4 * i + 5]),
-                                  pack_halves(d[4 * i + 6], d[4 * i + 7]));
+        store_matrices_transposed(stage_row + 2u * 8 * i * kStagePitch, words[2 * i], words[2 * i + 1],
+                                  words[2 * i + 2], words[2 * i + 3]);
       warpgroup_barrier(barrier);
 #pragma unroll
       for (int q = t; q < 128 * 8; q += kWarpgroup) {
@@ -212,11 +255,14 @@ __device__ __forceinline__ void compute_phases(uint32_t tile, int first, int cou
 // Persistent blocks of two warpgroups, one block an SM: item `item` is image item /
 // (4 / phases_per_item) and its phases_per_item phases from (item % (4 / phases_per_item)) *
 // phases_per_item, half of them for each warpgroup. The next item's dy loads into the other tile
-// while this one's MMAs run.
-template <int K>
+// while this one's MMAs run. With kMoments, block b also writes the count, mean and squared
+// deviations of each channel's values it wrote to moments[field][b][channel], fields in that order
+// (a fixed tree: the threads' running moments, the four threads of a row group, the two
+// warpgroups).
+template <int K, bool kMoments>
 __global__ void __launch_bounds__(kThreads, 1)
     phase_dgrad_kernel(const __half* __restrict__ dy, const uint4* __restrict__ frag, __half* __restrict__ dx,
-                       int images, int phases_per_item) {
+                       int images, int phases_per_item, float* __restrict__ moments) {
   extern __shared__ __align__(128) uint4 smem[];  // two tiles of [K/8][kPitch][kPitch] 16-byte pieces, two stages
   constexpr int kGroups = K / 8;
   constexpr int kTilePieces = kGroups * kPlane;
@@ -240,6 +286,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     copy_async_commit();
   };
+  ThreadMoments thread_moments;
   int item = blockIdx.x;
   if (item < items) load(item, tile(0));
   for (int k = 0; item < items; ++k, item += gridDim.x) {
@@ -251,7 +298,48 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int image = item / items_per_image, mine = phases_per_item / 2;
     const int first = item % items_per_image * phases_per_item + wg * mine;
     __half* out = dx + static_cast<size_t>(image) * (2 * kSide) * (2 * kSide) * kChannels;
-    compute_phases<K>(shared_address(tile(k)), first, mine, frag, out, stage, t, 1 + wg);
+    compute_phases<K, kMoments>(shared_address(tile(k)), first, mine, frag, out, stage, t, 1 + wg, thread_moments);
+  }
+  if constexpr (kMoments) {
+    ThreadMoments& m = thread_moments;
+#pragma unroll
+    for (int lanes = 1; lanes <= 2; lanes *= 2) {
+      const float nb = __shfl_xor_sync(0xffffffffu, m.n, lanes);
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const float mb = __shfl_xor_sync(0xffffffffu, m.mean[j], lanes);
+        const float m2b = __shfl_xor_sync(0xffffffffu, m.m2[j], lanes);
+        m.merge(j, nb, mb, m2b);
+      }
+      m.n += nb;
+    }
+    // Each warpgroup's 64 channels through its own stage, free after its last item.
+    float* mine = reinterpret_cast<float*>(stage);
+    const int lane = t % 32, warp = t / 32;
+    if (lane % 4 == 0)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int c = 16 * warp + lane / 4 + 8 * j;
+        mine[c] = m.n;
+        mine[kChannels + c] = m.mean[j];
+        mine[2 * kChannels + c] = m.m2[j];
+      }
+    __syncthreads();
+    if (tid < kChannels) {
+      const float* first = reinterpret_cast<const float*>(reinterpret_cast<char*>(smem + 2 * kTilePieces));
+      const float* second =
+          reinterpret_cast<const float*>(reinterpret_cast<char*>(smem + 2 * kTilePieces) + kStageBytes);
+      ThreadMoments total;
+      total.n = first[tid];
+      total.mean[0] = first[kChannels + tid];
+      total.m2[0] = first[2 * kChannels + tid];
+      total.merge(0, second[tid], second[kChannels + tid], second[2 * kChannels + tid]);
+      total.n += second[tid];
+      const size_t at = static_cast<size_t>(blockIdx.x) * kChannels + tid, field = size_t{gridDim.x} * kChannels;
+      moments[at] = total.n;
+      moments[field + at] = total.mean[0];
+      moments[2 * field + at] = total.m2[0];
+    }
   }
 }
 
@@ -268,15 +356,16 @@ bool device_is_sm90(int device) {
   return known[device] == 1;
 }
 
-template <int K>
-void launch_phase_dgrad(const Tensor& dy, const Tensor& w, Tensor& dx) {
+// moments: the kernel's per-block moments, (3, blocks, 64) f32, where asked for (nullptr: none).
+template <int K, bool kMoments>
+void launch_phase_dgrad(const Tensor& dy, const Tensor& w, Tensor& dx, Tensor* moments) {
   cudaStream_t stream = stream_of(dx);
   Tensor frag = Tensor::empty({16 * (K / 16) * kWarpgroup * 8}, DType::F16, dx.device());
   const int total = 16 * (K / 16) * kWarpgroup;
   launch_kernel(phase_weights_kernel<K>, static_cast<unsigned>(ceil_div(total, 256)), 256, 0, stream,
                 w.data_as<__half>(), static_cast<uint4*>(frag.data()));
   CUDA_CHECK_LAUNCH();
-  auto kernel = phase_dgrad_kernel<K>;
+  auto kernel = phase_dgrad_kernel<K, kMoments>;
   const int device = dx.device().index;
   set_function_attribute_once(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kShared<K>),
                               device);
@@ -285,14 +374,21 @@ void launch_phase_dgrad(const Tensor& dy, const Tensor& w, Tensor& dx) {
   const int images = static_cast<int>(dy.dim(0));
   const int phases_per_item = images >= sms ? 4 : 2;
   const int items = images * (4 / phases_per_item);
-  launch_kernel(kernel, static_cast<unsigned>(std::min(items, sms)), kThreads, kShared<K>, stream, dy.data_as<__half>(),
-                static_cast<const uint4*>(frag.data()), dx.data_as<__half>(), images, phases_per_item);
+  const int blocks = std::min(items, sms);
+  float* moments_out = nullptr;
+  if (kMoments) {
+    *moments = Tensor::empty({3, blocks, kChannels}, DType::F32, dx.device());
+    moments_out = moments->data_as<float>();
+  }
+  launch_kernel(kernel, static_cast<unsigned>(blocks), kThreads, kShared<K>, stream, dy.data_as<__half>(),
+                static_cast<const uint4*>(frag.data()), dx.data_as<__half>(), images, phases_per_item, moments_out);
   CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
-bool conv2d_backward_data_phases(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p) {
+bool conv2d_backward_data_phases(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p,
+                                 Tensor* moments) {
   static const bool on = env_choice("GANENGINE_PHASE_DGRAD", {"on", "off"}) == "on";
   if (!on || dy.dtype() != DType::F16 || w.dtype() != DType::F16 || dx.dtype() != DType::F16) return false;
   for (const Tensor* t : std::initializer_list<const Tensor*>{&dy, &w, &dx})
@@ -303,7 +399,10 @@ bool conv2d_backward_data_phases(const Tensor& dy, const Tensor& w, Tensor& dx, 
       dx.dim(1) != kChannels || dx.dim(2) != 2 * kSide || dx.dim(3) != 2 * kSide)
     return false;
   if (!device_is_sm90(dx.device().index)) return false;
-  launch_phase_dgrad<128>(dy, w, dx);
+  if (moments)
+    launch_phase_dgrad<128, true>(dy, w, dx, moments);
+  else
+    launch_phase_dgrad<128, false>(dy, w, dx, nullptr);
   return true;
 }
 
