@@ -164,6 +164,36 @@ TEST_CASE("batchnorm moments: the CPU forms none and runs nothing and G's BatchN
   CHECK(batchnorms == 2);
 }
 
+TEST_CASE("batchnorm moments: G's transposed convolutions hand them to their own BatchNorms and twins to the twin's") {
+  nn::NetConfig cfg;
+  cfg.image_size = 16;
+  cfg.ngf = cfg.ndf = 4;
+  cfg.nz = 8;
+  const PrecisionPolicy policy = resolve_policy(OptLevel::O2);
+  const nn::Placement where = nn::Placement::for_device(Device::cpu(), policy.compute_dtype);
+  auto G = nn::make_generator(cfg, policy, where), D = nn::make_discriminator(cfg, policy, where);
+  auto twin = G->twin();
+  int linked = 0;
+  for (size_t i = 0; i < G->layers().size(); ++i) {
+    auto* conv = dynamic_cast<nn::Conv2d*>(G->layers()[i].get());
+    if (!conv) continue;
+    CAPTURE(i);
+    auto* twin_conv = dynamic_cast<nn::Conv2d*>(twin->layers()[i].get());
+    REQUIRE(twin_conv != nullptr);
+    if (i + 1 < G->layers().size() && dynamic_cast<nn::BatchNorm2d*>(G->layers()[i + 1].get())) {
+      ++linked;
+      CHECK(conv->moments_for() == G->layers()[i + 1].get());
+      CHECK(twin_conv->moments_for() == twin->layers()[i + 1].get());
+    } else {
+      CHECK(conv->moments_for() == nullptr);  // G's last layer: a Tanh follows
+      CHECK(twin_conv->moments_for() == nullptr);
+    }
+  }
+  CHECK(linked == 2);
+  for (auto& layer : D->layers())
+    if (auto* conv = dynamic_cast<nn::Conv2d*>(layer.get())) CHECK(conv->moments_for() == nullptr);
+}
+
 TEST_CASE("gpu fused batchnorm activation: bitwise the unfused GPU kernels and close to the CPU") {
   GE_REQUIRE_GPU();
   const Device gpu = Device::cuda(0);

@@ -102,6 +102,7 @@ class Conv2d : public Layer {
   // forward hands them to `bn`, which then does not read the output for its statistics.
   // nullptr: none.
   void form_moments_for(BatchNorm2d* bn) { moments_for_ = bn; }
+  BatchNorm2d* moments_for() const { return moments_for_; }
   bool transposed() const { return transposed_; }
 
  private:
@@ -228,7 +229,7 @@ class Sequential {
   // on the GPU, bitwise the same results). The layer list, and so the state_dict, is unchanged.
   void fuse_activations();
   // Every transposed Conv2d followed by a BatchNorm2d forms its output's statistics for it where
-  // the GPU can (Conv2d::form_moments_for). twin() links the twin's layers alike.
+  // the GPU can (Conv2d::form_moments_for). twin() links the twin's layers as this network's are.
   void link_moments();
   std::vector<Param*> params();
   // PyTorch state_dict: "main.<i>.<name>" -> tensor (CPU, f32 weights as stored, i64 counters).

@@ -55,7 +55,11 @@ void Sequential::link_moments() {
 std::unique_ptr<Sequential> Sequential::twin() const {
   auto t = std::make_unique<Sequential>();
   for (const auto& layer : layers_) t->add(layer->twin());
-  t->link_moments();  // the twin's convolutions hand their moments to the twin's BatchNorms
+  // Where this network's convolutions hand their moments on, the twin's hand theirs to the twin's
+  // BatchNorms (Conv2d::twin drops the link to this network's).
+  for (size_t i = 0; i + 1 < layers_.size(); ++i)
+    if (auto* conv = dynamic_cast<const Conv2d*>(layers_[i].get()); conv && conv->moments_for())
+      static_cast<Conv2d*>(t->layers_[i].get())->form_moments_for(dynamic_cast<BatchNorm2d*>(t->layers_[i + 1].get()));
   return t;
 }
 
