@@ -49,16 +49,9 @@ void probe(int64_t N, int64_t C, int64_t H, double budget_s, CudaContext& ctx) {
   Tensor x = Tensor::empty({N, C, H, H}, DType::F16, Device::cuda(0), MemoryFormat::NHWC);
   Tensor dx_cudnn = Tensor::empty(x.shape(), DType::F16, Device::cuda(0), MemoryFormat::NHWC);
   Tensor dx_phase = Tensor::empty(x.shape(), DType::F16, Device::cuda(0), MemoryFormat::NHWC);
-  void* ws = nullptr;
-  CUDA_CHECK(cudaMalloc(&ws, kWorkspaceCap));
-
-  ConvPlan plan(x, w, dy, p);
-  search_algorithm(plan, ConvPass::BackwardData, x, w, dy, dx_cudnn.data(), false, false, ctx);
-  search_engine(plan, ConvPass::BackwardData, x, w, dy, dx_cudnn.data(), p, false, false, ctx);
-  const double cudnn_us = time_us(ctx, [&] {
-    return run_pass(plan, ConvPass::BackwardData, x.data(), w.data(), dy.data(), dx_cudnn.data(), ws,
-                    plan.workspace_bytes, 0.f, ctx) == CUDNN_STATUS_SUCCESS;
-  });
+  const CudnnBackwardData cudnn(x, w, dy, dx_cudnn, p, ctx);
+  void* const ws = cudnn.workspace();  // the phases' forwards borrow it
+  const double cudnn_us = cudnn.time_us();
   const double flops = 2.0 * N * P * P * K * C * 16;
 
   // Four forward convolutions: x = dy, w = the phase's filter, y = dx's phase pixels.
@@ -108,7 +101,6 @@ void probe(int64_t N, int64_t C, int64_t H, double budget_s, CudaContext& ctx) {
       if (found.name.empty()) {
         std::printf("N=%-4lld C=%3lld<-%3lld phase (%d,%d): no engine configuration takes it\n", (long long)N,
                     (long long)C, (long long)K, a, b);
-        CUDA_CHECK(cudaFree(ws));
         return;
       }
       names += " " + found.name;
@@ -124,17 +116,14 @@ void probe(int64_t N, int64_t C, int64_t H, double budget_s, CudaContext& ctx) {
   const double phase_us = time_us(ctx, run_phases);
   CUDA_CHECK(cudaMemset(dx_phase.data(), 0xff, dx_phase.nbytes()));  // every pixel must be written again
   (void)run_phases();
-  CUDNN_CHECK(run_pass(plan, ConvPass::BackwardData, x.data(), w.data(), dy.data(), dx_cudnn.data(), ws,
-                       plan.workspace_bytes, 0.f, ctx));
+  CUDNN_CHECK(cudnn.run());
   CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
   const double diff = packed ? NAN : relative_diff(dx_cudnn, dx_phase);
   std::printf(
       "N=%-4lld C=%3lld<-%3lld: cuDNN backward-data %7.1f us (%3.0f TFLOP/s, %s)  four phases %7.1f us "
       "(%3.0f TFLOP/s, %.2fx) diff %.1e %s\n",
-      (long long)N, (long long)C, (long long)K, cudnn_us, flops / cudnn_us * 1e-6,
-      plan.engine ? plan.engine->name().c_str() : "legacy", phase_us, flops / phase_us * 1e-6, cudnn_us / phase_us,
-      diff, names.c_str());
-  CUDA_CHECK(cudaFree(ws));
+      (long long)N, (long long)C, (long long)K, cudnn_us, flops / cudnn_us * 1e-6, cudnn.name().c_str(), phase_us,
+      flops / phase_us * 1e-6, cudnn_us / phase_us, diff, names.c_str());
 }
 
 }  // namespace

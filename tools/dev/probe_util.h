@@ -1,13 +1,18 @@
-// What the development probes (conv_engine_probe.cpp, phase_dgrad_probe.cpp) share: timing a
-// pass as the engine's search does, and comparing two results.
+// What the development probes (conv_engine_probe.cpp, phase_dgrad_probe.cpp,
+// wgmma_dgrad_probe.cpp) share: timing a pass as the engine's search does, cuDNN's best
+// backward-data to compare with, and comparing two results.
 #pragma once
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "conv_plan.h"
+#include "cudnn_engine.h"
+#include "ganengine/cuda_check.h"
 #include "ganengine/cuda_context.h"
 #include "ganengine/tensor.h"
 #include "graph_timing.h"
@@ -24,6 +29,41 @@ double time_us(gpu::CudaContext& ctx, F run) {
   gpu::TimingEvents ev;
   return 1000.0 * gpu::graph_time_ms(ctx.stream(), kRuns, run, ev);
 }
+
+// cuDNN's best backward-data of dy into dx, chosen as the engine chooses it (the legacy
+// algorithms' search, then the backend engine configurations'); x is a tensor of dx's shape for
+// the plan. Owns a workspace of kWorkspaceCap bytes, which the probe may lend to its other
+// passes between runs.
+class CudnnBackwardData {
+ public:
+  CudnnBackwardData(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dx, const Conv2dParams& p,
+                    gpu::CudaContext& ctx)
+      : x_(x), w_(w), dy_(dy), dx_(dx), ctx_(ctx), plan_(x, w, dy, p) {
+    CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceCap));
+    gpu::search_algorithm(plan_, gpu::ConvPass::BackwardData, x, w, dy, dx.data(), false, false, ctx);
+    gpu::search_engine(plan_, gpu::ConvPass::BackwardData, x, w, dy, dx.data(), p, false, false, ctx);
+  }
+  ~CudnnBackwardData() { cudaFree(workspace_); }
+  CudnnBackwardData(const CudnnBackwardData&) = delete;
+  CudnnBackwardData& operator=(const CudnnBackwardData&) = delete;
+
+  cudnnStatus_t run() const {
+    return gpu::run_pass(plan_, gpu::ConvPass::BackwardData, x_.data(), w_.data(), dy_.data(), dx_.data(), workspace_,
+                         plan_.workspace_bytes, 0.f, ctx_);
+  }
+  double time_us() const {
+    return probe_util::time_us(ctx_, [&] { return run() == CUDNN_STATUS_SUCCESS; });
+  }
+  std::string name() const { return plan_.engine ? plan_.engine->name() : "legacy"; }
+  void* workspace() const { return workspace_; }
+
+ private:
+  const Tensor &x_, &w_, &dy_;
+  Tensor& dx_;
+  gpu::CudaContext& ctx_;
+  gpu::ConvPlan plan_;
+  void* workspace_ = nullptr;
+};
 
 // n values drawn from N(0, 1), seeded.
 inline std::vector<float> random_floats(int64_t n, uint32_t seed) {

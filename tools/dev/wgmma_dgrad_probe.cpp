@@ -9,8 +9,6 @@
 #include <cstdio>
 
 #include "conv_phase_dgrad.h"
-#include "conv_plan.h"
-#include "cudnn_engine.h"
 #include "ganengine/cuda_context.h"
 #include "probe_util.h"
 
@@ -28,27 +26,18 @@ void probe(int64_t N, CudaContext& ctx) {
   Tensor x = Tensor::empty({N, C, H, H}, DType::F16, Device::cuda(0), MemoryFormat::NHWC);
   Tensor dx_cudnn = Tensor::empty(x.shape(), DType::F16, Device::cuda(0), MemoryFormat::NHWC);
   Tensor dx_mine = Tensor::empty(x.shape(), DType::F16, Device::cuda(0), MemoryFormat::NHWC);
-  void* ws = nullptr;
-  CUDA_CHECK(cudaMalloc(&ws, kWorkspaceCap));
-  ConvPlan plan(x, w, dy, p);
-  search_algorithm(plan, ConvPass::BackwardData, x, w, dy, dx_cudnn.data(), false, false, ctx);
-  search_engine(plan, ConvPass::BackwardData, x, w, dy, dx_cudnn.data(), p, false, false, ctx);
-  const double cudnn_us = time_us(ctx, [&] {
-    return run_pass(plan, ConvPass::BackwardData, x.data(), w.data(), dy.data(), dx_cudnn.data(), ws,
-                    plan.workspace_bytes, 0.f, ctx) == CUDNN_STATUS_SUCCESS;
-  });
+  const CudnnBackwardData cudnn(x, w, dy, dx_cudnn, p, ctx);
+  const double cudnn_us = cudnn.time_us();
   const double mine_us = time_us(ctx, [&] { return conv2d_backward_data_phases(dy, w, dx_mine, p); });
   CUDA_CHECK(cudaMemset(dx_mine.data(), 0xff, dx_mine.nbytes()));  // every value must be written again
   const bool ran = conv2d_backward_data_phases(dy, w, dx_mine, p);
-  CUDNN_CHECK(run_pass(plan, ConvPass::BackwardData, x.data(), w.data(), dy.data(), dx_cudnn.data(), ws,
-                       plan.workspace_bytes, 0.f, ctx));
+  CUDNN_CHECK(cudnn.run());
   CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
   const double flops = 2.0 * N * P * P * K * C * 16;
   std::printf(
       "N=%-4lld cuDNN %7.1f us (%3.0f TFLOP/s, %s)  phases on wgmma %s %7.1f us (%3.0f TFLOP/s, %.2fx) diff %.2e\n",
-      (long long)N, cudnn_us, flops / cudnn_us * 1e-6, plan.engine ? plan.engine->name().c_str() : "legacy",
-      ran ? "ran" : "DID NOT RUN", mine_us, flops / mine_us * 1e-6, cudnn_us / mine_us,
-      relative_diff(dx_cudnn, dx_mine));
+      (long long)N, cudnn_us, flops / cudnn_us * 1e-6, cudnn.name().c_str(), ran ? "ran" : "DID NOT RUN", mine_us,
+      flops / mine_us * 1e-6, cudnn_us / mine_us, relative_diff(dx_cudnn, dx_mine));
   // Image 0 (NHWC, logical NCHW order from to_floats): max |difference| per phase and channel group.
   const std::vector<float> a = dx_cudnn.to_floats(), b = dx_mine.to_floats();
   for (int ph = 0; ph < 4; ++ph) {
@@ -70,7 +59,6 @@ void probe(int64_t N, CudaContext& ctx) {
   std::printf(" | mine");
   for (int ox = 0; ox < 6; ++ox) std::printf(" %.3f", b[ox]);
   std::printf("\n");
-  CUDA_CHECK(cudaFree(ws));
 }
 
 }  // namespace
