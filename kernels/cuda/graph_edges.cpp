@@ -22,6 +22,19 @@ Edges edges_of(cudaGraphNode_t node, EdgeQuery query) {
 Edges incoming_edges(cudaGraphNode_t node) { return edges_of(node, cudaGraphNodeGetDependencies); }
 Edges outgoing_edges(cudaGraphNode_t node) { return edges_of(node, cudaGraphNodeGetDependentNodes); }
 
+bool kernel_node_priority(cudaGraphNode_t node, int* priority) {
+  cudaGraphNodeType type;
+  CUDA_CHECK(cudaGraphNodeGetType(node, &type));
+  if (type != cudaGraphNodeTypeKernel) return false;
+  cudaLaunchAttributeValue value;
+  if (cudaGraphKernelNodeGetAttribute(node, cudaLaunchAttributePriority, &value) != cudaSuccess) {
+    (void)cudaGetLastError();  // not an error to report: the node simply has no priority
+    return false;
+  }
+  *priority = value.priority;
+  return true;
+}
+
 std::vector<cudaGraphNode_t> graph_nodes(cudaGraph_t graph) {
   size_t n = 0;
   CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &n));

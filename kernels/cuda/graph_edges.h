@@ -1,5 +1,5 @@
 // A captured graph's nodes and edges (with their data: type and ports), for the passes that rewire
-// a graph between capture and instantiation (graph_memsets.h, graph_memset_hoist.h).
+// a graph between capture and instantiation (graph_memsets.h, graph_memset_hoist.h, graph_roots.h).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -15,6 +15,10 @@ struct Edges {
 
 Edges incoming_edges(cudaGraphNode_t node);  // the nodes `node` waits for
 Edges outgoing_edges(cudaGraphNode_t node);  // the nodes that wait for `node`
+
+// A kernel node's launch priority (lower numbers run first; captured from its stream's), or
+// false for other nodes and kernel nodes without one.
+bool kernel_node_priority(cudaGraphNode_t node, int* priority);
 
 // Every node of the graph, in the order cudaGraphGetNodes gives.
 std::vector<cudaGraphNode_t> graph_nodes(cudaGraph_t graph);

@@ -30,14 +30,8 @@ __global__ void memset_node_kernel(char* dst, size_t pitch, unsigned value, unsi
 // The priority the graph gives the first kernel that waits on `edges` (the memset ran for it),
 // or none.
 bool successor_priority(const Edges& edges, cudaLaunchAttributeValue* priority) {
-  for (cudaGraphNode_t next : edges.nodes) {
-    cudaGraphNodeType type;
-    CUDA_CHECK(cudaGraphNodeGetType(next, &type));
-    if (type == cudaGraphNodeTypeKernel &&
-        cudaGraphKernelNodeGetAttribute(next, cudaLaunchAttributePriority, priority) == cudaSuccess)
-      return true;
-  }
-  (void)cudaGetLastError();
+  for (cudaGraphNode_t next : edges.nodes)
+    if (kernel_node_priority(next, &priority->priority)) return true;
   return false;
 }
 

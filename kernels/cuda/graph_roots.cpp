@@ -6,27 +6,10 @@
 
 #include "ganengine/cuda_check.h"
 #include "ganengine/env_choice.h"
+#include "graph_edges.h"
 
 namespace ge {
 namespace gpu {
-
-namespace {
-
-// A kernel node's launch priority (lower numbers run first), or false for other nodes.
-bool kernel_priority(cudaGraphNode_t node, int* priority) {
-  cudaGraphNodeType type;
-  CUDA_CHECK(cudaGraphNodeGetType(node, &type));
-  if (type != cudaGraphNodeTypeKernel) return false;
-  cudaLaunchAttributeValue value;
-  if (cudaGraphKernelNodeGetAttribute(node, cudaLaunchAttributePriority, &value) != cudaSuccess) {
-    (void)cudaGetLastError();  // not an error to report: the node simply has no priority
-    return false;
-  }
-  *priority = value.priority;
-  return true;
-}
-
-}  // namespace
 
 size_t join_graph_roots(cudaGraph_t graph) {
   static const bool enabled = env_choice("GANENGINE_GRAPH_ROOTS", {"one", "many"}) == "one";
@@ -40,7 +23,7 @@ size_t join_graph_roots(cudaGraph_t graph) {
   int first_priority = 0;
   for (cudaGraphNode_t root : roots) {
     int priority = 0;
-    if (kernel_priority(root, &priority) && (first == nullptr || priority < first_priority)) {
+    if (kernel_node_priority(root, &priority) && (first == nullptr || priority < first_priority)) {
       first = root;
       first_priority = priority;
     }
