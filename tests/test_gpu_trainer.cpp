@@ -31,6 +31,19 @@ void batch(int64_t step, int64_t n, Tensor& real, Tensor& noise) { synthetic_ste
 
 }  // namespace
 
+// The side lane's automatic range (trainer.h): up to 512 images of 64x64 with half
+// convolutions (O1-O3), up to 256 with fp32 ones (O0), where the H200 measured it paying.
+TEST_CASE("trainer: the side lane's automatic range depends on the convolutions' precision") {
+  for (OptLevel level : {OptLevel::O0, OptLevel::O1, OptLevel::O2, OptLevel::O3}) {
+    INFO(opt_level_name(level));
+    const int64_t images = TrainerConfig::side_lane_max_pixels(resolve_policy(level).compute_dtype) / (64 * 64);
+    CHECK(images == (level == OptLevel::O0 ? 256 : 512));
+  }
+  AmpOverrides bf16;
+  bf16.half = DType::BF16;
+  CHECK(TrainerConfig::side_lane_max_pixels(resolve_policy(OptLevel::O2, bf16).compute_dtype) == 512 * 64 * 64);
+}
+
 TEST_CASE("gpu trainer: O0 steps on the GPU follow the CPU trainer") {
   GE_REQUIRE_GPU();
   DcganTrainer cpu(small_config(OptLevel::O0, Device::cpu())), gpu(small_config(OptLevel::O0, Device::cuda(0)));

@@ -39,11 +39,17 @@ struct TrainerConfig {
   // (concurrent_region.h): G's forward beside D's pass on the real batch, and each filter
   // gradient beside the rest of its backward pass. Same results bit for bit; never with --sync-bn.
   // Auto: as GANENGINE_SIDE_LANE says (auto | on | off; auto: on while the real batch has at
-  // most kSideLaneMaxPixels images x height x width, where the H200 measured 3-8% shorter steps,
-  // off above, where it measured no gain and G's activations living beside D's raised the peak).
+  // most side_lane_max_pixels images x height x width, where the H200 measured 3-8% shorter
+  // steps up to 256 images and, with half convolutions (O1-O3), 2.2-2.6% at 512; off above,
+  // where it measured no gain (O2 0.8% slower at 1024) and G's activations living beside D's
+  // raised the peak, and for fp32 convolutions (O0) above 256, where 512 was 2.4% slower).
   enum class LaneChoice { Auto, On, Off };
   LaneChoice side_lane = LaneChoice::Auto;
   static constexpr int64_t kSideLaneMaxPixels = 256 * 64 * 64;
+  static constexpr int64_t kSideLaneMaxPixelsHalf = 512 * 64 * 64;
+  static constexpr int64_t side_lane_max_pixels(DType compute_dtype) {
+    return compute_dtype == DType::F32 ? kSideLaneMaxPixels : kSideLaneMaxPixelsHalf;
+  }
   // With the side lane: D's whole pass on the fake batch (G's forward, D's forward and backward
   // on a twin of D, Sequential::twin) beside its pass on the real batch, instead of after it; the
   // fake loss's gradients are added to the real loss's after those, and the BatchNorm running

@@ -274,7 +274,7 @@ bool DcganTrainer::use_side_lane(const Tensor& real) const {
   // not order.
   if (!cfg_.device.is_cuda() || cfg_.sync_batchnorm) return false;
   static const std::string env = env_choice("GANENGINE_SIDE_LANE", {"auto", "on", "off"});
-  return lanes_wanted(cfg_.side_lane, env, real, TrainerConfig::kSideLaneMaxPixels);
+  return lanes_wanted(cfg_.side_lane, env, real, TrainerConfig::side_lane_max_pixels(cfg_.policy.compute_dtype));
 }
 
 bool DcganTrainer::use_fake_branch(const Tensor& real) const {
