@@ -2,8 +2,6 @@
 // (kernels/cuda/conv_phase_dgrad.h): against the CPU reference, run to run, and reached through
 // the ops that the layers call (D's second layer's backward-data, G's fourth layer's forward).
 #if GE_WITH_CUDA
-#include <cuda_runtime.h>
-
 #include <algorithm>
 #include <cmath>
 
@@ -32,17 +30,10 @@ Tensor poisoned_like(const Tensor& like) {
   return t;
 }
 
-bool compute_capability_90() {
-  int major = 0, minor = 0;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
-  return major == 9 && minor == 0;
-}
-
 // The kernel runs on compute capability 9.0 only: elsewhere a test says so and stops.
 #define GE_REQUIRE_SM90()                                                                        \
   do {                                                                                           \
-    if (!compute_capability_90()) {                                                              \
+    if (!ge::gpu::device_is_sm90(0)) {                                                           \
       MESSAGE("GPU test skipped: the warpgroup-MMA kernel runs on compute capability 9.0 only"); \
       return;                                                                                    \
     }                                                                                            \

@@ -325,16 +325,23 @@ void launch_normalize(const Tensor& x, Tensor& y, const float* mean, const float
   CUDA_CHECK_LAUNCH();
 }
 
+// What both training forwards check of their tensors.
+void check_train_forward(const Tensor& x, const Tensor& y, const Tensor& gamma, const Tensor& beta,
+                         const Tensor& running_mean, const Tensor& running_var, const Tensor& save_mean,
+                         const Tensor& save_invstd) {
+  check_activation_pair(x, y, "x/y");
+  check_params(x, gamma, {&beta, &running_mean, &running_var});
+  check_channel_vector(save_mean, x.dim(1), DType::F32, x, "save_mean");
+  check_channel_vector(save_invstd, x.dim(1), DType::F32, x, "save_invstd");
+}
+
 }  // namespace
 
 void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
                              Tensor& running_var, float momentum, float eps, Tensor& y, Tensor& save_mean,
                              Tensor& save_invstd, const ops::FusedActivation* act,
                              const ops::BatchNormSync* sync) {
-  check_activation_pair(x, y, "x/y");
-  check_params(x, gamma, {&beta, &running_mean, &running_var});
-  check_channel_vector(save_mean, x.dim(1), DType::F32, x, "save_mean");
-  check_channel_vector(save_invstd, x.dim(1), DType::F32, x, "save_invstd");
+  check_train_forward(x, y, gamma, beta, running_mean, running_var, save_mean, save_invstd);
   if (sync) check_sync(*sync, x);
   const ChannelGeometry g = channel_geometry(x);
   GE_CHECK(g.M > 0 && g.C > 0, "batchnorm: empty input ", x.str());
@@ -386,10 +393,7 @@ void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor&
 void batchnorm_forward_train_moments(const Tensor& x, const Tensor& moments, const Tensor& gamma, const Tensor& beta,
                                      Tensor& running_mean, Tensor& running_var, float momentum, float eps, Tensor& y,
                                      Tensor& save_mean, Tensor& save_invstd, const ops::FusedActivation* act) {
-  check_activation_pair(x, y, "x/y");
-  check_params(x, gamma, {&beta, &running_mean, &running_var});
-  check_channel_vector(save_mean, x.dim(1), DType::F32, x, "save_mean");
-  check_channel_vector(save_invstd, x.dim(1), DType::F32, x, "save_invstd");
+  check_train_forward(x, y, gamma, beta, running_mean, running_var, save_mean, save_invstd);
   GE_CHECK(moments.dtype() == DType::F32 && moments.rank() == 3 && moments.dim(0) == 3 && moments.dim(2) == x.dim(1) &&
                moments.device() == x.device(),
            "batchnorm: moments must be (3, parts, C) f32 on ", x.device().str(), ", are ", moments.str());

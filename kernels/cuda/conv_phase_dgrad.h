@@ -16,5 +16,8 @@ namespace gpu {
 bool conv2d_backward_data_phases(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p,
                                  Tensor* moments = nullptr);
 
+// Whether `device` has compute capability 9.0, where the kernel's sm_90a code runs.
+bool device_is_sm90(int device);
+
 }  // namespace gpu
 }  // namespace ge

@@ -17,6 +17,17 @@ Edges edges_of(cudaGraphNode_t node, EdgeQuery query) {
   return e;
 }
 
+using NodeQuery = cudaError_t (*)(cudaGraph_t, cudaGraphNode_t*, size_t*);
+
+std::vector<cudaGraphNode_t> nodes_of(cudaGraph_t graph, NodeQuery query) {
+  size_t n = 0;
+  CUDA_CHECK(query(graph, nullptr, &n));
+  std::vector<cudaGraphNode_t> nodes(n);
+  if (n) CUDA_CHECK(query(graph, nodes.data(), &n));
+  nodes.resize(n);
+  return nodes;
+}
+
 }  // namespace
 
 Edges incoming_edges(cudaGraphNode_t node) { return edges_of(node, cudaGraphNodeGetDependencies); }
@@ -35,14 +46,8 @@ bool kernel_node_priority(cudaGraphNode_t node, int* priority) {
   return true;
 }
 
-std::vector<cudaGraphNode_t> graph_nodes(cudaGraph_t graph) {
-  size_t n = 0;
-  CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &n));
-  std::vector<cudaGraphNode_t> nodes(n);
-  if (n) CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &n));
-  nodes.resize(n);
-  return nodes;
-}
+std::vector<cudaGraphNode_t> graph_nodes(cudaGraph_t graph) { return nodes_of(graph, cudaGraphGetNodes); }
+std::vector<cudaGraphNode_t> graph_root_nodes(cudaGraph_t graph) { return nodes_of(graph, cudaGraphGetRootNodes); }
 
 std::vector<MemsetNode> memset_nodes(cudaGraph_t graph) {
   std::vector<MemsetNode> memsets;

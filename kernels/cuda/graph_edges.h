@@ -20,8 +20,9 @@ Edges outgoing_edges(cudaGraphNode_t node);  // the nodes that wait for `node`
 // false for other nodes and kernel nodes without one.
 bool kernel_node_priority(cudaGraphNode_t node, int* priority);
 
-// Every node of the graph, in the order cudaGraphGetNodes gives.
+// Every node of the graph, in the order cudaGraphGetNodes gives; the nodes that wait for none.
 std::vector<cudaGraphNode_t> graph_nodes(cudaGraph_t graph);
+std::vector<cudaGraphNode_t> graph_root_nodes(cudaGraph_t graph);
 
 // The graph's memset nodes with their parameters, in the same order.
 struct MemsetNode {

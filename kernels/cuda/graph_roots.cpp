@@ -14,11 +14,8 @@ namespace gpu {
 size_t join_graph_roots(cudaGraph_t graph) {
   static const bool enabled = env_choice("GANENGINE_GRAPH_ROOTS", {"one", "many"}) == "one";
   if (!enabled) return 0;
-  size_t n = 0;
-  CUDA_CHECK(cudaGraphGetRootNodes(graph, nullptr, &n));
-  if (n < 2) return 0;
-  std::vector<cudaGraphNode_t> roots(n);
-  CUDA_CHECK(cudaGraphGetRootNodes(graph, roots.data(), &n));
+  const std::vector<cudaGraphNode_t> roots = graph_root_nodes(graph);
+  if (roots.size() < 2) return 0;
   cudaGraphNode_t first = nullptr;
   int first_priority = 0;
   for (cudaGraphNode_t root : roots) {

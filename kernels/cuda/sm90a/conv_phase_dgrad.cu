@@ -343,19 +343,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-// The kernels above are built for sm_90a, which runs on compute capability 9.0 only.
-bool device_is_sm90(int device) {
-  static int known[64] = {};  // 0: not asked yet, 1: 9.0, 2: another
-  if (device < 0 || device >= 64) return false;
-  if (!known[device]) {
-    int major = 0, minor = 0;
-    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-    known[device] = major == 9 && minor == 0 ? 1 : 2;
-  }
-  return known[device] == 1;
-}
-
 // moments: the kernel's per-block moments, (3, blocks, 64) f32, where asked for (nullptr: none).
 template <int K, bool kMoments>
 void launch_phase_dgrad(const Tensor& dy, const Tensor& w, Tensor& dx, Tensor* moments) {
@@ -386,6 +373,19 @@ void launch_phase_dgrad(const Tensor& dy, const Tensor& w, Tensor& dx, Tensor* m
 }
 
 }  // namespace
+
+// The kernels above are built for sm_90a, which runs on compute capability 9.0 only.
+bool device_is_sm90(int device) {
+  static int known[64] = {};  // 0: not asked yet, 1: 9.0, 2: another
+  if (device < 0 || device >= 64) return false;
+  if (!known[device]) {
+    int major = 0, minor = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    known[device] = major == 9 && minor == 0 ? 1 : 2;
+  }
+  return known[device] == 1;
+}
 
 bool conv2d_backward_data_phases(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p,
                                  Tensor* moments) {
