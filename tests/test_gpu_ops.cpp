@@ -3,6 +3,8 @@
 // poisoned with NaN first, so an element the GPU forgot to write fails the comparison. Results
 // must agree within tolerance_for(dtype) relative to the reference's norm.
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -464,6 +466,56 @@ TEST_CASE("gpu ops: a w with x's 1 or 3 channels gives bitwise what its zero-pad
   }
 }
 
+// The 8-channel forward takes LeakyReLU with a slope in (0, 1] as max(v, v * slope) on the
+// rounded values (conv_8ch_tile.cuh's leaky_relu_pair), other slopes as compare and select: both
+// must give the separate activation's bits, also where the convolution overflows to infinities
+// and NaNs (x holds some of the dtype's largest values and infinities of either sign).
+TEST_CASE("gpu ops: the forward's fused LeakyReLU gives the separate op's bits at any slope and at inf and NaN") {
+  GE_REQUIRE_GPU();
+  const MemoryFormat f = MemoryFormat::NHWC;
+  for (const DType dt : {DType::F16, DType::BF16})
+    for (const int64_t channels : {int64_t{8}, int64_t{3}}) {
+      CAPTURE(tag(dt, f));
+      CAPTURE(channels);
+      const ConvCase cc{4, channels, 32, 32, 64, 4, 4, 2, 1};
+      const ge::Conv2dParams p{cc.stride, cc.pad};
+      Tensor x = random_cpu({cc.n, cc.c, cc.h, cc.w}, dt, f);
+      // Every 37th value the dtype's largest finite value, every 101st +inf, every 103rd -inf
+      // (bit patterns: f16 0x7bff, 0x7c00, 0xfc00; bf16 0x7f7f, 0x7f80, 0xff80).
+      const bool half = dt == DType::F16;
+      auto* bits = static_cast<uint16_t*>(x.data());
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        if (i % 37 == 0) bits[i] = half ? 0x7bff : 0x7f7f;
+        if (i % 101 == 0) bits[i] = half ? 0x7c00 : 0x7f80;
+        if (i % 103 == 0) bits[i] = half ? 0xfc00 : 0xff80;
+      }
+      const Tensor xg = gpu(x), wg = gpu(random_cpu({cc.k, cc.c, cc.r, cc.s}, dt, f));
+      Tensor plain = poisoned_gpu(zeros_cpu(cc.y_shape(), dt, f));
+      ge::ops::conv2d_forward(xg, wg, plain, p);
+      // The convolution's outputs cover what the activation must keep apart.
+      size_t nans = 0, infs = 0, negative = 0, positive = 0;
+      for (const double v : plain.to(kCpu).to_doubles()) {
+        nans += std::isnan(v);
+        infs += std::isinf(v);
+        negative += v < 0 && std::isfinite(v);
+        positive += v > 0 && std::isfinite(v);
+      }
+      CHECK(nans > 0);
+      CHECK(infs > 0);
+      CHECK(negative > 0);
+      CHECK(positive > 0);
+      for (const float slope : {0.f, 0.2f, 0.5f, 1.f, 1.5f, -0.25f}) {
+        CAPTURE(slope);
+        Tensor fused = poisoned_gpu(plain), two_ops = poisoned_gpu(plain);
+        ge::ops::conv2d_activation_forward(xg, wg, fused, p, {Activation::LeakyReLU, slope});
+        ge::ops::conv2d_forward(xg, wg, two_ops, p);
+        ge::ops::activation_forward(Activation::LeakyReLU, two_ops, two_ops, slope);
+        const Tensor a = fused.to(kCpu), b = two_ops.to(kCpu);
+        CHECK(std::memcmp(a.data(), b.data(), a.nbytes()) == 0);
+      }
+    }
+}
+
 TEST_CASE("ops: on the CPU an x with fewer channels than w is its zero-padded copy - a narrower dx the first channels") {
   const Tensor xc = random_cpu({2, 3, 8, 8}, DType::F32), wc = random_cpu({4, 8, 3, 3}, DType::F32);
   Tensor xcp = zeros_cpu({2, 8, 8, 8}, DType::F32);
@@ -748,6 +800,41 @@ TEST_CASE("gpu ops: ReLU LeakyReLU Tanh forward and backward (from the output) m
           ge::ops::activation_backward(a, gpu(y), dyg, dyg, 0.2f);
           expect_close("backward in place", dyg, dx);
         }
+}
+
+// LeakyReLU's backward on 16-bit values picks dy or dy * slope by a mask made from y's halves
+// (activation_math.cuh's leaky_relu_grad_pair): every pair of special values (infinities, the
+// largest finite values, subnormals, signed zeros, NaN) in y and dy, against the CPU's op.
+TEST_CASE("gpu ops: LeakyReLU's 16-bit backward gives the CPU's values for every pair of special values") {
+  GE_REQUIRE_GPU();
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  for (const DType dt : {DType::F16, DType::BF16}) {
+    const double big = dt == DType::F16 ? 65504.0 : 3.3e38, tiny = dt == DType::F16 ? 6e-8 : 1e-39;
+    const Values special{-inf, -big, -1.5, -tiny, -0.0, 0.0, tiny, 1.5, big, inf, nan};
+    Values y, dy;
+    for (int copy = 0; copy < 8; ++copy)  // whole 8-value packs
+      for (const double a : special)
+        for (const double b : special) {
+          y.push_back(a);
+          dy.push_back(b);
+        }
+    const Shape shape{8, 1, 11, 11};
+    for (const float slope : {0.2f, 1.f, 0.f}) {
+      CAPTURE(tag(dt, MemoryFormat::NCHW));
+      CAPTURE(slope);
+      const Tensor yc = values_cpu(y, shape, dt), dyc = values_cpu(dy, shape, dt);
+      Tensor dx = zeros_cpu(shape, dt);
+      ge::ops::activation_backward(Activation::LeakyReLU, yc, dyc, dx, slope);
+      Tensor dxg = poisoned_gpu(dx);
+      ge::ops::activation_backward(Activation::LeakyReLU, gpu(yc), gpu(dyc), dxg, slope);
+      const Values want = dx.to_doubles(), got = dxg.to(kCpu).to_doubles();
+      size_t differ = 0;
+      for (size_t i = 0; i < want.size(); ++i)
+        differ += std::isnan(want[i]) ? !std::isnan(got[i])
+                                      : !(got[i] == want[i] && std::signbit(got[i]) == std::signbit(want[i]));
+      CHECK(differ == 0);
+    }
+  }
 }
 
 TEST_CASE("gpu ops: ReLU and LeakyReLU propagate NaN like the CPU") {

@@ -35,16 +35,23 @@ using namespace conv8;
 
 constexpr int kOutStride = kGroupChannels + 8;  // halves per staged output row: +8 spreads rows over the banks
 constexpr int kMTiles = kTilePixels / 16;
+
+// What the kernel does to each output value on its way out: round it to the dtype, and round
+// it, take ReLU or LeakyReLU (rectify, as the separate activation op) and round again, or the
+// same for LeakyReLU with a slope in (0, 1] as leaky_relu_pair computes it (the same bits, fewer
+// instructions).
+enum class Epilogue { kRound, kRectify, kLeakyMax };
 // x (N, H, W, 8 or kC), w (K, 4, 4, 8), y (N, P, Q, K), all NHWC. Grid (blocks walking the tiles,
 // channel groups of 64). Five blocks per SM asked for: the padded kernel's 96 registers, as the
 // compiler chose them unbounded (six, 80 registers, spilled in the narrow kernel with LeakyReLU).
-template <class T, bool kActivation, class Input>
+template <class T, Epilogue kEpilogue, class Input>
 __global__ void __launch_bounds__(kBlockThreads, 5)
     conv_8ch_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, Tiling tl, int K, int wc,
                     ops::Activation act, float slope) {
   await_previous_kernel();
   constexpr int kKSteps = Input::kKSteps, kPixel = Input::kPixelHalves;
-  __shared__ alignas(16) T in_s[2][kMaxFootprint * kPixel];  // this tile's footprint and the next's
+  // This tile's footprint and the next's (each with the input's staging, if any).
+  __shared__ alignas(16) T in_s[2][kMaxFootprint * kPixel + Input::kRawHalves];
   __shared__ alignas(16) T out_s[kTilePixels * kOutStride];
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -81,6 +88,10 @@ __global__ void __launch_bounds__(kBlockThreads, 5)
   // (pixels 8-15, k 0-7), (0-7, k 8-15), (8-15, k 8-15) of a 16-pixel m-tile are a0..a3. Its
   // footprint pixel is pixel_base[mt] + tap_base[ks].
   const int ld_row = lane & 7, ld_mat = lane >> 3;
+  // Lane l's row of the epilogue's stmatrix: row l % 8 of matrix l / 8 (n-tile l / 16, pixel half
+  // (l / 8) % 2) of m-tile 0, in bytes of shared memory.
+  const uint32_t out_row = static_cast<uint32_t>(
+      __cvta_generic_to_shared(out_s + ((ld_mat & 1) * 8 + ld_row) * kOutStride + warp * 16 + (ld_mat >> 1) * 8));
   int pixel_base[kMTiles], tap_base[kKSteps];
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) pixel_base[mt] = Input::pixel_base(tl, mt * 16 + (ld_mat & 1) * 8 + ld_row);
@@ -105,6 +116,10 @@ __global__ void __launch_bounds__(kBlockThreads, 5)
     tl.locate(tile, n, p0, q0);
     copy_async_wait<1>();  // this tile's footprint has landed (for this thread's copies)
     __syncthreads();       // ... and everyone's; out_s is free again
+    if constexpr (Input::kConverts) {
+      input.convert(in_s[buf], tl);
+      __syncthreads();
+    }
     const T* in = in_s[buf];
 
     float acc[kMTiles][2][4] = {};
@@ -118,24 +133,31 @@ __global__ void __launch_bounds__(kBlockThreads, 5)
         for (int nt = 0; nt < 2; ++nt) mma_16816<T>(acc[mt][nt], a, b[ks][nt]);
       }
 
-    // d0, d1: pixel g of the m-tile, channels 2t, 2t+1 of the n-tile; d2, d3: pixel g + 8. The
-    // two channels are rounded and stored together (per value, these conversions and 2-byte
-    // stores were a third of the fused kernel's issue slots: ncu source counters, batch 1024).
+      // d0, d1: pixel g of the m-tile, channels 2t, 2t+1 of the n-tile; d2, d3: pixel g + 8. The
+      // two channels are rounded together (per value, these conversions and 2-byte stores were a
+      // third of the fused kernel's issue slots: ncu source counters, batch 1024), and an m-tile's
+      // four 8 x 8 blocks (n-tile nt, pixel half h) leave in one stmatrix, as matrix 2 nt + h.
 #pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt)
+    for (int mt = 0; mt < kMTiles; ++mt) {
+      uint32_t words[4];
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           float v0 = acc[mt][nt][2 * h], v1 = acc[mt][nt][2 * h + 1];
-          if (kActivation) {  // ReLU or LeakyReLU (the host applies Tanh after the kernel)
-            round_pair<T>(v0, v1);
-            v0 = rectify(act, v0, slope);
-            v1 = rectify(act, v1, slope);
+          if constexpr (kEpilogue == Epilogue::kLeakyMax) {
+            words[2 * nt + h] = leaky_relu_pair<T>(v0, v1, slope);
+          } else {
+            if constexpr (kEpilogue == Epilogue::kRectify) {  // (the host applies Tanh after the kernel)
+              round_pair<T>(v0, v1);
+              v0 = rectify(act, v0, slope);
+              v1 = rectify(act, v1, slope);
+            }
+            words[2 * nt + h] = pack_pair<T>(v0, v1);
           }
-          *reinterpret_cast<uint32_t*>(out_s + (mt * 16 + g + 8 * h) * kOutStride + warp * 16 + nt * 8 + 2 * t) =
-              pack_pair<T>(v0, v1);
         }
+      stmatrix_x4(out_row + mt * 16 * kOutStride * 2, words);
+    }
     __syncthreads();
     // The tile's first output in 64-bit arithmetic once, each pixel's offset from it in 32-bit
     // (within a tile's rows: far below 2^31).
@@ -148,10 +170,20 @@ __global__ void __launch_bounds__(kBlockThreads, 5)
   }
 }
 
+// Whether leaky_relu_pair computes this activation (its slope's range).
+bool leaky_max_applies(const ops::FusedActivation& act) {
+  return act.kind == ops::Activation::LeakyReLU && act.negative_slope > 0.f && act.negative_slope <= 1.f;
+}
+
 }  // namespace
 
 bool conv_8ch_enabled() {
   static const bool on = env_choice("GANENGINE_CONV_8CH", {"on", "off"}) == "on";
+  return on;
+}
+
+bool conv8::rows_input_enabled() {
+  static const bool on = env_choice("GANENGINE_CONV_8CH_ROWS", {"on", "off"}) == "on";
   return on;
 }
 
@@ -185,9 +217,11 @@ bool conv2d_forward_8ch(const Tensor& x, const Tensor& w, Tensor& y, const Conv2
   const int C = static_cast<int>(x.dim(1));
   if (C != 8 && !narrow_input_fits(tl)) return false;
   GE_DISPATCH_HALF(x.dtype(), T, {
-    dispatch_input<T>(C, [&](auto input) {
+    dispatch_input<T>(C, tl, [&](auto input) {
       using Input = std::remove_pointer_t<decltype(input)>;
-      auto kernel = fused ? conv_8ch_kernel<T, true, Input> : conv_8ch_kernel<T, false, Input>;
+      auto kernel = !fused                      ? conv_8ch_kernel<T, Epilogue::kRound, Input>
+                    : leaky_max_applies(*fused) ? conv_8ch_kernel<T, Epilogue::kLeakyMax, Input>
+                                                : conv_8ch_kernel<T, Epilogue::kRectify, Input>;
       const dim3 grid(static_cast<unsigned>(grid_blocks(kernel, 0, x.device().index, tl.total)),
                       static_cast<unsigned>(K / kGroupChannels));
       launch_kernel(kernel, grid, kBlockThreads, 0, stream_of(x), x.data_as<T>(), w.data_as<T>(), y.data_as<T>(), tl, K,

@@ -18,6 +18,8 @@ namespace conv8 {
 // tap-major (w (K, 4, 4, 8) as it is in memory).
 template <class T>
 struct PaddedInput {
+  static constexpr bool kConverts = false;  // convert() after the copies land (RowsInput)
+  static constexpr int kRawHalves = 0;      // staging after the footprint, per buffer (RowsInput)
   static constexpr int kPixelHalves = 8;
   static constexpr int kKSteps = 8;
   static constexpr int kWeightHalfStep = 8;  // b1's k (2t + 8) sits 8 halves after b0's
@@ -65,6 +67,8 @@ struct PaddedInput {
 template <class T, int kC>
 struct NarrowInput {
   static_assert(kC == 1 || kC == 3, "narrow inputs hold 1 or 3 channels");
+  static constexpr bool kConverts = false;
+  static constexpr int kRawHalves = 0;
   static constexpr int kPixelHalves = 4;
   static constexpr int kKSteps = 4;
   static constexpr int kWeightHalfStep = 16;  // b1's k (2t + 8) is two taps (16 halves of w) on
@@ -137,18 +141,88 @@ struct NarrowInput {
   }
 };
 
+// RowsInput: NarrowInput's footprint, for tiles of whole output rows (cols == Q, so q0 is 0 and
+// a footprint row is a whole input row with its two padding columns), reached another way. The
+// footprint's input rows are contiguous in x and 16-byte aligned (W kC a multiple of 8), so they
+// arrive as they are by cp.async, 16 bytes a copy, into a staging area after the footprint
+// (zeros for rows outside the image); convert(), once they have landed, takes the thread's
+// pairs from there as NarrowInput takes them from x and stores them as its finish() does. The
+// same footprint, so the same products: bitwise NarrowInput's results. NarrowInput's 4-byte
+// loads of 12-byte pairs use a third of each 32-byte sector they fetch; D's first layer's
+// backward-filter, reading them so, was bound by L2 throughput (82%, ncu, batch 1024).
+template <class T, int kC>
+struct RowsInput : NarrowInput<T, kC> {
+  using Narrow = NarrowInput<T, kC>;
+  static constexpr bool kConverts = true;
+  static constexpr int kRawHalves = 1536;  // footprint rows x W x kC, at most (rows_input_fits)
+  static constexpr int kChunkSteps = 2;    // 16-byte copies a thread, at most
+  static_assert(kRawHalves / 8 <= kChunkSteps * kBlockThreads, "the rows' copies must fit the threads");
+  GridWalk chunks;  // over the footprint rows' 16-byte chunks, W kC / 8 a row
+
+  __device__ explicit RowsInput(const Tiling& tl) : Narrow(tl), chunks(tl.W * kC / 8) {}
+
+  __device__ static T* raw(T* in_s) { return in_s + kMaxFootprint * Narrow::kPixelHalves; }
+
+  __device__ __forceinline__ void issue(const T* __restrict__ x, T* in_s, const Tiling& tl, int n, int p0, int) {
+    const int fr = footprint_rows(tl.rows), row_halves = tl.W * kC, per_row = row_halves / 8;
+    const T* xn = x + static_cast<size_t>(n) * tl.H * row_halves;
+    const uint32_t staging = shared_address(raw(in_s));
+    int r = chunks.r0, c = chunks.c0;
+#pragma unroll
+    for (int j = 0; j < kChunkSteps; ++j) {
+      if (r < fr) {
+        const int row = 2 * p0 - 1 + r;
+        const bool inside = row >= 0 && row < tl.H;
+        copy_async_16(staging + 2u * (r * row_halves + c * 8), xn + (inside ? row : 0) * row_halves + c * 8, inside);
+      }
+      chunks.next(r, c, per_row);
+    }
+  }
+  __device__ __forceinline__ void finish(T*, const Tiling&) const {}
+
+  // Once every thread's copies of this buffer have landed (a barrier after the wait).
+  __device__ __forceinline__ void convert(T* in_s, const Tiling& tl) {
+    const int fr = footprint_rows(tl.rows), per_row = tl.cols + 2, row_pairs = tl.W / 2;
+    const uint32_t* rows = reinterpret_cast<const uint32_t*>(raw(in_s));
+    int r = this->walk.r0, c = this->walk.c0;
+#pragma unroll
+    for (int j = 0; j < Narrow::kPairs; ++j) {
+      const int pair = c - 1;
+      const bool inside = r < fr && pair >= 0 && pair < row_pairs;
+      const uint32_t* src = rows + (inside ? r * row_pairs + pair : 0) * kC;
+#pragma unroll
+      for (int k = 0; k < kC; ++k) this->v[j][k] = inside ? src[k] : 0u;
+      this->walk.next(r, c, per_row);
+    }
+    Narrow::finish(in_s, tl);
+  }
+};
+
 // Whether the narrow loader takes this tiling: it reads pixel pairs (W even) and holds a
 // footprint's pairs in registers.
 inline bool narrow_input_fits(const Tiling& tl) {
   return tl.W % 2 == 0 && footprint_rows(tl.rows) * (tl.cols + 2) <= NarrowInput<__half, 1>::kPairs * kBlockThreads;
 }
 
+// Whether RowsInput takes this tiling of an x with c (1 or 3) channels.
+inline bool rows_input_fits(const Tiling& tl, int c) {
+  return narrow_input_fits(tl) && tl.cols == tl.Q && (tl.W * c) % 8 == 0 &&
+         footprint_rows(tl.rows) * tl.W * c <= RowsInput<__half, 1>::kRawHalves;
+}
+
 // Calls f with a null pointer to the input policy for x's c channels (1, 3 or 8; the host checks
-// c is one of them): `f(static_cast<Input*>(nullptr))`.
+// c is one of them) under tiling tl: `f(static_cast<Input*>(nullptr))`. GANENGINE_CONV_8CH_ROWS=off
+// keeps NarrowInput where RowsInput would take the tiling.
+bool rows_input_enabled();
 template <class T, class F>
-void dispatch_input(int c, F&& f) {
-  if (c == 1)
+void dispatch_input(int c, const Tiling& tl, F&& f) {
+  const bool rows = rows_input_enabled() && (c == 1 || c == 3) && rows_input_fits(tl, c);
+  if (c == 1 && rows)
+    f(static_cast<RowsInput<T, 1>*>(nullptr));
+  else if (c == 1)
     f(static_cast<NarrowInput<T, 1>*>(nullptr));
+  else if (c == 3 && rows)
+    f(static_cast<RowsInput<T, 3>*>(nullptr));
   else if (c == 3)
     f(static_cast<NarrowInput<T, 3>*>(nullptr));
   else

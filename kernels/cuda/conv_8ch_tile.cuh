@@ -143,6 +143,30 @@ __device__ __forceinline__ uint32_t pack_pair<__nv_bfloat16>(float a, float b) {
   return *reinterpret_cast<uint32_t*>(&h);
 }
 
+// LeakyReLU with a slope in (0, 1] on two values, as the dtype's word: each value v rounded to
+// the dtype, then max(v, round(v * slope)), where the separate activation computes v > 0 ? v :
+// v * slope in float and rounds. The same bits: for v > 0, v * slope <= v and rounding keeps the
+// order; for v <= 0 the product is the larger or equal (at -0 both are -0, at -inf both -inf); a
+// NaN v gives NaN twice, and max of two NaNs is the canonical NaN the rounding of a NaN gives.
+// Not for slope 0: -inf * 0 is NaN, which max would drop for -inf (the GPU test caught it).
+// Three instructions a pair fewer than the compare and select on each value (conv_8ch.cu).
+template <class T>
+__device__ __forceinline__ uint32_t leaky_relu_pair(float a, float b, float slope);
+template <>
+__device__ __forceinline__ uint32_t leaky_relu_pair<__half>(float a, float b, float slope) {
+  const __half2 v = __floats2half2_rn(a, b);
+  const float2 f = __half22float2(v);
+  const __half2 out = __hmax2(v, __floats2half2_rn(f.x * slope, f.y * slope));
+  return *reinterpret_cast<const uint32_t*>(&out);
+}
+template <>
+__device__ __forceinline__ uint32_t leaky_relu_pair<__nv_bfloat16>(float a, float b, float slope) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
+  const float2 f = __bfloat1622float2(v);
+  const __nv_bfloat162 out = __hmax2(v, __floats2bfloat162_rn(f.x * slope, f.y * slope));
+  return *reinterpret_cast<const uint32_t*>(&out);
+}
+
 // a and b as the dtype holds them (round_to of each), rounded together.
 template <class T>
 __device__ __forceinline__ void round_pair(float& a, float& b);
@@ -258,6 +282,16 @@ __device__ __forceinline__ void ldmatrix_x2(uint32_t (&r)[2], uint32_t addr) {
 }
 __device__ __forceinline__ void ldmatrix_x2(uint32_t (&r)[2], const void* row) {
   ldmatrix_x2(r, static_cast<uint32_t>(__cvta_generic_to_shared(row)));
+}
+
+// Four 8x8 matrices of 16-bit values to shared memory, ldmatrix_x4's inverse: lanes 8i..8i+7
+// give the addresses of matrix i's rows, and lane l holds in r[i] its elements (row l/4, columns
+// 2(l%4) and 2(l%4)+1): the layout of an mma accumulator's pairs, so one instruction stores four
+// of a thread's pairs where four 32-bit stores with their addresses did.
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, const uint32_t (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(addr), "r"(r[0]), "r"(r[1]),
+               "r"(r[2]), "r"(r[3])
+               : "memory");
 }
 
 // Four 8x8 matrices of 16-bit values from shared memory, each transposed on the way: lanes

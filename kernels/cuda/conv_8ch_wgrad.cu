@@ -41,6 +41,8 @@ constexpr int kMinTilesPerBlock = 4;
 // Shared memory, two of each (this tile's and the next's, filled by cp.async): the input
 // footprint, the dy tile and, with an activation, its output's tile.
 constexpr int kFootprintBytes = kMaxFootprint * 8 * 2;
+static_assert((kMaxFootprint * 4 + RowsInput<__half, 3>::kRawHalves) * 2 <= kFootprintBytes,
+              "RowsInput's 4-channel footprint and staging fit a buffer sized for 8-channel pixels");
 constexpr int kDyTileBytes = kTilePixels * kDyStride * 2;
 constexpr size_t smem_bytes(bool activation) {
   return 2 * (kFootprintBytes + kDyTileBytes * (activation ? 2 : 1));
@@ -54,7 +56,10 @@ __device__ __forceinline__ void load_dy_tile_async(const T* __restrict__ t, T* t
   // The tile's pixels are consecutive in t (conv_8ch_tile.cuh): its first value in 64-bit
   // arithmetic once, each pixel K values further.
   const T* tile_t = t + ((static_cast<size_t>(n) * tl.P + p0) * tl.Q + q0) * K + k0;
-  for (int i = threadIdx.x; i < kTilePixels * (kGroupChannels / 8); i += blockDim.x) {
+  // (A constant stride, the block's: the compiler unrolls the four copies a thread and forms
+  // their addresses by adding; with blockDim.x this loop's index arithmetic was a tenth of the
+  // kernel's stall samples, ncu, batch 1024.)
+  for (int i = threadIdx.x; i < kTilePixels * (kGroupChannels / 8); i += kBlockThreads) {
     const int m = i / (kGroupChannels / 8), chunk = i % (kGroupChannels / 8);
     copy_async_16(tile_s + m * kDyStride + chunk * 8, tile_t + m * K + chunk * 8, true);
   }
@@ -106,6 +111,10 @@ __global__ void __launch_bounds__(kBlockThreads)
     copy_async_commit();
     copy_async_wait<1>();
     __syncthreads();
+    if constexpr (Input::kConverts) {
+      input.convert(in_s(buf), tl);
+      if (!kActivation) __syncthreads();  // (else the activation's barrier below)
+    }
     T* dyt = dy_s(buf);
     if (kActivation) {
       // What the separate activation backward would store, so the product is the same.
@@ -219,7 +228,7 @@ bool conv2d_backward_filter_8ch(const Tensor& x, const Tensor& dy, Tensor& dw, c
     float* partial =
         static_cast<float*>(workspace(ctx, static_cast<size_t>(groups) * blocks * kPartial * sizeof(float)));
     const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(groups));
-    dispatch_input<T>(C, [&](auto input) {
+    dispatch_input<T>(C, tl, [&](auto input) {
       using Input = std::remove_pointer_t<decltype(input)>;
       auto fused = conv_8ch_wgrad_kernel<T, true, Input>;
       auto kernel = act ? fused : conv_8ch_wgrad_kernel<T, false, Input>;
