@@ -17,8 +17,9 @@
 //  - w arrives as register fragments, rearranged once per call by phase_weights_kernel into the
 //    order each thread loads them in (16 bytes a thread a step, from L2), kAhead steps ahead;
 //  - persistent blocks of two warpgroups, one an SM, each warpgroup taking half of an item's
-//    phases; the next item's dy loads into a second tile meanwhile; results leave through a
-//    shared-memory stage (stmatrix, transposed) as whole 128-byte pixels;
+//    phases; the next item's dy loads into a second tile meanwhile; results leave through
+//    shared-memory stages (stmatrix, transposed) as whole 128-byte pixels, stored to dx while the
+//    warpgroup's next phase runs;
 //  - as G's fourth layer, the kernel also forms its output's per-channel moments for the
 //    BatchNorm after it (from the values as rounded to half), so that pass need not read dx.
 // Compiled for sm_90a only (wgmma): CMakeLists.txt builds this folder apart.
@@ -53,15 +54,19 @@ constexpr int kThreads = 2 * kWarpgroup;  // a block: two warpgroups
 template <int K>
 constexpr int kSteps = 4 * K / 16;  // per phase: taps x 16-channel slices
 
-// The results of one MMA half (128 pixels x 64 channels) on their way out, a pixel a row, rows
-// padded to 144 bytes so that stmatrix's eight 16-byte rows fall in different banks.
-constexpr int kStagePitch = kChannels + 8;  // halves
-constexpr size_t kStageBytes = size_t{128} * kStagePitch * 2;
+// The results of one MMA half (128 pixels x 64 channels) on their way out: a pixel a 128-byte
+// row, its 16-byte chunk c at position c ^ (pixel % 8), so that stmatrix's eight rows and the
+// stores' reads of a row fall in different banks. A warpgroup has two, one for each half: a
+// phase's results wait there while the warpgroup's next phase runs, its threads storing them to
+// dx between that phase's first MMA steps (PendingStores).
+constexpr size_t kStageBytes = size_t{128} * kChannels * 2;
+constexpr size_t kWarpgroupStageBytes = 2 * kStageBytes;
 
 template <int K>
 constexpr size_t kTileBytes = size_t{K / 8} * kPlane * 16;
 template <int K>
-constexpr size_t kShared = 2 * kTileBytes<K> + 2 * kStageBytes;
+constexpr size_t kShared = 2 * kTileBytes<K> + 2 * kWarpgroupStageBytes;
+static_assert(kShared<128> <= 227 * 1024, "two dy tiles and four stages fit an H100/H200 block");
 
 // Kernel row (or column) of tap t of phase p; it reads dy row (column) a + p + t - 1.
 __host__ __device__ constexpr int tap_kernel_index(int p, int t) { return 3 - p - 2 * t; }
@@ -188,22 +193,44 @@ __device__ __forceinline__ void add_moments(const uint32_t (&words)[32], ThreadM
   m.n += 32.f;
 }
 
-// Phases first .. first + count - 1 of one image by one warpgroup (thread t of 128): 64 MMA steps
-// each from the dy tile at shared address `tile`, then the results through `stage` into dx's
-// image `out`. The weight fragments run kAhead steps ahead across phases (a warpgroup's phases
-// are consecutive, and so are their fragments).
+// A phase's results in its warpgroup's stages, still to be stored to dx: with the stores after
+// the MMAs that formed them, as they were, the MMAs waited for them (at batch 1024 on the H200 the
+// kernel ran in 125.6 us without its stores against 150.2 with them, probe); between the next
+// phase's MMA steps the stores overlap those MMAs.
+struct PendingStores {
+  static constexpr int kPerThread = 16;  // 2 halves x 128 pixels x 8 chunks / 128 threads
+  __half* out = nullptr;                 // the phase's image in dx; nullptr: nothing pending
+  int pa = 0, pb = 0;
+  // Thread t's store i: half i / 8, pixel t / 8 + 16 (i % 8) of that half (pixel = 8 a + column
+  // within the half), chunk t % 8.
+  __device__ __forceinline__ void store(const char* stage, int t, int i) const {
+    const int half = i / 8, pixel = t / 8 + 16 * (i % 8), part = t % 8;
+    const int a_row = pixel / 8, b = 8 * half + pixel % 8;
+    const uint4 v =
+        *reinterpret_cast<const uint4*>(stage + half * kStageBytes + pixel * 128 + (part ^ (pixel % 8)) * 16);
+    *reinterpret_cast<uint4*>(out + ((2 * a_row + pa) * (2 * kSide) + 2 * b + pb) * kChannels + 8 * part) = v;
+  }
+};
+
+// Phases first .. first + count - 1 of one image by one warpgroup (thread t of 128): 32 MMA steps
+// each from the dy tile at shared address `tile`, then the results into the warpgroup's stages
+// (`stage`), pending until the next phase (of this item or the next) stores them into dx's image
+// `out`. The weight fragments run kAhead steps ahead across phases (a warpgroup's phases are
+// consecutive, and so are their fragments).
 template <int K, bool kMoments>
 __device__ __forceinline__ void compute_phases(uint32_t tile, int first, int count, const uint4* __restrict__ frag,
-                                               __half* __restrict__ out, __half* stage, int t, int barrier,
-                                               ThreadMoments& moments) {
+                                               __half* __restrict__ out, char* stage, int t, int barrier,
+                                               ThreadMoments& moments, PendingStores& pending) {
   constexpr int kRing = kAhead + kInFlight;
   static_assert(kSteps<K> % kRing == 0, "a phase's steps must fill the ring whole");
   const uint4* fp = frag + static_cast<size_t>(first) * kSteps<K> * kWarpgroup + t;
   uint4 a[kRing];
 #pragma unroll
   for (int s = 0; s < kAhead; ++s) a[s] = __ldg(fp + s * kWarpgroup);
+  // Lane 8 j + k's row of each stmatrix: pixel 8 i + 8 (j / 2) + k (so pixel % 8 is k), chunk
+  // 2 warp + j % 2 (channels 16 warp + 8 (j % 2) ...).
   const int warp = t / 32, lane = t % 32, j = lane / 8, k = lane % 8;
-  const uint32_t stage_row = shared_address(stage) + 2u * ((8 * (j / 2) + k) * kStagePitch + 16 * warp + 8 * (j % 2));
+  const uint32_t stage_row = shared_address(stage) + (8 * (j / 2) + k) * 128 + ((2 * warp + j % 2) ^ k) * 16;
 #pragma unroll 1
   for (int phase = first; phase < first + count; ++phase, fp += kSteps<K> * kWarpgroup) {
     const int pa = phase / 2, pb = phase % 2;
@@ -222,10 +249,12 @@ __device__ __forceinline__ void compute_phases(uint32_t tile, int first, int cou
       wgmma_commit();
       wgmma_wait<kInFlight>();  // step s - kInFlight's MMAs are done: its fragment's registers are free
       if (s + kAhead < kSteps<K> || next) a[(s + kAhead) % kRing] = __ldg(fp + (s + kAhead) * kWarpgroup);
+      if (s < PendingStores::kPerThread && pending.out) pending.store(stage, t, s);
     }
     wgmma_wait<0>();
-    // Out through the stage: stmatrix writes each MMA half's 64 x 128 results transposed (a row of
-    // 64 channels per pixel), then each pixel's 128 bytes go to dx whole. Matrices of one store:
+    warpgroup_barrier(barrier);  // every thread's pending stores have read the stages
+    // Into the stages: stmatrix writes each MMA half's 64 x 128 results transposed (a row of 64
+    // channels per pixel), for each pixel's 128 bytes to go to dx whole. Matrices of one store:
     // n8 blocks i and i + 1 (pixel rows i, i + 1 of the phase grid's half), channels 16 warp + 0..7
     // and + 8..15; registers d[4i], d[4i + 1] hold (channel 16 warp + lane/4, pixels 2 (lane % 4), + 1).
 #pragma unroll
@@ -237,18 +266,13 @@ __device__ __forceinline__ void compute_phases(uint32_t tile, int first, int cou
       if constexpr (kMoments) add_moments(words, moments);
 #pragma unroll
       for (int i = 0; i < 16; i += 2)
-        store_matrices_transposed(stage_row + 2u * 8 * i * kStagePitch, words[2 * i], words[2 * i + 1],
+        store_matrices_transposed(stage_row + half * kStageBytes + 8 * i * 128, words[2 * i], words[2 * i + 1],
                                   words[2 * i + 2], words[2 * i + 3]);
-      warpgroup_barrier(barrier);
-#pragma unroll
-      for (int q = t; q < 128 * 8; q += kWarpgroup) {
-        const int pixel = q / 8, part = q % 8;  // pixel = 8 a + column within the half
-        const int a_row = pixel / 8, b = 8 * half + pixel % 8;
-        const uint4 v = *reinterpret_cast<const uint4*>(stage + pixel * kStagePitch + 8 * part);
-        *reinterpret_cast<uint4*>(out + ((2 * a_row + pa) * (2 * kSide) + 2 * b + pb) * kChannels + 8 * part) = v;
-      }
-      warpgroup_barrier(barrier);
     }
+    warpgroup_barrier(barrier);  // the stages are whole
+    pending.out = out;
+    pending.pa = pa;
+    pending.pb = pb;
   }
 }
 
@@ -268,7 +292,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr int kTilePieces = kGroups * kPlane;
   auto tile = [&](int k) { return smem + (k % 2) * kTilePieces; };  // item k's
   const int tid = threadIdx.x, wg = tid / kWarpgroup, t = tid % kWarpgroup;
-  __half* stage = reinterpret_cast<__half*>(reinterpret_cast<char*>(smem + 2 * kTilePieces) + wg * kStageBytes);
+  char* stage = reinterpret_cast<char*>(smem + 2 * kTilePieces) + wg * kWarpgroupStageBytes;
   const int items_per_image = 4 / phases_per_item, items = images * items_per_image;
   // The borders stay zero; the interiors take each item's dy.
   for (int i = tid; i < 2 * kTilePieces; i += kThreads) {
@@ -287,6 +311,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     copy_async_commit();
   };
   ThreadMoments thread_moments;
+  PendingStores pending;
   int item = blockIdx.x;
   if (item < items) load(item, tile(0));
   for (int k = 0; item < items; ++k, item += gridDim.x) {
@@ -298,7 +323,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int image = item / items_per_image, mine = phases_per_item / 2;
     const int first = item % items_per_image * phases_per_item + wg * mine;
     __half* out = dx + static_cast<size_t>(image) * (2 * kSide) * (2 * kSide) * kChannels;
-    compute_phases<K, kMoments>(shared_address(tile(k)), first, mine, frag, out, stage, t, 1 + wg, thread_moments);
+    compute_phases<K, kMoments>(shared_address(tile(k)), first, mine, frag, out, stage, t, 1 + wg, thread_moments,
+                                pending);
+  }
+  if (pending.out) {  // the last phase's results
+#pragma unroll
+    for (int i = 0; i < PendingStores::kPerThread; ++i) pending.store(stage, t, i);
+    warpgroup_barrier(1 + wg);  // read before the moments below reuse the stage
   }
   if constexpr (kMoments) {
     ThreadMoments& m = thread_moments;
@@ -328,7 +359,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (tid < kChannels) {
       const float* first = reinterpret_cast<const float*>(reinterpret_cast<char*>(smem + 2 * kTilePieces));
       const float* second =
-          reinterpret_cast<const float*>(reinterpret_cast<char*>(smem + 2 * kTilePieces) + kStageBytes);
+          reinterpret_cast<const float*>(reinterpret_cast<char*>(smem + 2 * kTilePieces) + kWarpgroupStageBytes);
       ThreadMoments total;
       total.n = first[tid];
       total.mean[0] = first[kChannels + tid];
