@@ -33,6 +33,7 @@
 #include "conv_8ch_dx_activation.cuh"
 #include "conv_8ch_tile.cuh"
 #include "copy_async.cuh"
+#include "ganengine/fast_divmod.h"
 #include "kernel_launch.cuh"
 #include "vector_pack.cuh"
 
@@ -60,6 +61,14 @@ struct NarrowTiling {
   int items = 0;                   // a tile's: (R + 2) x groups
   int bands = 0;                   // tiles (bands of dy rows) an image
   int images = 0;                  // N
+  FastDivmod bands_div;            // by bands: a tile's image and band without a division
+  // Tile `tile`'s image n and first dy row m0.
+  __device__ __forceinline__ void locate(int tile, int& n, int& m0) const {
+    uint32_t image, band;
+    bands_div.divmod(static_cast<uint32_t>(tile), image, band);
+    n = static_cast<int>(image);
+    m0 = static_cast<int>(band) * rows;
+  }
 };
 
 bool choose_narrow_tiling(int64_t N, int64_t P, int64_t Q, int64_t H, int64_t W, NarrowTiling& t) {
@@ -76,6 +85,7 @@ bool choose_narrow_tiling(int64_t N, int64_t P, int64_t Q, int64_t H, int64_t W,
   t.groups = static_cast<int>(Q / kItemPixels);
   t.items = (t.rows + 2) * t.groups;
   t.bands = static_cast<int>(bands);
+  t.bands_div = FastDivmod(static_cast<uint32_t>(bands));
   t.images = static_cast<int>(N);
   return true;
 }
@@ -195,7 +205,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     q0[i] = (item - slot[i] * tl.groups) * kItemPixels;
   }
   auto load_tile = [&](int tile) {
-    const int n = tile / tl.bands, m0 = (tile - n * tl.bands) * tl.rows;
+    int n, m0;
+    tl.locate(tile, n, m0);
 #pragma unroll
     for (int i = 0; i < kItemsPerWarp; ++i) {
       const int m = m0 - 1 + slot[i];
@@ -262,7 +273,8 @@ __global__ void __launch_bounds__(kThreads, 2)
       }
 
   for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    const int n = tile / tl.bands, m0 = (tile - n * tl.bands) * tl.rows;
+    int n, m0;
+    tl.locate(tile, n, m0);
     copy_async_wait<0>();  // this thread's chunks of the tile
 #pragma unroll
     for (int i = 0; i < kItemsPerWarp; ++i) {

@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "copy_async.cuh"
@@ -143,30 +144,6 @@ __device__ __forceinline__ uint32_t pack_pair<__nv_bfloat16>(float a, float b) {
   return *reinterpret_cast<uint32_t*>(&h);
 }
 
-// LeakyReLU with a slope in (0, 1] on two values, as the dtype's word: each value v rounded to
-// the dtype, then max(v, round(v * slope)), where the separate activation computes v > 0 ? v :
-// v * slope in float and rounds. The same bits: for v > 0, v * slope <= v and rounding keeps the
-// order; for v <= 0 the product is the larger or equal (at -0 both are -0, at -inf both -inf); a
-// NaN v gives NaN twice, and max of two NaNs is the canonical NaN the rounding of a NaN gives.
-// Not for slope 0: -inf * 0 is NaN, which max would drop for -inf (the GPU test caught it).
-// Three instructions a pair fewer than the compare and select on each value (conv_8ch.cu).
-template <class T>
-__device__ __forceinline__ uint32_t leaky_relu_pair(float a, float b, float slope);
-template <>
-__device__ __forceinline__ uint32_t leaky_relu_pair<__half>(float a, float b, float slope) {
-  const __half2 v = __floats2half2_rn(a, b);
-  const float2 f = __half22float2(v);
-  const __half2 out = __hmax2(v, __floats2half2_rn(f.x * slope, f.y * slope));
-  return *reinterpret_cast<const uint32_t*>(&out);
-}
-template <>
-__device__ __forceinline__ uint32_t leaky_relu_pair<__nv_bfloat16>(float a, float b, float slope) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
-  const float2 f = __bfloat1622float2(v);
-  const __nv_bfloat162 out = __hmax2(v, __floats2bfloat162_rn(f.x * slope, f.y * slope));
-  return *reinterpret_cast<const uint32_t*>(&out);
-}
-
 // a and b as the dtype holds them (round_to of each), rounded together.
 template <class T>
 __device__ __forceinline__ void round_pair(float& a, float& b);
@@ -181,6 +158,37 @@ __device__ __forceinline__ void round_pair<__nv_bfloat16>(float& a, float& b) {
   const float2 f = __bfloat1622float2(__floats2bfloat162_rn(a, b));
   a = f.x;
   b = f.y;
+}
+
+// A word of two 16-bit values (T: __half or __nv_bfloat16) as floats, and the larger of each
+// pair of two such words (max of two NaNs: the canonical NaN).
+template <class T>
+using Pair = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
+template <class T>
+__device__ __forceinline__ float2 unpack_pair(uint32_t w) {
+  if constexpr (std::is_same_v<T, __half>)
+    return __half22float2(*reinterpret_cast<const __half2*>(&w));
+  else
+    return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w));
+}
+template <class T>
+__device__ __forceinline__ uint32_t max_pair(uint32_t a, uint32_t b) {
+  const Pair<T> m = __hmax2(*reinterpret_cast<const Pair<T>*>(&a), *reinterpret_cast<const Pair<T>*>(&b));
+  return *reinterpret_cast<const uint32_t*>(&m);
+}
+
+// LeakyReLU with a slope in (0, 1] on two values, as the dtype's word: each value v rounded to
+// the dtype, then max(v, round(v * slope)), where the separate activation computes v > 0 ? v :
+// v * slope in float and rounds. The same bits: for v > 0, v * slope <= v and rounding keeps the
+// order; for v <= 0 the product is the larger or equal (at -0 both are -0, at -inf both -inf); a
+// NaN v gives NaN twice, and max of two NaNs is the canonical NaN the rounding of a NaN gives.
+// Not for slope 0: -inf * 0 is NaN, which max would drop for -inf (the GPU test caught it).
+// Three instructions a pair fewer than the compare and select on each value (conv_8ch.cu).
+template <class T>
+__device__ __forceinline__ uint32_t leaky_relu_pair(float a, float b, float slope) {
+  const uint32_t v = pack_pair<T>(a, b);
+  const float2 f = unpack_pair<T>(v);
+  return max_pair<T>(v, pack_pair<T>(f.x * slope, f.y * slope));
 }
 
 // A thread's share of a row-major grid of `per_row` columns (a footprint's pixels, or pixel
