@@ -148,8 +148,10 @@ struct NarrowInput {
 // (zeros for rows outside the image); convert(), once they have landed, takes the thread's
 // pairs from there as NarrowInput takes them from x and stores them as its finish() does. The
 // same footprint, so the same products: bitwise NarrowInput's results. NarrowInput's 4-byte
-// loads of 12-byte pairs use a third of each 32-byte sector they fetch; D's first layer's
-// backward-filter, reading them so, was bound by L2 throughput (82%, ncu, batch 1024).
+// loads of 12-byte pairs use a third of each 32-byte sector they fetch, and their addresses and
+// bounds cost the issue-bound forward instructions. Measured on the H200 (session 28), the gain
+// is small: O2 steps at batch 1024 0.3-0.7% shorter than with GANENGINE_CONV_8CH_ROWS=off, within
+// the rounds' spread; D's first layer's backward-filter stayed at 83% of L2 throughput (ncu).
 template <class T, int kC>
 struct RowsInput : NarrowInput<T, kC> {
   using Narrow = NarrowInput<T, kC>;
