@@ -37,27 +37,16 @@ __device__ __forceinline__ float activate_grad(ops::Activation a, float y, float
 // on this pass (ncu source counters, batch 1024, H200).
 template <class T>
 __device__ __forceinline__ uint32_t leaky_relu_grad_pair(uint32_t y, uint32_t dy, float slope) {
-  using T2 = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
-  const T2 yv = *reinterpret_cast<const T2*>(&y), dv = *reinterpret_cast<const T2*>(&dy);
-  float lo, hi;
-  if constexpr (std::is_same_v<T, __half>) {
-    const float2 f = __half22float2(dv);
-    lo = f.x;
-    hi = f.y;
-  } else {
-    const float2 f = __bfloat1622float2(dv);
-    lo = f.x;
-    hi = f.y;
-  }
+  const float2 f = unpack_pair<T>(dy);
   uint32_t kept, scaled;  // dy and dy * slope, rounded from float as store_float2 rounds them
-  store_float2(reinterpret_cast<T*>(&kept), lo, hi);
-  store_float2(reinterpret_cast<T*>(&scaled), lo * slope, hi * slope);
-  T2 zero;
+  store_float2(reinterpret_cast<T*>(&kept), f.x, f.y);
+  store_float2(reinterpret_cast<T*>(&scaled), f.x * slope, f.y * slope);
+  Pair<T> zero;
   if constexpr (std::is_same_v<T, __half>)
     zero = __float2half2_rn(0.f);
   else
     zero = __float2bfloat162_rn(0.f);
-  const uint32_t positive = __hgt2_mask(yv, zero);  // all ones in each half where y > 0 (not NaN)
+  const uint32_t positive = __hgt2_mask(as_pair<T>(y), zero);  // all ones in each half where y > 0 (not NaN)
   return (kept & positive) | (scaled & ~positive);
 }
 

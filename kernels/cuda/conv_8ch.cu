@@ -126,7 +126,7 @@ __global__ void __launch_bounds__(kBlockThreads, 5)
 
     float acc[kMTiles][2][4] = {};
 #pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt)
+    for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
       for (int ks = 0; ks < kKSteps; ++ks) {
         uint32_t a[4];
@@ -134,11 +134,12 @@ __global__ void __launch_bounds__(kBlockThreads, 5)
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt) mma_16816<T>(acc[mt][nt], a, b[ks][nt]);
       }
+    }
 
-      // d0, d1: pixel g of the m-tile, channels 2t, 2t+1 of the n-tile; d2, d3: pixel g + 8. The
-      // two channels are rounded together (per value, these conversions and 2-byte stores were a
-      // third of the fused kernel's issue slots: ncu source counters, batch 1024), and an m-tile's
-      // four 8 x 8 blocks (n-tile nt, pixel half h) leave in one stmatrix, as matrix 2 nt + h.
+    // d0, d1: pixel g of the m-tile, channels 2t, 2t+1 of the n-tile; d2, d3: pixel g + 8. The
+    // two channels are rounded together (per value, these conversions and 2-byte stores were a
+    // third of the fused kernel's issue slots: ncu source counters, batch 1024), and an m-tile's
+    // four 8 x 8 blocks (n-tile nt, pixel half h) leave in one stmatrix, as matrix 2 nt + h.
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
       uint32_t words[4];

@@ -12,7 +12,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <type_traits>
 #include <utility>
 
 #include "copy_async.cuh"
@@ -160,20 +159,10 @@ __device__ __forceinline__ void round_pair<__nv_bfloat16>(float& a, float& b) {
   b = f.y;
 }
 
-// A word of two 16-bit values (T: __half or __nv_bfloat16) as floats, and the larger of each
-// pair of two such words (max of two NaNs: the canonical NaN).
-template <class T>
-using Pair = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
-template <class T>
-__device__ __forceinline__ float2 unpack_pair(uint32_t w) {
-  if constexpr (std::is_same_v<T, __half>)
-    return __half22float2(*reinterpret_cast<const __half2*>(&w));
-  else
-    return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w));
-}
+// The larger of each pair of 16-bit values of two words (max of two NaNs: the canonical NaN).
 template <class T>
 __device__ __forceinline__ uint32_t max_pair(uint32_t a, uint32_t b) {
-  const Pair<T> m = __hmax2(*reinterpret_cast<const Pair<T>*>(&a), *reinterpret_cast<const Pair<T>*>(&b));
+  const Pair<T> m = __hmax2(as_pair<T>(a), as_pair<T>(b));
   return *reinterpret_cast<const uint32_t*>(&m);
 }
 

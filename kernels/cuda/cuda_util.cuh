@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "ganengine/cuda_check.h"
 #include "ganengine/cuda_context.h"
@@ -32,6 +33,22 @@ __device__ __forceinline__ void store_float2(__half* p, float a, float b) {
 }
 __device__ __forceinline__ void store_float2(__nv_bfloat16* p, float a, float b) {
   *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(a, b);
+}
+
+// A word of two neighbouring 16-bit values (T: __half or __nv_bfloat16): its vector type, the
+// word read as that type, and its two values as floats.
+template <class T>
+using Pair = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
+template <class T>
+__device__ __forceinline__ Pair<T> as_pair(uint32_t w) {
+  return *reinterpret_cast<const Pair<T>*>(&w);
+}
+template <class T>
+__device__ __forceinline__ float2 unpack_pair(uint32_t w) {
+  if constexpr (std::is_same_v<T, __half>)
+    return __half22float2(as_pair<T>(w));
+  else
+    return __bfloat1622float2(as_pair<T>(w));
 }
 
 // Runtime dtype of a buffer, for kernels that serve several tensors of different types in one
