@@ -68,6 +68,11 @@ bool conv_transpose2d_forward_moments(const Tensor& x, const Tensor& w, Tensor& 
 void batchnorm_forward_train_moments(const Tensor& x, const Tensor& moments, const Tensor& gamma, const Tensor& beta,
                                      Tensor& running_mean, Tensor& running_var, float momentum, float eps, Tensor& y,
                                      Tensor& save_mean, Tensor& save_invstd, const ops::FusedActivation* act);
+// ops::batchnorm_activation_forward_train_dot on the GPU: false, running nothing, where it does
+// not apply (batchnorm.cu).
+bool batchnorm_forward_train_dot(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                                 Tensor& running_var, float momentum, float eps, const ops::FusedActivation& act,
+                                 Tensor& y, Tensor& save_mean, Tensor& save_invstd, const Tensor& w, Tensor& dots);
 // Whether our kernels launch with programmatic dependent launch (kernels/cuda/kernel_launch.cuh):
 // FromEnv follows GANENGINE_PDL (on by default). For tests and measurements; set it before
 // launching work, it applies to launches (and captures) from then on.

@@ -104,6 +104,17 @@ class Conv2d : public Layer {
   void form_moments_for(BatchNorm2d* bn) { moments_for_ = bn; }
   BatchNorm2d* moments_for() const { return moments_for_; }
   bool transposed() const { return transposed_; }
+  // A convolution whose output is each image's dot product with its one filter (D's last layer:
+  // one output channel, no padding, not transposed, no fused activation) can take that output
+  // from the BatchNorm2d before it (BatchNorm2d::form_dots_for), which forms it while writing the
+  // input; takes_dots_of says whether it can for this input (its images the filter's size, in the
+  // compute dtype and layout), dot_weight is the filter as forward computes with it, and
+  // give_output hands the dots over for the next forward of exactly `x`.
+  bool can_take_dots() const { return !transposed_ && out_ == 1 && out_padded_ == 1 && p_.pad == 0 && !fused_; }
+  bool takes_dots_of(const Tensor& x) const;
+  Tensor dot_weight() { return compute_weight(); }
+  void give_output(const Tensor& x, const Tensor& w, Tensor dots);
+  bool took_output() const { return took_output_; }  // the latest forward did
 
  private:
   Tensor compute_weight();  // the weight in the compute dtype (a fresh cast at O1)
@@ -128,6 +139,8 @@ class Conv2d : public Layer {
   std::optional<ops::FusedActivation> input_activation_;
   bool gradient_through_activation_ = false;
   BatchNorm2d* moments_for_ = nullptr;
+  Tensor given_x_, given_w_, given_y_;  // give_output's, until the next forward
+  bool took_output_ = false;
   bool input_converted_ = false;        // the latest forward's input came in another dtype or layout
   Tensor saved_x_, saved_w_, saved_y_;  // saved_y_: the fused activation's output
 };
@@ -162,6 +175,13 @@ class BatchNorm2d : public Layer {
   bool takes_moments() const { return fused_.has_value() && !(sync_ && update_running_stats_); }
   void give_moments(const Tensor& of, Tensor moments);
   bool took_moments() const { return took_moments_; }  // the latest training forward did
+  // The next layers are an activation fused into this one and `head`, a convolution that takes
+  // each image whole (Conv2d::can_take_dots): training forwards form head's output as they write
+  // theirs (ops::batchnorm_activation_forward_train_dot) where the GPU can, and give it to head
+  // (D's last BatchNorm and D's last layer). nullptr: none.
+  void form_dots_for(Conv2d* head) { dots_for_ = head; }
+  Conv2d* dots_for() const { return dots_for_; }
+  bool fused() const { return fused_.has_value(); }
 
   static constexpr float kMomentum = 0.1f;
   static constexpr float kEps = 1e-5f;
@@ -186,6 +206,10 @@ class BatchNorm2d : public Layer {
   Tensor saved_x_, saved_y_, save_mean_, save_invstd_;
   Tensor moments_, moments_of_;  // give_moments', until the next forward
   bool took_moments_ = false;
+  Conv2d* dots_for_ = nullptr;
+  // The training forward with dots_for_'s output formed and handed to it; false, having run
+  // nothing, where it cannot be.
+  bool forward_forming_dots(const Tensor& x, Tensor& running_mean, Tensor& running_var, Tensor& y);
 };
 
 // ReLU(True) / LeakyReLU(0.2, True) / Tanh: in place, as the example writes them.
@@ -231,6 +255,10 @@ class Sequential {
   // Every transposed Conv2d followed by a BatchNorm2d forms its output's statistics for it where
   // the GPU can (Conv2d::form_moments_for). twin() links the twin's layers as this network's are.
   void link_moments();
+  // Every BatchNorm2d with a fused activation followed by a Conv2d that can take dots forms that
+  // convolution's output for it where the GPU can (BatchNorm2d::form_dots_for). twin() links the
+  // twin's layers as this network's are.
+  void link_dots();
   std::vector<Param*> params();
   // PyTorch state_dict: "main.<i>.<name>" -> tensor (CPU, f32 weights as stored, i64 counters).
   std::vector<std::pair<std::string, Param*>> named_params();

@@ -118,6 +118,18 @@ void batchnorm_activation_forward_train_moments(const Tensor& x, const Tensor& m
                                                 const Tensor& beta, Tensor& running_mean, Tensor& running_var,
                                                 float momentum, float eps, const FusedActivation& act, Tensor& y,
                                                 Tensor& save_mean, Tensor& save_invstd);
+// ---- BatchNorm2d + activation whose output goes whole into a convolution that sees each image
+// at once (D's last layer: one output channel, a filter of the image's own size, no padding), as
+// one training forward: with y and the statistics of batchnorm_activation_forward_train, bitwise,
+// it writes dots (N, 1, 1, 1), each image's y times w (1, C, H, W, laid out as y), summed as the
+// GPU's kernel for that convolution sums them (bitwise its conv2d_forward in f16 and bf16). So the
+// convolution's forward reads no activation. Returns false having run nothing where no kernel
+// does this: the CPU, NCHW, --sync-bn, unaligned or odd shapes, layers the GPU's BatchNorm takes
+// in one launch (batch 64 at 64x64), GANENGINE_BN_DOT=off.
+bool batchnorm_activation_forward_train_dot(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                            Tensor& running_mean, Tensor& running_var, float momentum, float eps,
+                                            const FusedActivation& act, Tensor& y, Tensor& save_mean,
+                                            Tensor& save_invstd, const Tensor& w, Tensor& dots);
 void batchnorm_activation_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                        const Tensor& running_mean, const Tensor& running_var, float eps,
                                        const FusedActivation& act, Tensor& y);

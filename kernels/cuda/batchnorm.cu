@@ -26,6 +26,7 @@
 #include "cuda_util.cuh"
 #include "ganengine/backend.h"
 #include "ganengine/env_choice.h"
+#include "image_dot.cuh"
 #include "kernel_launch.cuh"
 #include "vector_pack.cuh"
 
@@ -64,6 +65,13 @@ bool bn_recompute_enabled() {
 // output (GANENGINE_BN_DX_THRESHOLD=off reads it; only where GANENGINE_BN_RECOMPUTE is on).
 bool bn_dx_threshold_enabled() {
   static const bool on = env_choice("GANENGINE_BN_DX_THRESHOLD", {"on", "off"}) == "on";
+  return on;
+}
+
+// GANENGINE_BN_DOT=off: D's last BatchNorm leaves its layer's dot products to that layer's own
+// forward (ops::batchnorm_activation_forward_train_dot returns false).
+bool bn_dot_enabled() {
+  static const bool on = env_choice("GANENGINE_BN_DOT", {"on", "off"}) == "on";
   return on;
 }
 
@@ -205,6 +213,45 @@ __global__ void normalize_kernel(const T* x, T* y, const float* mean, const floa
   }
 }
 
+// normalize_kernel with an activation, one block of kThreads per image (image_packs packs of V
+// values, NHWC), which also forms the image's dot product with w (laid out as one image) from the
+// values as y stores them, in image_dot.cuh's order: the dot products conv_scalar.cu's forward
+// would read y back for. fixed_channels: kThreads * V is a whole number of pixels.
+template <class T, class P, int V>
+__global__ void __launch_bounds__(kThreads)
+    normalize_dot_kernel(const T* x, T* y, const float* mean, const float* invstd, const P* gamma, const P* beta,
+                         const T* w, T* dots, uint32_t C, uint32_t image_packs, bool vector_loads, bool fixed_channels,
+                         ops::Activation act, float slope) {
+  await_previous_kernel();
+  float m[V], s[V], ga[V], be[V];
+  auto load_channels = [&](uint32_t c0) {
+    channel_values<V>(mean, c0, true, vector_loads, m);
+    channel_values<V>(invstd, c0, true, vector_loads, s);
+    channel_values<V>(gamma, c0, true, vector_loads, ga);
+    channel_values<V>(beta, c0, true, vector_loads, be);
+  };
+  using Packed = Pack<T, V>;
+  const Packed* xn = reinterpret_cast<const Packed*>(x) + size_t{blockIdx.x} * image_packs;
+  Packed* yn = reinterpret_cast<Packed*>(y) + size_t{blockIdx.x} * image_packs;
+  const Packed* wp = reinterpret_cast<const Packed*>(w);
+  if (fixed_channels) load_channels(threadIdx.x * V % C);
+  float acc = 0.f;
+#pragma unroll 4
+  for (uint32_t i = threadIdx.x; i < image_packs; i += kThreads) {
+    if (!fixed_channels) load_channels(i * V % C);
+    const Packed in = xn[i];
+    Packed out;
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+      store_float(&out.v[j],
+                  activate(act, round_to<T>(bn_affine(load_float(&in.v[j]), m[j], s[j], ga[j], be[j])), slope));
+    yn[i] = out;
+    acc = dot_pack(out, wp[i], acc);
+  }
+  acc = block_sum<kThreads>(acc);
+  if (threadIdx.x == 0) store_float(&dots[blockIdx.x], acc);
+}
+
 // fixed_channels: as normalize_kernel's. The fused activation's output is read back
 // (bn_output_grad) or, with kThreshold, tested on x against coef's fourth vector
 // (bn_threshold_grad; batchnorm_math.cuh says why that is the same).
@@ -325,6 +372,29 @@ void launch_normalize(const Tensor& x, Tensor& y, const float* mean, const float
   CUDA_CHECK_LAUNCH();
 }
 
+// The dot products a training forward forms beside y (ops::batchnorm_activation_forward_train_dot):
+// w (1, C, H, W) laid out as one of x's images, dots (N, 1, 1, 1) in x's dtype.
+struct ImageDot {
+  const Tensor* w;
+  Tensor* dots;
+};
+
+// normalize_dot_kernel over x's images (an activation, NHWC, whole packs, 16-byte aligned x, y
+// and w: batchnorm_forward_train_dot has checked).
+template <class T, class P>
+void launch_normalize_dot(const Tensor& x, Tensor& y, const float* mean, const float* invstd, const Tensor& gamma,
+                          const Tensor& beta, const ChannelGeometry& g, const ops::FusedActivation& act,
+                          const ImageDot& dot, cudaStream_t stream) {
+  constexpr int V = kWidePack<T>;
+  const uint32_t image_packs = g.HW * g.C / V;
+  const bool vector_loads = packs_aligned<V, float>({mean, invstd}) && packs_aligned<V, P>({gamma.data(), beta.data()});
+  launch_kernel(normalize_dot_kernel<T, P, V>, static_cast<unsigned>(x.dim(0)), kThreads, 0, stream, x.data_as<T>(),
+                y.data_as<T>(), mean, invstd, gamma.data_as<P>(), beta.data_as<P>(), dot.w->data_as<T>(),
+                dot.dots->data_as<T>(), g.C, image_packs, vector_loads, (kThreads * V) % g.C == 0, act.kind,
+                act.negative_slope);
+  CUDA_CHECK_LAUNCH();
+}
+
 // What both training forwards check of their tensors.
 void check_train_forward(const Tensor& x, const Tensor& y, const Tensor& gamma, const Tensor& beta,
                          const Tensor& running_mean, const Tensor& running_var, const Tensor& save_mean,
@@ -335,19 +405,13 @@ void check_train_forward(const Tensor& x, const Tensor& y, const Tensor& gamma, 
   check_channel_vector(save_invstd, x.dim(1), DType::F32, x, "save_invstd");
 }
 
-}  // namespace
-
-void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
-                             Tensor& running_var, float momentum, float eps, Tensor& y, Tensor& save_mean,
-                             Tensor& save_invstd, const ops::FusedActivation* act,
-                             const ops::BatchNormSync* sync) {
-  check_train_forward(x, y, gamma, beta, running_mean, running_var, save_mean, save_invstd);
-  if (sync) check_sync(*sync, x);
-  const ChannelGeometry g = channel_geometry(x);
-  GE_CHECK(g.M > 0 && g.C > 0, "batchnorm: empty input ", x.str());
-  if (!sync && batchnorm_forward_train_clustered(x, g, gamma, beta, running_mean, running_var, momentum, eps, y,
-                                                 save_mean, save_invstd, act))
-    return;
+// The statistics pass, their merge and the element-wise pass (normalize_kernel, or with `dot`
+// normalize_dot_kernel, which needs an activation).
+void batchnorm_forward_train_three_launches(const Tensor& x, const ChannelGeometry& g, const Tensor& gamma,
+                                            const Tensor& beta, Tensor& running_mean, Tensor& running_var,
+                                            float momentum, float eps, Tensor& y, Tensor& save_mean,
+                                            Tensor& save_invstd, const ops::FusedActivation* act,
+                                            const ops::BatchNormSync* sync, const ImageDot* dot) {
   cudaStream_t stream = stream_of(x);
   const uint32_t splits = reduce_splits(g);
   Tensor partials = Tensor::empty({static_cast<int64_t>(partials_floats<MeanVarAcc>(g, splits))}, DType::F32,
@@ -384,10 +448,49 @@ void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor&
                                                    running_var.data_as<P>()},
                                     stream, vector_ok);
       }
-      launch_normalize<T, P>(x, y, save_mean.data_as<float>(), save_invstd.data_as<float>(), gamma, beta, g, act,
-                             stream);
+      if (dot)
+        launch_normalize_dot<T, P>(x, y, save_mean.data_as<float>(), save_invstd.data_as<float>(), gamma, beta, g, *act,
+                                   *dot, stream);
+      else
+        launch_normalize<T, P>(x, y, save_mean.data_as<float>(), save_invstd.data_as<float>(), gamma, beta, g, act,
+                               stream);
     });
   });
+}
+
+}  // namespace
+
+void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                             Tensor& running_var, float momentum, float eps, Tensor& y, Tensor& save_mean,
+                             Tensor& save_invstd, const ops::FusedActivation* act, const ops::BatchNormSync* sync) {
+  check_train_forward(x, y, gamma, beta, running_mean, running_var, save_mean, save_invstd);
+  if (sync) check_sync(*sync, x);
+  const ChannelGeometry g = channel_geometry(x);
+  GE_CHECK(g.M > 0 && g.C > 0, "batchnorm: empty input ", x.str());
+  if (!sync && batchnorm_forward_train_clustered(x, g, gamma, beta, running_mean, running_var, momentum, eps, y,
+                                                 save_mean, save_invstd, act))
+    return;
+  batchnorm_forward_train_three_launches(x, g, gamma, beta, running_mean, running_var, momentum, eps, y, save_mean,
+                                         save_invstd, act, sync, nullptr);
+}
+
+bool batchnorm_forward_train_dot(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                                 Tensor& running_var, float momentum, float eps, const ops::FusedActivation& act,
+                                 Tensor& y, Tensor& save_mean, Tensor& save_invstd, const Tensor& w, Tensor& dots) {
+  check_train_forward(x, y, gamma, beta, running_mean, running_var, save_mean, save_invstd);
+  const ChannelGeometry g = channel_geometry(x);
+  if (!bn_dot_enabled() || !g.nhwc || g.M == 0 || x.dim(0) >= (int64_t{1} << 31)) return false;
+  bool packs = false;
+  GE_DISPATCH_FLOAT(x.dtype(), T, packs = g.C % kWidePack<T> == 0);
+  if (!packs || !aligned16(x.data()) || !aligned16(y.data()) || !aligned16(w.data())) return false;
+  // Where the plain forward takes one launch, its statistics are summed in another order than the
+  // three launches': it stays as it is (at batch 64 the dots formed in that launch, summed by a
+  // kernel of their own, made O2/O3 steps 0.4-0.6% longer on the H200).
+  if (batchnorm_in_one_launch(x)) return false;
+  const ImageDot dot{&w, &dots};
+  batchnorm_forward_train_three_launches(x, g, gamma, beta, running_mean, running_var, momentum, eps, y, save_mean,
+                                         save_invstd, &act, nullptr, &dot);
+  return true;
 }
 
 void batchnorm_forward_train_moments(const Tensor& x, const Tensor& moments, const Tensor& gamma, const Tensor& beta,

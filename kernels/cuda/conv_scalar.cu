@@ -8,6 +8,7 @@
 
 #include "conv_scalar.h"
 #include "cuda_util.cuh"
+#include "image_dot.cuh"
 #include "kernel_launch.cuh"
 #include "vector_pack.cuh"
 
@@ -22,32 +23,17 @@ constexpr int kForwardThreads = 256;
 constexpr int kSlices = 32;  // backward-filter: images are summed in this many slices, then the slices
 
 template <class T>
-__device__ __forceinline__ float dot_pack(const Pack<T, kPack>& a, const Pack<T, kPack>& b, float acc) {
-#pragma unroll
-  for (int e = 0; e < kPack; ++e) acc += load_float(&a.v[e]) * load_float(&b.v[e]);
-  return acc;
-}
-
-template <class T>
 __global__ void __launch_bounds__(kForwardThreads)
     scalar_forward_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int K) {
   await_previous_kernel();
-  __shared__ float warp_sums[kForwardThreads / 32];
-  const int n = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int n = blockIdx.x;
   const auto* xn = reinterpret_cast<const Pack<T, kPack>*>(x + static_cast<size_t>(n) * K);
   const auto* wp = reinterpret_cast<const Pack<T, kPack>*>(w);
   float acc = 0.f;
 #pragma unroll 4
   for (int i = threadIdx.x; i < K / kPack; i += kForwardThreads) acc = dot_pack(xn[i], wp[i], acc);
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, offset);
-  if (lane == 0) warp_sums[warp] = acc;
-  __syncthreads();
-  if (warp != 0) return;
-  acc = lane < kForwardThreads / 32 ? warp_sums[lane] : 0.f;
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, offset);
-  if (lane == 0) store_float(&y[n], acc);
+  acc = block_sum<kForwardThreads>(acc);
+  if (threadIdx.x == 0) store_float(&y[n], acc);
 }
 
 template <class T>

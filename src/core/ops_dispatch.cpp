@@ -196,23 +196,49 @@ void check_fusable(const FusedActivation& act, const char* op) {
 }
 }  // namespace
 
+namespace {
+// What every training forward of BatchNorm + activation checks of its tensors.
+void check_activation_forward_train(const char* op, const FusedActivation& act, const Tensor& x, const Tensor& gamma,
+                                    const Tensor& beta, const Tensor& running_mean, const Tensor& running_var,
+                                    const Tensor& y, const Tensor& save_mean, const Tensor& save_invstd) {
+  check_fusable(act, op);
+  same_device(op, {&x, &gamma, &beta, &running_mean, &running_var, &y, &save_mean, &save_invstd});
+  check_bn_params(op, x, {&gamma, &beta, &running_mean, &running_var, &save_mean, &save_invstd});
+  GE_CHECK(y.shape() == x.shape() && y.dtype() == x.dtype(), op, ": y ", y.str(), " x ", x.str());
+  GE_CHECK(save_mean.dtype() == DType::F32 && save_invstd.dtype() == DType::F32, op, ": saved statistics must be f32");
+  GE_CHECK(x.numel() / x.dim(1) > 1, op, ": expected more than 1 value per channel, got ", x.str());
+}
+}  // namespace
+
 void batchnorm_activation_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                         Tensor& running_mean, Tensor& running_var, float momentum, float eps,
                                         const FusedActivation& act, Tensor& y, Tensor& save_mean,
                                         Tensor& save_invstd, const BatchNormSync* sync) {
-  check_fusable(act, "batchnorm_activation_forward_train");
-  same_device("batchnorm_activation_forward_train",
-              {&x, &gamma, &beta, &running_mean, &running_var, &y, &save_mean, &save_invstd});
-  check_bn_params("batchnorm_activation_forward_train", x,
-                  {&gamma, &beta, &running_mean, &running_var, &save_mean, &save_invstd});
-  GE_CHECK(y.shape() == x.shape() && y.dtype() == x.dtype(), "batchnorm_activation_forward_train: y ", y.str(),
-           " x ", x.str());
-  GE_CHECK(save_mean.dtype() == DType::F32 && save_invstd.dtype() == DType::F32,
-           "batchnorm_activation_forward_train: saved statistics must be f32");
-  GE_CHECK(x.numel() / x.dim(1) > 1, "batchnorm_activation_forward_train: expected more than 1 value per channel, got ",
-           x.str());
+  check_activation_forward_train("batchnorm_activation_forward_train", act, x, gamma, beta, running_mean, running_var,
+                                 y, save_mean, save_invstd);
   GE_DISPATCH(x, batchnorm_forward_train(x, gamma, beta, running_mean, running_var, momentum, eps, y, save_mean,
                                          save_invstd, &act, sync));
+}
+
+bool batchnorm_activation_forward_train_dot(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                            Tensor& running_mean, Tensor& running_var, float momentum, float eps,
+                                            const FusedActivation& act, Tensor& y, Tensor& save_mean,
+                                            Tensor& save_invstd, const Tensor& w, Tensor& dots) {
+  const char* op = "batchnorm_activation_forward_train_dot";
+  check_activation_forward_train(op, act, x, gamma, beta, running_mean, running_var, y, save_mean, save_invstd);
+  same_device(op, {&x, &w, &dots});
+  GE_CHECK(w.rank() == 4 && w.dim(0) == 1 && w.dim(1) == x.dim(1) && w.dim(2) == x.dim(2) && w.dim(3) == x.dim(3) &&
+               w.dtype() == x.dtype() && w.format() == x.format(),
+           op, ": w must be (1, ", x.dim(1), ", ", x.dim(2), ", ", x.dim(3), ") ", dtype_name(x.dtype()), " ",
+           format_name(x.format()), ", is ", w.str());
+  GE_CHECK(dots.rank() == 4 && dots.dim(0) == x.dim(0) && dots.numel() == x.dim(0) && dots.dtype() == x.dtype(), op,
+           ": dots must be (", x.dim(0), ", 1, 1, 1) ", dtype_name(x.dtype()), ", is ", dots.str());
+#ifdef GE_WITH_CUDA
+  if (x.device().is_cuda())
+    return gpu::batchnorm_forward_train_dot(x, gamma, beta, running_mean, running_var, momentum, eps, act, y, save_mean,
+                                            save_invstd, w, dots);
+#endif
+  return false;  // the CPU's BatchNorm forms no dot products
 }
 
 bool conv_transpose2d_forward_moments(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p,
@@ -229,11 +255,8 @@ void batchnorm_activation_forward_train_moments(const Tensor& x, const Tensor& m
                                                 float momentum, float eps, const FusedActivation& act, Tensor& y,
                                                 Tensor& save_mean, Tensor& save_invstd) {
   const char* op = "batchnorm_activation_forward_train_moments";
-  check_fusable(act, op);
-  same_device(op, {&x, &moments, &gamma, &beta, &running_mean, &running_var, &y, &save_mean, &save_invstd});
-  check_bn_params(op, x, {&gamma, &beta, &running_mean, &running_var, &save_mean, &save_invstd});
-  GE_CHECK(y.shape() == x.shape() && y.dtype() == x.dtype(), op, ": y ", y.str(), " x ", x.str());
-  GE_CHECK(save_mean.dtype() == DType::F32 && save_invstd.dtype() == DType::F32, op, ": saved statistics must be f32");
+  check_activation_forward_train(op, act, x, gamma, beta, running_mean, running_var, y, save_mean, save_invstd);
+  same_device(op, {&x, &moments});
   GE_CHECK(moments.dtype() == DType::F32 && moments.rank() == 3 && moments.dim(0) == 3 && moments.dim(1) > 0 &&
                moments.dim(2) == x.dim(1),
            op, ": moments must be f32 (3, parts, ", x.dim(1), "), got ", moments.str());

@@ -28,6 +28,17 @@ void BatchNorm2d::give_moments(const Tensor& of, Tensor moments) {
   moments_ = std::move(moments);
 }
 
+bool BatchNorm2d::forward_forming_dots(const Tensor& x, Tensor& running_mean, Tensor& running_var, Tensor& y) {
+  if (!fused_ || !dots_for_ || !dots_for_->takes_dots_of(y)) return false;
+  const Tensor w = dots_for_->dot_weight();
+  Tensor dots = Tensor::empty({x.dim(0), 1, 1, 1}, y.dtype(), where_.device, y.format());
+  if (!ops::batchnorm_activation_forward_train_dot(x, gamma_.value, beta_.value, running_mean, running_var, kMomentum,
+                                                   kEps, *fused_, y, save_mean_, save_invstd_, w, dots))
+    return false;
+  dots_for_->give_output(y, w, std::move(dots));
+  return true;
+}
+
 Tensor BatchNorm2d::forward(const Tensor& x, bool training) {
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device(), x.format());
   if (training) {
@@ -53,15 +64,17 @@ Tensor BatchNorm2d::forward(const Tensor& x, bool training) {
     const bool given =
         moments_.defined() && moments_of_.data() == x.data() && moments_of_.shape() == x.shape() && takes_moments();
     took_moments_ = given;
-    if (given)
+    if (given) {
       ops::batchnorm_activation_forward_train_moments(x, moments_, gamma_.value, beta_.value, rm, rv, kMomentum, kEps,
                                                       *fused_, y, save_mean_, save_invstd_);
-    else if (fused_)
-      ops::batchnorm_activation_forward_train(x, gamma_.value, beta_.value, rm, rv, kMomentum, kEps, *fused_, y,
-                                              save_mean_, save_invstd_, sync);
-    else
-      ops::batchnorm_forward_train(x, gamma_.value, beta_.value, rm, rv, kMomentum, kEps, y, save_mean_, save_invstd_,
-                                   sync);
+    } else if (sync || !forward_forming_dots(x, rm, rv, y)) {  // else D's last layer's output formed too
+      if (fused_)
+        ops::batchnorm_activation_forward_train(x, gamma_.value, beta_.value, rm, rv, kMomentum, kEps, *fused_, y,
+                                                save_mean_, save_invstd_, sync);
+      else
+        ops::batchnorm_forward_train(x, gamma_.value, beta_.value, rm, rv, kMomentum, kEps, y, save_mean_, save_invstd_,
+                                     sync);
+    }
     if (region) running_updates_->latest = region->mark();
     if (update_running_stats_) ++running_updates_->batches_tracked;
     saved_x_ = x;
@@ -111,6 +124,7 @@ std::unique_ptr<Layer> BatchNorm2d::twin() const {
   for (Param* p : {&t->gamma_, &t->beta_})
     p->model_grad = Tensor::empty(p->model_grad.shape(), p->model_grad.dtype(), p->model_grad.device());
   t->saved_x_ = t->saved_y_ = t->save_mean_ = t->save_invstd_ = t->moments_ = t->moments_of_ = Tensor();
+  t->dots_for_ = nullptr;  // Sequential::twin links the twin's own convolution
   return t;
 }
 

@@ -75,6 +75,16 @@ Tensor Conv2d::forward(const Tensor& x_in, bool training) {
   GE_CHECK(x.dim(1) == in_ || x.dim(1) == in_padded_, describe(), ": input ", x.str(), " should have ", in_,
            " channels");
   input_channels_ = x.dim(1);
+  // The output the BatchNorm before formed for this very input (give_output).
+  took_output_ = given_y_.defined() && given_x_.data() == x.data() && given_x_.shape() == x.shape();
+  if (took_output_) {
+    Tensor y = std::move(given_y_);
+    saved_x_ = x;
+    saved_w_ = std::move(given_w_);
+    given_x_ = Tensor();
+    return y;
+  }
+  given_x_ = given_w_ = given_y_ = Tensor();  // they were for another input
   const Tensor unpadded = x;
   // A transposed convolution runs as a backward-data, which needs every channel in memory; the
   // forward takes its input as it is (ops.h: the GPU's 8-channel kernels read an image batch's
@@ -123,6 +133,19 @@ Tensor Conv2d::forward(const Tensor& x_in, bool training) {
   saved_x_ = unpadded;
   saved_w_ = w;
   return keep_padded_output_ ? y : padded(y, N, out_);
+}
+
+bool Conv2d::takes_dots_of(const Tensor& x) const {
+  return can_take_dots() && x.rank() == 4 && x.dim(1) == in_ && in_padded_ == in_ && x.dim(2) == kernel_ &&
+         x.dim(3) == kernel_ && x.dtype() == policy_.compute_dtype && x.format() == where_.format;
+}
+
+void Conv2d::give_output(const Tensor& x, const Tensor& w, Tensor dots) {
+  GE_CHECK(takes_dots_of(x) && dots.numel() == x.dim(0), describe(), ": cannot take dots ", dots.str(), " for input ",
+           x.str());
+  given_x_ = x;
+  given_w_ = w;
+  given_y_ = std::move(dots);
 }
 
 void Conv2d::fuse_activation(const ops::FusedActivation& act) {
@@ -218,6 +241,7 @@ std::unique_ptr<Layer> Conv2d::twin() const {
   t->weight_.model_grad = Tensor::empty(g.shape(), g.dtype(), g.device(), g.format());
   t->saved_x_ = t->saved_w_ = t->saved_y_ = Tensor();
   t->moments_for_ = nullptr;  // Sequential::twin links the twin's own BatchNorm
+  t->given_x_ = t->given_w_ = t->given_y_ = Tensor();
   return t;
 }
 

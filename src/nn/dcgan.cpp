@@ -56,6 +56,7 @@ std::unique_ptr<Sequential> make_discriminator(const NetConfig& cfg, const Preci
   }
   net->add(std::make_unique<Conv2d>(cfg.ndf * mult, 1, 4, 1, 0, false, policy, where));
   net->fuse_activations();
+  net->link_dots();
   return net;
 }
 

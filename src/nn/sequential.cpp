@@ -52,6 +52,15 @@ void Sequential::link_moments() {
       conv->form_moments_for(dynamic_cast<BatchNorm2d*>(layers_[i + 1].get()));
 }
 
+void Sequential::link_dots() {
+  for (size_t i = 0; i + 2 < layers_.size(); ++i) {
+    auto* bn = dynamic_cast<BatchNorm2d*>(layers_[i].get());
+    auto* act = dynamic_cast<ActivationLayer*>(layers_[i + 1].get());
+    auto* head = dynamic_cast<Conv2d*>(layers_[i + 2].get());
+    if (bn && bn->fused() && act && head && head->can_take_dots()) bn->form_dots_for(head);
+  }
+}
+
 std::unique_ptr<Sequential> Sequential::twin() const {
   auto t = std::make_unique<Sequential>();
   for (const auto& layer : layers_) t->add(layer->twin());
@@ -60,6 +69,9 @@ std::unique_ptr<Sequential> Sequential::twin() const {
   for (size_t i = 0; i + 1 < layers_.size(); ++i)
     if (auto* conv = dynamic_cast<const Conv2d*>(layers_[i].get()); conv && conv->moments_for())
       static_cast<Conv2d*>(t->layers_[i].get())->form_moments_for(dynamic_cast<BatchNorm2d*>(t->layers_[i + 1].get()));
+  for (size_t i = 0; i + 2 < layers_.size(); ++i)
+    if (auto* bn = dynamic_cast<const BatchNorm2d*>(layers_[i].get()); bn && bn->dots_for())
+      static_cast<BatchNorm2d*>(t->layers_[i].get())->form_dots_for(static_cast<Conv2d*>(t->layers_[i + 2].get()));
   return t;
 }
 
