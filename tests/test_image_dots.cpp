@@ -1,7 +1,8 @@
 // D's last BatchNorm forming D's last layer's output, each image's dot product with the layer's
 // one filter, as it writes its own (ops::batchnorm_activation_forward_train_dot,
-// BatchNorm2d::form_dots_for): the same y and statistics bitwise, the dots as the convolution's
-// own forward computes them, and the layers linked where the discriminator has them.
+// BatchNorm2d::form_dots_for), and that layer's backward-data where its backward reads it
+// (ops::batchnorm_activation_backward_outer): bitwise what the layer's own passes give, and the
+// layers linked where the discriminator has them.
 #include "ganengine/amp.h"
 #include "ganengine/backend.h"
 #include "ganengine/nn.h"
@@ -55,11 +56,24 @@ TEST_CASE("image dots: the CPU forms none while D links its last BatchNorm to it
   }
   for (auto& layer : G->layers())
     if (auto* bn = dynamic_cast<nn::BatchNorm2d*>(layer.get())) CHECK(bn->dots_for() == nullptr);
-  // On the CPU the last layer computes its own output.
+  // On the CPU the last layer computes its own output, and the BatchNorm runs the layer's
+  // backward-data it is left: the gradients of a D whose layers are not linked, bitwise.
   auto* head = dynamic_cast<nn::Conv2d*>(layers[last].get());
   REQUIRE(head != nullptr);
-  D->forward(random_tensor({2, 3, 16, 16}, DType::F32), true);
+  auto apart = nn::make_discriminator(small_net(), policy, where);
+  nn::weights_init(*D, 5, 0);
+  nn::weights_init(*apart, 5, 0);
+  for (auto& layer : apart->layers())
+    if (auto* bn = dynamic_cast<nn::BatchNorm2d*>(layer.get())) bn->form_dots_for(nullptr);
+  const Tensor images = random_tensor({2, 3, 16, 16}, DType::F32);
+  const Tensor a = D->forward(images, true), b = apart->forward(images, true);
   CHECK_FALSE(head->took_output());
+  CHECK(same_bytes(a, b));
+  const Tensor dlogits = random_tensor(a.shape(), a.dtype(), Device::cpu(), a.format());
+  CHECK(same_bytes(D->backward(dlogits, true, true), apart->backward(dlogits, true, true)));
+  const auto pa = D->params(), pb = apart->params();
+  for (size_t i = 0; i < pa.size(); ++i) CHECK(same_bytes(pa[i]->model_grad, pb[i]->model_grad));
+  CHECK_FALSE(dynamic_cast<nn::BatchNorm2d*>(layers[last - 2].get())->took_outer_gradient());
 }
 
 #if GE_WITH_CUDA
@@ -142,9 +156,59 @@ TEST_CASE("gpu image dots: y and statistics bitwise the plain forward and the do
     }
 }
 
+// The backward given D's last layer's output gradient and filter: bitwise that layer's own
+// backward-data followed by the BatchNorm's backward, where the forward would form the dots.
+TEST_CASE("gpu image dots: the backward forming the last layer's backward-data is bitwise running it first") {
+  GE_REQUIRE_GPU();
+  const Device gpu = Device::cuda(0);
+  struct Case {
+    Shape s;
+    DType dt;
+  };
+  const Case cases[] = {{{64, 512, 4, 4}, DType::F16},   {{256, 512, 4, 4}, DType::F16},
+                        {{1024, 512, 4, 4}, DType::F16}, {{256, 512, 4, 4}, DType::BF16},
+                        {{7, 24, 3, 3}, DType::F16},     {{256, 32, 4, 4}, DType::F32}};
+  for (const Case& k : cases)
+    for (gpu::ClusterBatchNorm choice : {gpu::ClusterBatchNorm::Auto, gpu::ClusterBatchNorm::Off})
+      for (ops::Activation a : {ops::Activation::LeakyReLU, ops::Activation::ReLU}) {
+        ClusterChoice scope(choice);
+        const int64_t N = k.s[0], C = k.s[1];
+        const ops::FusedActivation act{a, 0.2f};
+        const Tensor x = random_tensor(k.s, k.dt, gpu, MemoryFormat::NHWC, -2.0, 2.0);
+        const bool formed_expected = !gpu::batchnorm_in_one_launch(x) && k.dt != DType::F32;
+        INFO(shape_str(k.s), " ", std::string(dtype_name(k.dt)), " ", std::string(ops::activation_name(a)),
+             formed_expected ? "" : " declines");
+        const Tensor gamma = random_tensor({C}, DType::F32, gpu, MemoryFormat::NCHW, 0.5, 1.5);
+        const Tensor beta = random_tensor({C}, DType::F32, gpu, MemoryFormat::NCHW, -0.5, 0.5);
+        const Tensor w = random_tensor({1, C, k.s[2], k.s[3]}, k.dt, gpu, MemoryFormat::NHWC, -0.05, 0.05);
+        const Tensor dlogits = random_tensor({N, 1, 1, 1}, k.dt, gpu, MemoryFormat::NHWC, -1.0, 1.0);
+        const Forward f = forward(false, x, gamma, beta, w);
+        struct Grads {
+          Tensor dx, dgamma, dbeta;
+        };
+        auto fresh = [&] {
+          return Grads{Tensor::empty(k.s, k.dt, gpu, MemoryFormat::NHWC), Tensor::empty({C}, DType::F32, gpu),
+                       Tensor::empty({C}, DType::F32, gpu)};
+        };
+        Grads outer = fresh(), plain = fresh();
+        const bool formed = ops::batchnorm_activation_backward_outer(x, f.y, dlogits, w, gamma, beta, f.mean, f.invstd,
+                                                                     act, outer.dx, outer.dgamma, outer.dbeta);
+        CHECK(formed == formed_expected);
+        if (!formed) continue;
+        Tensor dy = Tensor::empty(k.s, k.dt, gpu, MemoryFormat::NHWC);
+        ops::conv2d_backward_data(dlogits, w, dy, Conv2dParams{1, 0});
+        ops::batchnorm_activation_backward(x, f.y, dy, gamma, beta, f.mean, f.invstd, act, plain.dx, plain.dgamma,
+                                           plain.dbeta);
+        CHECK(same_bytes(outer.dx, plain.dx));
+        CHECK(same_bytes(outer.dgamma, plain.dgamma));
+        CHECK(same_bytes(outer.dbeta, plain.dbeta));
+      }
+}
+
 // D at the example's width in half: at batch 256 its last layer takes its output from the
-// BatchNorm before it (at 64 that BatchNorm runs in one launch and does not form it), and the
-// logits and every gradient are bitwise those of a D whose layers are not linked.
+// BatchNorm before it, which forms that layer's backward-data in its backward (at 64 that
+// BatchNorm runs in one launch and does neither), and the logits and every gradient are bitwise
+// those of a D whose layers are not linked.
 TEST_CASE("gpu discriminator: the last layer takes its output from the last BatchNorm and matches computing it") {
   GE_REQUIRE_GPU();
   const Device gpu = Device::cuda(0);
@@ -167,9 +231,12 @@ TEST_CASE("gpu discriminator: the last layer takes its output from the last Batc
       CHECK(head->took_output() == (batch == 256));
       CHECK_FALSE(dynamic_cast<nn::Conv2d*>(apart->layers().back().get())->took_output());
       CHECK(same_bytes(a, b));
+      // Both gradients (G's pass through D wants the input's, D's passes the weights').
       const Tensor dlogits = random_tensor(a.shape(), a.dtype(), gpu, a.format(), -1.0, 1.0);
-      linked->backward(dlogits, true, false);
-      apart->backward(dlogits, true, false);
+      CHECK(same_bytes(linked->backward(dlogits, true, true), apart->backward(dlogits, true, true)));
+      auto* last_bn = dynamic_cast<nn::BatchNorm2d*>(linked->layers()[linked->layers().size() - 3].get());
+      REQUIRE(last_bn != nullptr);
+      CHECK(last_bn->took_outer_gradient() == (batch == 256));
       const auto pa = linked->params(), pb = apart->params();
       REQUIRE(pa.size() == pb.size());
       for (size_t i = 0; i < pa.size(); ++i) CHECK(same_bytes(pa[i]->model_grad, pb[i]->model_grad));

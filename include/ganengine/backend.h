@@ -73,6 +73,12 @@ void batchnorm_forward_train_moments(const Tensor& x, const Tensor& moments, con
 bool batchnorm_forward_train_dot(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
                                  Tensor& running_var, float momentum, float eps, const ops::FusedActivation& act,
                                  Tensor& y, Tensor& save_mean, Tensor& save_invstd, const Tensor& w, Tensor& dots);
+// ops::batchnorm_activation_backward_outer on the GPU: false, running nothing, where it does not
+// apply (batchnorm.cu).
+bool batchnorm_backward_outer(const Tensor& x, const Tensor& y_act, const Tensor& dlogits, const Tensor& w,
+                              const Tensor& gamma, const Tensor& beta, const Tensor& save_mean,
+                              const Tensor& save_invstd, const ops::FusedActivation& act, Tensor& dx, Tensor& dgamma,
+                              Tensor& dbeta);
 // Whether our kernels launch with programmatic dependent launch (kernels/cuda/kernel_launch.cuh):
 // FromEnv follows GANENGINE_PDL (on by default). For tests and measurements; set it before
 // launching work, it applies to launches (and captures) from then on.

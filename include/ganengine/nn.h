@@ -115,6 +115,9 @@ class Conv2d : public Layer {
   Tensor dot_weight() { return compute_weight(); }
   void give_output(const Tensor& x, const Tensor& w, Tensor dots);
   bool took_output() const { return took_output_; }  // the latest forward did
+  // Backward leaves its input gradient to `bn` (BatchNorm2d::form_dots_for sets this), returning
+  // its output gradient in its place. nullptr: none.
+  void leave_input_gradient_to(BatchNorm2d* bn) { input_gradient_to_ = bn; }
 
  private:
   Tensor compute_weight();  // the weight in the compute dtype (a fresh cast at O1)
@@ -141,6 +144,7 @@ class Conv2d : public Layer {
   BatchNorm2d* moments_for_ = nullptr;
   Tensor given_x_, given_w_, given_y_;  // give_output's, until the next forward
   bool took_output_ = false;
+  BatchNorm2d* input_gradient_to_ = nullptr;
   bool input_converted_ = false;        // the latest forward's input came in another dtype or layout
   Tensor saved_x_, saved_w_, saved_y_;  // saved_y_: the fused activation's output
 };
@@ -179,8 +183,15 @@ class BatchNorm2d : public Layer {
   // each image whole (Conv2d::can_take_dots): training forwards form head's output as they write
   // theirs (ops::batchnorm_activation_forward_train_dot) where the GPU can, and give it to head
   // (D's last BatchNorm and D's last layer). nullptr: none.
-  void form_dots_for(Conv2d* head) { dots_for_ = head; }
+  // The link goes both ways: head's backward leaves its backward-data to this layer's backward,
+  // which forms it where it reads it (ops::batchnorm_activation_backward_outer) or runs it.
+  void form_dots_for(Conv2d* head);
   Conv2d* dots_for() const { return dots_for_; }
+  // From dots_for_'s backward: its output gradient and filter, and its parameters, for the
+  // backward-data this layer's next backward forms; `dlogits` itself is what reaches that backward
+  // as dy, standing for the gradient.
+  void give_outer_gradient(const Tensor& dlogits, const Tensor& w, const Conv2dParams& p);
+  bool took_outer_gradient() const { return took_outer_gradient_; }  // the latest backward formed it
   bool fused() const { return fused_.has_value(); }
 
   static constexpr float kMomentum = 0.1f;
@@ -207,6 +218,9 @@ class BatchNorm2d : public Layer {
   Tensor moments_, moments_of_;  // give_moments', until the next forward
   bool took_moments_ = false;
   Conv2d* dots_for_ = nullptr;
+  Tensor outer_dlogits_, outer_w_;  // give_outer_gradient's, until the next backward
+  Conv2dParams outer_params_;
+  bool took_outer_gradient_ = false;
   // The training forward with dots_for_'s output formed and handed to it; false, having run
   // nothing, where it cannot be.
   bool forward_forming_dots(const Tensor& x, Tensor& running_mean, Tensor& running_var, Tensor& y);

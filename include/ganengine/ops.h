@@ -130,6 +130,15 @@ bool batchnorm_activation_forward_train_dot(const Tensor& x, const Tensor& gamma
                                             Tensor& running_mean, Tensor& running_var, float momentum, float eps,
                                             const FusedActivation& act, Tensor& y, Tensor& save_mean,
                                             Tensor& save_invstd, const Tensor& w, Tensor& dots);
+// The backward of that pair given D's last layer's output gradient dlogits (N, 1, 1, 1) and its
+// filter w instead of the gradient of y: bitwise batchnorm_activation_backward with dy = that
+// layer's conv2d_backward_data(dlogits, w), the GPU forming dy where it reads it, never writing
+// it. Half activations only (f32's backward-data is cuDNN's); false, having run nothing, where
+// batchnorm_activation_forward_train_dot would decline too.
+bool batchnorm_activation_backward_outer(const Tensor& x, const Tensor& y, const Tensor& dlogits, const Tensor& w,
+                                         const Tensor& gamma, const Tensor& beta, const Tensor& save_mean,
+                                         const Tensor& save_invstd, const FusedActivation& act, Tensor& dx,
+                                         Tensor& dgamma, Tensor& dbeta);
 void batchnorm_activation_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                        const Tensor& running_mean, const Tensor& running_var, float eps,
                                        const FusedActivation& act, Tensor& y);

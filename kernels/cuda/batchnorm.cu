@@ -18,6 +18,11 @@
 //
 // Training passes over small NHWC layers run in one launch instead (batchnorm_cluster.h); the
 // passes here serve the rest, --sync-bn and eval.
+//
+// D's last BatchNorm, in three launches, also does D's last layer's work (ops.h,
+// batchnorm_activation_forward_train_dot and batchnorm_activation_backward_outer): its normalise
+// forms each image's dot product with that layer's filter (normalize_dot_kernel), and its
+// backward forms that layer's backward-data where it reads dy (OuterDy, batchnorm_math.cuh).
 #include <type_traits>
 
 #include "batchnorm_cluster.h"
@@ -68,8 +73,9 @@ bool bn_dx_threshold_enabled() {
   return on;
 }
 
-// GANENGINE_BN_DOT=off: D's last BatchNorm leaves its layer's dot products to that layer's own
-// forward (ops::batchnorm_activation_forward_train_dot returns false).
+// GANENGINE_BN_DOT=off: D's last BatchNorm leaves D's last layer's passes to that layer
+// (ops::batchnorm_activation_forward_train_dot and batchnorm_activation_backward_outer return
+// false).
 bool bn_dot_enabled() {
   static const bool on = env_choice("GANENGINE_BN_DOT", {"on", "off"}) == "on";
   return on;
@@ -255,8 +261,8 @@ __global__ void __launch_bounds__(kThreads)
 // fixed_channels: as normalize_kernel's. The fused activation's output is read back
 // (bn_output_grad) or, with kThreshold, tested on x against coef's fourth vector
 // (bn_threshold_grad; batchnorm_math.cuh says why that is the same).
-template <class T, int V, bool kThreshold>
-__global__ void batchnorm_dx_kernel(const T* x, const T* dy, const T* y, T* dx, const float* mean, const float* coef,
+template <class T, int V, bool kThreshold, class Dy = const T*>
+__global__ void batchnorm_dx_kernel(const T* x, Dy dy, const T* y, T* dx, const float* mean, const float* coef,
                                     ChannelGeometry g, uint32_t packs, bool vector_loads, bool fixed_channels,
                                     ActivationGrad act, bool backward) {
   await_previous_kernel();
@@ -275,7 +281,7 @@ __global__ void batchnorm_dx_kernel(const T* x, const T* dy, const T* y, T* dx, 
     const uint32_t p = pack_at(i);
     if (!fixed_channels) load_channels(channel_of(p * V, g));
     const Pack<T, V> xv = reinterpret_cast<const Pack<T, V>*>(x)[p];
-    const Pack<T, V> gv = reinterpret_cast<const Pack<T, V>*>(dy)[p];
+    const Pack<T, V> gv = load_dy_pack<V>(dy, uint64_t{p} * V);
     Pack<T, V> yv;
     if (act.fused && !kThreshold) yv = reinterpret_cast<const Pack<T, V>*>(y)[p];
     Pack<T, V> out;
@@ -395,6 +401,20 @@ void launch_normalize_dot(const Tensor& x, Tensor& y, const float* mean, const f
   CUDA_CHECK_LAUNCH();
 }
 
+// How the backward takes a fused activation's gradient: recomputing its output from x where
+// bn_output_grad's recomputation holds, ReLU and LeakyReLU with slope >= 0 (a negative slope makes
+// negative inputs' outputs positive), and pays, on 16-bit activations, whose passes are
+// memory-bound. beta: the forward's (nullptr: read the output).
+ActivationGrad activation_grad(const Tensor& x, const Tensor& gamma, const ops::FusedActivation& act,
+                               const Tensor* beta) {
+  const bool recompute =
+      beta && (x.dtype() == DType::F16 || x.dtype() == DType::BF16) &&
+      (act.kind == ops::Activation::ReLU || (act.kind == ops::Activation::LeakyReLU && act.negative_slope >= 0.f)) &&
+      bn_recompute_enabled();
+  if (recompute) check_channel_vector(*beta, x.dim(1), gamma.dtype(), x, "beta");
+  return ActivationGrad{true, recompute, act.kind, act.negative_slope};
+}
+
 // What both training forwards check of their tensors.
 void check_train_forward(const Tensor& x, const Tensor& y, const Tensor& gamma, const Tensor& beta,
                          const Tensor& running_mean, const Tensor& running_var, const Tensor& save_mean,
@@ -456,6 +476,89 @@ void batchnorm_forward_train_three_launches(const Tensor& x, const ChannelGeomet
                                stream);
     });
   });
+}
+
+// The gradient sums, their merge and the dx pass, reading dy from a tensor or forming it
+// (OuterDy); dy_data: the memory whose alignment the dy loads need. y: the fused activation's
+// output (nullptr without one).
+template <class T, class Dy>
+void batchnorm_backward_three_launches(const Tensor& x, const ChannelGeometry& g, Dy dy, const void* dy_data,
+                                       const Tensor& gamma, const Tensor* beta, const T* y, const Tensor& save_mean,
+                                       const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
+                                       const ActivationGrad& agrad, const ops::BatchNormSync* sync) {
+  cudaStream_t stream = stream_of(x);
+  const uint32_t splits = reduce_splits(g);
+  Tensor partials =
+      Tensor::empty({static_cast<int64_t>(partials_floats<GradSumsAcc>(g, splits))}, DType::F32, x.device());
+  // The dx pass tests a recomputed activation on thresholds (coef's fourth vector) where the
+  // coefficients are formed here (not --sync-bn's kernel) and it reads whole packs.
+  const bool thresholds = agrad.recompute && !sync && bn_dx_threshold_enabled();
+  Tensor coef = Tensor::empty({(thresholds ? 4 : 3) * int64_t{g.C}}, DType::F32, x.device());
+  const uint32_t n = static_cast<uint32_t>(x.numel());
+  const float* mean = save_mean.data_as<float>();
+  const float* invstd = save_invstd.data_as<float>();
+  const bool vector_ok = aligned16(x.data()) && aligned16(dy_data) && (!y || aligned16(y));
+  GE_DISPATCH_FLOAT(gamma.dtype(), P, {
+    auto reduce = [&](auto recompute) {
+      constexpr bool kRecompute = decltype(recompute)::value;
+      const GradSumsVisit<T, P, kRecompute, Dy> visit{x.data_as<T>(),
+                                                      dy,
+                                                      kRecompute ? nullptr : y,
+                                                      mean,
+                                                      invstd,
+                                                      gamma.data_as<P>(),
+                                                      kRecompute ? beta->data_as<P>() : nullptr,
+                                                      agrad};
+      if (sync) {
+        Tensor sums = Tensor::empty({2 * int64_t{g.C}}, DType::F32, x.device());
+        reduce_channels<GradSumsAcc>(
+            visit, g, splits, partials.data_as<float>(),
+            FinishSyncGradsLocal<P>{g.C, invstd, dgamma.data_as<P>(), dbeta.data_as<P>(), sums.data_as<float>()},
+            stream, vector_ok);
+        sync->all_reduce_sum(sums);
+        sync_grads_coef_kernel<P>
+            <<<static_cast<unsigned>(ceil_div(g.C, kPerChannelThreads)), kPerChannelThreads, 0, stream>>>(
+                sums.data_as<float>(), g.C, sync->total_count.data_as<float>(), gamma.data_as<P>(), invstd,
+                coef.data_as<float>());
+        CUDA_CHECK_LAUNCH();
+      } else {
+        FinishGrads<P> finish{
+            g.C, g.M, gamma.data_as<P>(), invstd, dgamma.data_as<P>(), dbeta.data_as<P>(), coef.data_as<float>()};
+        if (thresholds) {
+          finish.save_mean = mean;
+          finish.beta = beta->data_as<P>();
+          finish.threshold = coef.data_as<float>() + 3 * g.C;
+          finish.bf16 = x.dtype() == DType::BF16;
+        }
+        reduce_channels<GradSumsAcc>(visit, g, splits, partials.data_as<float>(), finish, stream, vector_ok);
+      }
+    };
+    if (agrad.recompute)
+      reduce(std::true_type{});
+    else
+      reduce(std::false_type{});
+  });
+  constexpr int W = kWidePack<T>;
+  // coef's vectors start at multiples of C: aligned when C is a whole number of packs.
+  const bool vector_loads = packs_aligned<W, float>({mean, coef.data()}) && g.C % W == 0;
+  if (bn_pack_width<T>(g, n, {x.data(), dy_data, y, dx.data()}) == W) {
+    auto launch = [&](auto kernel) {
+      const unsigned blocks = elementwise_blocks(kernel, n / W, x.device().index);
+      launch_kernel(kernel, blocks, kThreads, 0, stream, x.data_as<T>(), dy, y, dx.data_as<T>(), mean,
+                    coef.data_as<float>(), g, n / W, vector_loads, channels_fixed_per_thread(g, blocks, W), agrad,
+                    bn_sweep_backward());
+    };
+    if (thresholds)  // 16-bit activations only
+      launch(batchnorm_dx_kernel<T, W, true, Dy>);
+    else
+      launch(batchnorm_dx_kernel<T, W, false, Dy>);
+  } else {
+    const unsigned blocks = grid_for(n);
+    launch_kernel(batchnorm_dx_kernel<T, 1, false, Dy>, blocks, kThreads, 0, stream, x.data_as<T>(), dy, y,
+                  dx.data_as<T>(), mean, coef.data_as<float>(), g, n, false, channels_fixed_per_thread(g, blocks, 1),
+                  agrad, bn_sweep_backward());
+  }
+  CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
@@ -553,92 +656,46 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
   if (act) {
     GE_CHECK(y_act && y_act->defined(), "batchnorm backward with a fused activation needs the activation's output");
     check_activation_pair(x, *y_act, "x/y");
-    // bn_output_grad's recomputation holds for ReLU and LeakyReLU with slope >= 0 (a negative
-    // slope makes negative inputs' outputs positive); it pays on 16-bit activations, whose
-    // passes are memory-bound.
-    const bool recompute = beta && (x.dtype() == DType::F16 || x.dtype() == DType::BF16) &&
-                           (act->kind == ops::Activation::ReLU ||
-                            (act->kind == ops::Activation::LeakyReLU && act->negative_slope >= 0.f)) &&
-                           bn_recompute_enabled();
-    if (recompute) check_channel_vector(*beta, x.dim(1), gamma.dtype(), x, "beta");
-    agrad = ActivationGrad{true, recompute, act->kind, act->negative_slope};
+    agrad = activation_grad(x, gamma, *act, beta);
   }
   const ChannelGeometry g = channel_geometry(x);
   GE_CHECK(g.M > 0 && g.C > 0, "batchnorm: empty input ", x.str());
   if (!sync &&
       batchnorm_backward_clustered(x, g, dy, gamma, beta, y_act, save_mean, save_invstd, dx, dgamma, dbeta, agrad))
     return;
-  cudaStream_t stream = stream_of(x);
-  const uint32_t splits = reduce_splits(g);
-  Tensor partials = Tensor::empty({static_cast<int64_t>(partials_floats<GradSumsAcc>(g, splits))}, DType::F32,
-                                  x.device());
-  // The dx pass tests a recomputed activation on thresholds (coef's fourth vector) where the
-  // coefficients are formed here (not --sync-bn's kernel) and it reads whole packs.
-  const bool thresholds = agrad.recompute && !sync && bn_dx_threshold_enabled();
-  Tensor coef = Tensor::empty({(thresholds ? 4 : 3) * int64_t{g.C}}, DType::F32, x.device());
-  const uint32_t n = static_cast<uint32_t>(x.numel());
-  const float* mean = save_mean.data_as<float>();
-  const float* invstd = save_invstd.data_as<float>();
-
   GE_DISPATCH_FLOAT(x.dtype(), T, {
-    const T* y = act ? y_act->data_as<T>() : nullptr;  // the dx pass reads it, unless thresholds
-    const bool vector_ok = aligned16(x.data()) && aligned16(dy.data()) && (!y || aligned16(y));
-    GE_DISPATCH_FLOAT(gamma.dtype(), P, {
-      auto reduce = [&](auto recompute) {
-        constexpr bool kRecompute = decltype(recompute)::value;
-        const GradSumsVisit<T, P, kRecompute> visit{
-            x.data_as<T>(), dy.data_as<T>(), kRecompute ? nullptr : y, mean, invstd, gamma.data_as<P>(),
-            kRecompute ? beta->data_as<P>() : nullptr, agrad};
-        if (sync) {
-          Tensor sums = Tensor::empty({2 * int64_t{g.C}}, DType::F32, x.device());
-          reduce_channels<GradSumsAcc>(visit, g, splits, partials.data_as<float>(),
-                                       FinishSyncGradsLocal<P>{g.C, invstd, dgamma.data_as<P>(), dbeta.data_as<P>(),
-                                                               sums.data_as<float>()},
-                                       stream, vector_ok);
-          sync->all_reduce_sum(sums);
-          sync_grads_coef_kernel<P><<<static_cast<unsigned>(ceil_div(g.C, kPerChannelThreads)), kPerChannelThreads,
-                                      0, stream>>>(sums.data_as<float>(), g.C, sync->total_count.data_as<float>(),
-                                                   gamma.data_as<P>(), invstd, coef.data_as<float>());
-          CUDA_CHECK_LAUNCH();
-        } else {
-          FinishGrads<P> finish{
-              g.C, g.M, gamma.data_as<P>(), invstd, dgamma.data_as<P>(), dbeta.data_as<P>(), coef.data_as<float>()};
-          if (thresholds) {
-            finish.save_mean = mean;
-            finish.beta = beta->data_as<P>();
-            finish.threshold = coef.data_as<float>() + 3 * g.C;
-            finish.bf16 = x.dtype() == DType::BF16;
-          }
-          reduce_channels<GradSumsAcc>(visit, g, splits, partials.data_as<float>(), finish, stream, vector_ok);
-        }
-      };
-      if (agrad.recompute)
-        reduce(std::true_type{});
-      else
-        reduce(std::false_type{});
-    });
-    constexpr int W = kWidePack<T>;
-    // coef's vectors start at multiples of C: aligned when C is a whole number of packs.
-    const bool vector_loads = packs_aligned<W, float>({mean, coef.data()}) && g.C % W == 0;
-    if (bn_pack_width<T>(g, n, {x.data(), dy.data(), y, dx.data()}) == W) {
-      auto launch = [&](auto kernel) {
-        const unsigned blocks = elementwise_blocks(kernel, n / W, x.device().index);
-        launch_kernel(kernel, blocks, kThreads, 0, stream, x.data_as<T>(), dy.data_as<T>(), y, dx.data_as<T>(), mean,
-                      coef.data_as<float>(), g, n / W, vector_loads, channels_fixed_per_thread(g, blocks, W), agrad,
-                      bn_sweep_backward());
-      };
-      if (thresholds)  // 16-bit activations only
-        launch(batchnorm_dx_kernel<T, W, true>);
-      else
-        launch(batchnorm_dx_kernel<T, W, false>);
-    } else {
-      const unsigned blocks = grid_for(n);
-      launch_kernel(batchnorm_dx_kernel<T, 1, false>, blocks, kThreads, 0, stream, x.data_as<T>(), dy.data_as<T>(), y,
-                    dx.data_as<T>(), mean, coef.data_as<float>(), g, n, false, channels_fixed_per_thread(g, blocks, 1),
-                    agrad, bn_sweep_backward());
-    }
-    CUDA_CHECK_LAUNCH();
+    batchnorm_backward_three_launches<T>(x, g, dy.data_as<T>(), dy.data(), gamma, beta,
+                                         act ? y_act->data_as<T>() : nullptr, save_mean, save_invstd, dx, dgamma, dbeta,
+                                         agrad, sync);
   });
+}
+
+bool batchnorm_backward_outer(const Tensor& x, const Tensor& y_act, const Tensor& dlogits, const Tensor& w,
+                              const Tensor& gamma, const Tensor& beta, const Tensor& save_mean,
+                              const Tensor& save_invstd, const ops::FusedActivation& act, Tensor& dx, Tensor& dgamma,
+                              Tensor& dbeta) {
+  check_activation_pair(x, dx, "x/dx");
+  check_activation_pair(x, y_act, "x/y");
+  check_params(x, gamma, {&beta, &dgamma, &dbeta});
+  check_channel_vector(save_mean, x.dim(1), DType::F32, x, "save_mean");
+  check_channel_vector(save_invstd, x.dim(1), DType::F32, x, "save_invstd");
+  const ChannelGeometry g = channel_geometry(x);
+  // Half activations only: f32's backward-data of the layer is cuDNN's, which this would not be.
+  if (!bn_dot_enabled() || !g.nhwc || g.M == 0 || (x.dtype() != DType::F16 && x.dtype() != DType::BF16)) return false;
+  bool packs = false;
+  GE_DISPATCH_HALF(x.dtype(), T, packs = g.C % kWidePack<T> == 0);
+  if (!packs || !aligned16(x.data()) || !aligned16(y_act.data()) || !aligned16(dx.data()) || !aligned16(w.data()))
+    return false;
+  // Where the forward took one launch the backward does too (it stages more): left as it is, as
+  // batchnorm_forward_train_dot leaves the forward.
+  if (batchnorm_in_one_launch(x)) return false;
+  const ActivationGrad agrad = activation_grad(x, gamma, act, &beta);
+  GE_DISPATCH_HALF(x.dtype(), T, {
+    const OuterDy<T> dy{dlogits.data_as<T>(), w.data_as<T>(), FastDivmod(g.HW * g.C)};
+    batchnorm_backward_three_launches<T>(x, g, dy, w.data(), gamma, &beta, y_act.data_as<T>(), save_mean, save_invstd,
+                                         dx, dgamma, dbeta, agrad, nullptr);
+  });
+  return true;
 }
 
 }  // namespace gpu

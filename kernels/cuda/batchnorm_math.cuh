@@ -5,6 +5,7 @@
 #pragma once
 #include "activation_math.cuh"
 #include "cuda_util.cuh"
+#include "ganengine/fast_divmod.h"
 #include "ganengine/ops.h"
 #include "vector_pack.cuh"
 
@@ -235,9 +236,46 @@ __device__ __forceinline__ ChannelAffine channel_affine(const float* mean, const
   return a;
 }
 
+// Where a backward pass reads the gradient of BatchNorm's (activated) output: a tensor laid out
+// as x (const T*), or OuterDy, the backward-data of D's last layer formed where it is read.
+template <int V, class T>
+__device__ __forceinline__ Pack<T, V> load_dy_pack(const T* dy, uint64_t i) {
+  return *reinterpret_cast<const Pack<T, V>*>(dy + i);
+}
+template <class T>
+__device__ __forceinline__ float load_dy(const T* dy, uint64_t i) {
+  return load_float(dy + i);
+}
+
+// dy[n, k] = dlogits[n] * w[k] for the k-th of an image's image_elems values (NHWC, w laid out as
+// one image), rounded to T: what conv_scalar.cu's backward-data of D's last layer writes, so
+// BatchNorm's backward reads the same values without that layer writing them.
+// (Offsets are below 2^31: BatchNorm's GPU passes take under 2^31 values.)
+template <class T>
+struct OuterDy {
+  const T* dlogits;
+  const T* w;
+  FastDivmod image_elems;
+};
+template <int V, class T>
+__device__ __forceinline__ Pack<T, V> load_dy_pack(const OuterDy<T>& dy, uint64_t i) {
+  uint32_t n, k;
+  dy.image_elems.divmod(static_cast<uint32_t>(i), n, k);
+  const float g = load_float(dy.dlogits + n);
+  const Pack<T, V> w = *reinterpret_cast<const Pack<T, V>*>(dy.w + k);
+  Pack<T, V> out;
+#pragma unroll
+  for (int e = 0; e < V; ++e) store_float(&out.v[e], g * load_float(&w.v[e]));
+  return out;
+}
+template <class T>
+__device__ __forceinline__ float load_dy(const OuterDy<T>& dy, uint64_t i) {
+  return load_float(&load_dy_pack<1>(dy, i).v[0]);
+}
+
 // Sums of the output gradient and of its product with x - mean (y: the fused activation's
-// output, read when act.fused and not kRecompute).
-template <class T, class P, bool kRecompute>
+// output, read when act.fused and not kRecompute; dy: a tensor, or OuterDy).
+template <class T, class P, bool kRecompute, class Dy = const T*>
 struct GradSumsVisit {
   static constexpr int kPack = kWidePack<T>;
   static constexpr int kUnroll = 2;  // up to three tensors a row
@@ -248,7 +286,7 @@ struct GradSumsVisit {
     ChannelAffine c[kPack];
   };
   const T* x;
-  const T* dy;
+  Dy dy;
   const T* y;
   const float* mean;
   const float* invstd;
@@ -268,7 +306,7 @@ struct GradSumsVisit {
     const ChannelAffine ca = channel_affine(mean, invstd, gamma, beta, c, kRecompute);
     const float xv = load_float(x + i);
     const float yv = reads_y() ? load_float(y + i) : 0.f;
-    const float g = bn_output_grad<T, kRecompute>(act, xv, yv, load_float(dy + i), ca);
+    const float g = bn_output_grad<T, kRecompute>(act, xv, yv, load_dy(dy, i), ca);
     add_grad(acc, g, xv, ca.mean);
   }
   __device__ Channels channels(uint32_t c0) const {
@@ -281,7 +319,7 @@ struct GradSumsVisit {
     using Packed = Pack<T, kPack>;
     Loaded v;
     v.x = *reinterpret_cast<const Packed*>(x + i);
-    v.dy = *reinterpret_cast<const Packed*>(dy + i);
+    v.dy = load_dy_pack<kPack>(dy, i);
     if (reads_y()) v.y = *reinterpret_cast<const Packed*>(y + i);
     return v;
   }

@@ -210,6 +210,16 @@ void check_activation_forward_train(const char* op, const FusedActivation& act, 
 }
 }  // namespace
 
+namespace {
+// D's last layer's filter: one output channel, x's image size, dtype and layout.
+void check_image_filter(const char* op, const Tensor& x, const Tensor& w) {
+  GE_CHECK(w.rank() == 4 && w.dim(0) == 1 && w.dim(1) == x.dim(1) && w.dim(2) == x.dim(2) && w.dim(3) == x.dim(3) &&
+               w.dtype() == x.dtype() && w.format() == x.format(),
+           op, ": w must be (1, ", x.dim(1), ", ", x.dim(2), ", ", x.dim(3), ") ", dtype_name(x.dtype()), " ",
+           format_name(x.format()), ", is ", w.str());
+}
+}  // namespace
+
 void batchnorm_activation_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                         Tensor& running_mean, Tensor& running_var, float momentum, float eps,
                                         const FusedActivation& act, Tensor& y, Tensor& save_mean,
@@ -227,10 +237,7 @@ bool batchnorm_activation_forward_train_dot(const Tensor& x, const Tensor& gamma
   const char* op = "batchnorm_activation_forward_train_dot";
   check_activation_forward_train(op, act, x, gamma, beta, running_mean, running_var, y, save_mean, save_invstd);
   same_device(op, {&x, &w, &dots});
-  GE_CHECK(w.rank() == 4 && w.dim(0) == 1 && w.dim(1) == x.dim(1) && w.dim(2) == x.dim(2) && w.dim(3) == x.dim(3) &&
-               w.dtype() == x.dtype() && w.format() == x.format(),
-           op, ": w must be (1, ", x.dim(1), ", ", x.dim(2), ", ", x.dim(3), ") ", dtype_name(x.dtype()), " ",
-           format_name(x.format()), ", is ", w.str());
+  check_image_filter(op, x, w);
   GE_CHECK(dots.rank() == 4 && dots.dim(0) == x.dim(0) && dots.numel() == x.dim(0) && dots.dtype() == x.dtype(), op,
            ": dots must be (", x.dim(0), ", 1, 1, 1) ", dtype_name(x.dtype()), ", is ", dots.str());
 #ifdef GE_WITH_CUDA
@@ -239,6 +246,26 @@ bool batchnorm_activation_forward_train_dot(const Tensor& x, const Tensor& gamma
                                             save_invstd, w, dots);
 #endif
   return false;  // the CPU's BatchNorm forms no dot products
+}
+
+bool batchnorm_activation_backward_outer(const Tensor& x, const Tensor& y, const Tensor& dlogits, const Tensor& w,
+                                         const Tensor& gamma, const Tensor& beta, const Tensor& save_mean,
+                                         const Tensor& save_invstd, const FusedActivation& act, Tensor& dx,
+                                         Tensor& dgamma, Tensor& dbeta) {
+  const char* op = "batchnorm_activation_backward_outer";
+  check_fusable(act, op);
+  same_device(op, {&x, &y, &dlogits, &w, &gamma, &beta, &save_mean, &save_invstd, &dx, &dgamma, &dbeta});
+  check_bn_params(op, x, {&gamma, &beta, &save_mean, &save_invstd, &dgamma, &dbeta});
+  GE_CHECK(y.shape() == x.shape() && dx.shape() == x.shape() && y.dtype() == x.dtype() && dx.dtype() == x.dtype(), op,
+           ": y ", y.str(), " and dx ", dx.str(), " must match x ", x.str());
+  check_image_filter(op, x, w);
+  GE_CHECK(dlogits.numel() == x.dim(0) && dlogits.dtype() == x.dtype(), op, ": dlogits must be (", x.dim(0),
+           ", 1, 1, 1) ", dtype_name(x.dtype()), ", is ", dlogits.str());
+#ifdef GE_WITH_CUDA
+  if (x.device().is_cuda())
+    return gpu::batchnorm_backward_outer(x, y, dlogits, w, gamma, beta, save_mean, save_invstd, act, dx, dgamma, dbeta);
+#endif
+  return false;  // the CPU forms no gradient where it reads it
 }
 
 bool conv_transpose2d_forward_moments(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p,

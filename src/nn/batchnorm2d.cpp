@@ -28,6 +28,18 @@ void BatchNorm2d::give_moments(const Tensor& of, Tensor moments) {
   moments_ = std::move(moments);
 }
 
+void BatchNorm2d::form_dots_for(Conv2d* head) {
+  if (dots_for_) dots_for_->leave_input_gradient_to(nullptr);
+  dots_for_ = head;
+  if (head) head->leave_input_gradient_to(this);
+}
+
+void BatchNorm2d::give_outer_gradient(const Tensor& dlogits, const Tensor& w, const Conv2dParams& p) {
+  outer_dlogits_ = dlogits;
+  outer_w_ = w;
+  outer_params_ = p;
+}
+
 bool BatchNorm2d::forward_forming_dots(const Tensor& x, Tensor& running_mean, Tensor& running_var, Tensor& y) {
   if (!fused_ || !dots_for_ || !dots_for_->takes_dots_of(y)) return false;
   const Tensor w = dots_for_->dot_weight();
@@ -93,16 +105,33 @@ Tensor BatchNorm2d::forward(const Tensor& x, bool training) {
 
 Tensor BatchNorm2d::backward(Tensor dy, bool want_param_grads, bool want_input_grad) {
   GE_CHECK(saved_x_.defined(), "BatchNorm2d::backward needs a training-mode forward first");
-  // dx over dy when nobody else holds dy (the kernels read all of dy before writing dx): one
-  // activation-sized buffer less at each BatchNorm's backward, where the step's memory peaks.
-  const bool reuse_dy = dy.sole_owner() && dy.shape() == saved_x_.shape() && dy.dtype() == saved_x_.dtype() &&
-                        dy.format() == saved_x_.format();
-  Tensor dx = reuse_dy ? dy : Tensor::empty(saved_x_.shape(), saved_x_.dtype(), where_.device, saved_x_.format());
   // The batch-statistics backward yields dx, dgamma and dbeta together; when the parameter
   // gradients are not wanted they go to scratch space instead of the parameters.
   Tensor dgamma = want_param_grads ? gamma_.model_grad : Tensor::empty({channels_}, gamma_.value.dtype(), where_.device);
   Tensor dbeta = want_param_grads ? beta_.model_grad : Tensor::empty({channels_}, beta_.value.dtype(), where_.device);
   const ops::BatchNormSync* sync = sync_ && synced_forward_ ? &*sync_ : nullptr;
+  // dy may stand for the backward-data of the layer after the activation (give_outer_gradient):
+  // formed where the passes read it, or else run first, into the buffer dx would have taken.
+  const Tensor dlogits = std::move(outer_dlogits_), w = std::move(outer_w_);
+  took_outer_gradient_ = false;
+  if (dlogits.defined() && dy.data() == dlogits.data()) {
+    Tensor dx = Tensor::empty(saved_x_.shape(), saved_x_.dtype(), where_.device, saved_x_.format());
+    took_outer_gradient_ =
+        fused_ && !sync &&
+        ops::batchnorm_activation_backward_outer(saved_x_, saved_y_, dlogits, w, gamma_.value, beta_.value, save_mean_,
+                                                 save_invstd_, *fused_, dx, dgamma, dbeta);
+    if (took_outer_gradient_) {
+      saved_x_ = saved_y_ = Tensor();
+      return want_input_grad ? dx : Tensor();
+    }
+    ops::conv2d_backward_data(dlogits, w, dx, outer_params_);
+    dy = std::move(dx);
+  }
+  // dx over dy when nobody else holds dy (the kernels read all of dy before writing dx): one
+  // activation-sized buffer less at each BatchNorm's backward, where the step's memory peaks.
+  const bool reuse_dy = dy.sole_owner() && dy.shape() == saved_x_.shape() && dy.dtype() == saved_x_.dtype() &&
+                        dy.format() == saved_x_.format();
+  Tensor dx = reuse_dy ? dy : Tensor::empty(saved_x_.shape(), saved_x_.dtype(), where_.device, saved_x_.format());
   if (fused_)
     ops::batchnorm_activation_backward(saved_x_, saved_y_, dy, gamma_.value, beta_.value, save_mean_, save_invstd_,
                                        *fused_, dx, dgamma, dbeta, sync);
@@ -125,6 +154,7 @@ std::unique_ptr<Layer> BatchNorm2d::twin() const {
     p->model_grad = Tensor::empty(p->model_grad.shape(), p->model_grad.dtype(), p->model_grad.device());
   t->saved_x_ = t->saved_y_ = t->save_mean_ = t->save_invstd_ = t->moments_ = t->moments_of_ = Tensor();
   t->dots_for_ = nullptr;  // Sequential::twin links the twin's own convolution
+  t->outer_dlogits_ = t->outer_w_ = Tensor();
   return t;
 }
 

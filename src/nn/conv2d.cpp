@@ -213,6 +213,11 @@ Tensor Conv2d::backward(Tensor dy_in, bool want_param_grads, bool want_input_gra
   saved_w_ = Tensor();
   saved_y_ = Tensor();
   if (!want_input_grad) return Tensor();
+  // D's last layer: the BatchNorm before it forms this backward-data where it reads it.
+  if (input_gradient_to_ && can_take_dots() && !input_converted_ && !input_activation_ && input_channels_ == in_) {
+    input_gradient_to_->give_outer_gradient(dy, w, p_);
+    return dy;
+  }
   // Taken through the input's activation, the gradient must meet that activation's own output,
   // not a converted copy of it (the trainer gives both networks one precision policy).
   GE_CHECK(!input_activation_ || !input_converted_, describe(),
@@ -242,6 +247,7 @@ std::unique_ptr<Layer> Conv2d::twin() const {
   t->saved_x_ = t->saved_w_ = t->saved_y_ = Tensor();
   t->moments_for_ = nullptr;  // Sequential::twin links the twin's own BatchNorm
   t->given_x_ = t->given_w_ = t->given_y_ = Tensor();
+  t->input_gradient_to_ = nullptr;  // Sequential::twin links the twin's own BatchNorm
   return t;
 }
 
