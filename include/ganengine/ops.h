@@ -133,8 +133,8 @@ bool batchnorm_activation_forward_train_dot(const Tensor& x, const Tensor& gamma
 // The backward of that pair given D's last layer's output gradient dlogits (N, 1, 1, 1) and its
 // filter w instead of the gradient of y: bitwise batchnorm_activation_backward with dy = that
 // layer's conv2d_backward_data(dlogits, w), the GPU forming dy where it reads it, never writing
-// it. Half activations only (f32's backward-data is cuDNN's); false, having run nothing, where
-// batchnorm_activation_forward_train_dot would decline too.
+// it. Half activations only (f32's backward-data is cuDNN's); false, having run nothing, on the
+// CPU, NCHW, unaligned or odd shapes, GANENGINE_BN_DOT=off.
 bool batchnorm_activation_backward_outer(const Tensor& x, const Tensor& y, const Tensor& dlogits, const Tensor& w,
                                          const Tensor& gamma, const Tensor& beta, const Tensor& save_mean,
                                          const Tensor& save_invstd, const FusedActivation& act, Tensor& dx,

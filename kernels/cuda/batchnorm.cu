@@ -661,7 +661,7 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
   const ChannelGeometry g = channel_geometry(x);
   GE_CHECK(g.M > 0 && g.C > 0, "batchnorm: empty input ", x.str());
   if (!sync &&
-      batchnorm_backward_clustered(x, g, dy, gamma, beta, y_act, save_mean, save_invstd, dx, dgamma, dbeta, agrad))
+      batchnorm_backward_clustered(x, g, &dy, gamma, beta, y_act, save_mean, save_invstd, dx, dgamma, dbeta, agrad))
     return;
   GE_DISPATCH_FLOAT(x.dtype(), T, {
     batchnorm_backward_three_launches<T>(x, g, dy.data_as<T>(), dy.data(), gamma, beta,
@@ -686,10 +686,11 @@ bool batchnorm_backward_outer(const Tensor& x, const Tensor& y_act, const Tensor
   GE_DISPATCH_HALF(x.dtype(), T, packs = g.C % kWidePack<T> == 0);
   if (!packs || !aligned16(x.data()) || !aligned16(y_act.data()) || !aligned16(dx.data()) || !aligned16(w.data()))
     return false;
-  // Where the forward took one launch the backward does too (it stages more): left as it is, as
-  // batchnorm_forward_train_dot leaves the forward.
-  if (batchnorm_in_one_launch(x)) return false;
   const ActivationGrad agrad = activation_grad(x, gamma, act, &beta);
+  const ImageOuter outer{&dlogits, &w};
+  if (batchnorm_backward_clustered(x, g, nullptr, gamma, &beta, &y_act, save_mean, save_invstd, dx, dgamma, dbeta,
+                                   agrad, &outer))
+    return true;
   GE_DISPATCH_HALF(x.dtype(), T, {
     const OuterDy<T> dy{dlogits.data_as<T>(), w.data_as<T>(), FastDivmod(g.HW * g.C)};
     batchnorm_backward_three_launches<T>(x, g, dy, w.data(), gamma, &beta, y_act.data_as<T>(), save_mean, save_invstd,

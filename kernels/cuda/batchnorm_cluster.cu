@@ -194,10 +194,12 @@ __global__ void __launch_bounds__(kClusterThreads)
   cluster_wait();  // the other blocks have read this block's total
 }
 
+// outer.w non-null: dy is D's last layer's backward-data (OuterDy), formed into the block's rows
+// instead of copied (visit.dy unused).
 template <class T, class P, int Packs, bool kRecompute>
 __global__ void __launch_bounds__(kClusterThreads)
     batchnorm_backward_cluster_kernel(GradSumsVisit<T, P, kRecompute> visit, T* dx, FinishGrads<P> finish,
-                                      ChannelGeometry g, uint32_t rows_per_block) {
+                                      ChannelGeometry g, uint32_t rows_per_block, OuterDy<T> outer) {
   await_previous_kernel();
   constexpr int V = kWidePack<T>, kCols = Tile<Packs, V>::kCols, kRows = Tile<Packs, V>::kRows;
   __shared__ float coef[3][kCols];
@@ -217,7 +219,12 @@ __global__ void __launch_bounds__(kClusterThreads)
   local.gamma += c_first;
   if (kRecompute) local.beta += c_first;
   stage<kRows, kCols>(const_cast<T*>(local.x), visit.x, rows, g.C, c0, col);
-  stage<kRows, kCols>(const_cast<T*>(local.dy), visit.dy, rows, g.C, c0, col);
+  if (outer.w)
+    for (uint32_t r = ty; r < rows.count; r += kRows)
+      *reinterpret_cast<Pack<T, V>*>(const_cast<T*>(local.dy) + r * kCols + col) =
+          load_dy_pack<V>(outer, uint64_t{rows.begin + r} * g.C + c0);
+  else
+    stage<kRows, kCols>(const_cast<T*>(local.dy), visit.dy, rows, g.C, c0, col);
   if (visit.reads_y()) stage<kRows, kCols>(const_cast<T*>(local.y), visit.y, rows, g.C, c0, col);
   copy_async_commit();
   // Per-channel values loaded while the rows arrive.
@@ -386,15 +393,21 @@ bool batchnorm_forward_train_clustered(const Tensor& x, const ChannelGeometry& g
   return taken;
 }
 
-bool batchnorm_backward_clustered(const Tensor& x, const ChannelGeometry& g, const Tensor& dy, const Tensor& gamma,
+bool batchnorm_backward_clustered(const Tensor& x, const ChannelGeometry& g, const Tensor* dy, const Tensor& gamma,
                                   const Tensor* beta, const Tensor* y, const Tensor& save_mean,
                                   const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
-                                  const ActivationGrad& act) {
+                                  const ActivationGrad& act, const ImageOuter* outer) {
   bool taken = false;
   GE_DISPATCH_FLOAT(x.dtype(), T, {
     const T* y_data = act.fused && !act.recompute ? y->data_as<T>() : nullptr;
+    OuterDy<T> outer_dy{nullptr, nullptr, FastDivmod(g.HW * g.C)};
+    if (outer) {
+      outer_dy.dlogits = outer->dlogits->data_as<T>();
+      outer_dy.w = outer->w->data_as<T>();
+    }
+    const void* dy_data = outer ? outer->w->data() : dy->data();
     const ClusterLayout l =
-        layout_if_taken<T>(g, x.device().index, {x.data(), dy.data(), dx.data(), y_data}, y_data ? 3 : 2);
+        layout_if_taken<T>(g, x.device().index, {x.data(), dy_data, dx.data(), y_data}, y_data ? 3 : 2);
     if (l.packs != 0) {
       const int device = x.device().index;
       GE_DISPATCH_FLOAT(gamma.dtype(), P, {
@@ -404,7 +417,7 @@ bool batchnorm_backward_clustered(const Tensor& x, const ChannelGeometry& g, con
         auto run = [&](auto recompute) {
           constexpr bool kRecompute = decltype(recompute)::value;
           const GradSumsVisit<T, P, kRecompute> visit{x.data_as<T>(),
-                                                      dy.data_as<T>(),
+                                                      outer ? nullptr : dy->data_as<T>(),
                                                       y_data,
                                                       save_mean.data_as<float>(),
                                                       save_invstd.data_as<float>(),
@@ -412,7 +425,8 @@ bool batchnorm_backward_clustered(const Tensor& x, const ChannelGeometry& g, con
                                                       kRecompute ? beta->data_as<P>() : nullptr,
                                                       act};
           auto launch = [&](auto kernel) {
-            taken = launch_layout(kernel, l, device, stream_of(x), visit, dx.data_as<T>(), finish, g, l.rows_per_block);
+            taken = launch_layout(kernel, l, device, stream_of(x), visit, dx.data_as<T>(), finish, g, l.rows_per_block,
+                                  outer_dy);
           };
           if (l.packs == 2)
             launch(batchnorm_backward_cluster_kernel<T, P, 2, kRecompute>);

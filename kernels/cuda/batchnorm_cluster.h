@@ -29,12 +29,19 @@ bool batchnorm_forward_train_clustered(const Tensor& x, const ChannelGeometry& g
                                        float eps, Tensor& y, Tensor& save_mean, Tensor& save_invstd,
                                        const ops::FusedActivation* act);
 
+// D's last layer's output gradient and filter, whose backward-data (bn::OuterDy) a backward
+// forms where it reads dy (ops::batchnorm_activation_backward_outer).
+struct ImageOuter {
+  const Tensor* dlogits;
+  const Tensor* w;
+};
+
 // y: the fused activation's output, read when act.fused and not act.recompute; beta: read when
-// act.recompute.
-bool batchnorm_backward_clustered(const Tensor& x, const ChannelGeometry& g, const Tensor& dy, const Tensor& gamma,
+// act.recompute. dy: the output's gradient, or nullptr with `outer`, which stands for it.
+bool batchnorm_backward_clustered(const Tensor& x, const ChannelGeometry& g, const Tensor* dy, const Tensor& gamma,
                                   const Tensor* beta, const Tensor* y, const Tensor& save_mean,
                                   const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
-                                  const bn::ActivationGrad& act);
+                                  const bn::ActivationGrad& act, const ImageOuter* outer = nullptr);
 
 }  // namespace gpu
 }  // namespace ge
