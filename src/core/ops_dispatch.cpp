@@ -194,9 +194,7 @@ void check_fusable(const FusedActivation& act, const char* op) {
   GE_CHECK(act.kind == Activation::ReLU || act.kind == Activation::LeakyReLU, op,
            ": only ReLU and LeakyReLU follow BatchNorm in DCGAN, got ", activation_name(act.kind));
 }
-}  // namespace
 
-namespace {
 // What every training forward of BatchNorm + activation checks of its tensors.
 void check_activation_forward_train(const char* op, const FusedActivation& act, const Tensor& x, const Tensor& gamma,
                                     const Tensor& beta, const Tensor& running_mean, const Tensor& running_var,
@@ -208,9 +206,7 @@ void check_activation_forward_train(const char* op, const FusedActivation& act, 
   GE_CHECK(save_mean.dtype() == DType::F32 && save_invstd.dtype() == DType::F32, op, ": saved statistics must be f32");
   GE_CHECK(x.numel() / x.dim(1) > 1, op, ": expected more than 1 value per channel, got ", x.str());
 }
-}  // namespace
 
-namespace {
 // D's last layer's filter: one output channel, x's image size, dtype and layout.
 void check_image_filter(const char* op, const Tensor& x, const Tensor& w) {
   GE_CHECK(w.rank() == 4 && w.dim(0) == 1 && w.dim(1) == x.dim(1) && w.dim(2) == x.dim(2) && w.dim(3) == x.dim(3) &&
