@@ -296,12 +296,6 @@ TEST_CASE("gpu fused batchnorm backward: recomputing the activation from x is bi
 
 #if GE_WITH_CUDA  // switches the GPU backend's BatchNorm passes
 namespace {
-// Sets the one-launch BatchNorm choice for a scope.
-struct ClusterChoice {
-  explicit ClusterChoice(gpu::ClusterBatchNorm c) { gpu::set_cluster_batchnorm(c); }
-  ~ClusterChoice() { gpu::set_cluster_batchnorm(gpu::ClusterBatchNorm::FromEnv); }
-};
-
 Outputs run_with(gpu::ClusterBatchNorm choice, bool fused, const ops::FusedActivation& act, const Inputs& in,
                  bool dx_over_dy = false) {
   ClusterChoice scope(choice);

@@ -79,11 +79,6 @@ TEST_CASE("image dots: the CPU forms none while D links its last BatchNorm to it
 #if GE_WITH_CUDA
 namespace {
 
-struct ClusterChoice {
-  explicit ClusterChoice(gpu::ClusterBatchNorm c) { gpu::set_cluster_batchnorm(c); }
-  ~ClusterChoice() { gpu::set_cluster_batchnorm(gpu::ClusterBatchNorm::FromEnv); }
-};
-
 struct Forward {
   Tensor y, mean, invstd, rm, rv, dots;
   bool formed = true;  // with_dots: the op formed them (else it ran nothing)

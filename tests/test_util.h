@@ -13,6 +13,14 @@
 
 namespace ge::test {
 
+#if GE_WITH_CUDA
+// Sets the GPU's one-launch BatchNorm choice (gpu::set_cluster_batchnorm) for a scope.
+struct ClusterChoice {
+  explicit ClusterChoice(gpu::ClusterBatchNorm c) { gpu::set_cluster_batchnorm(c); }
+  ~ClusterChoice() { gpu::set_cluster_batchnorm(gpu::ClusterBatchNorm::FromEnv); }
+};
+#endif
+
 // GPU cases call this first. With no usable GPU it prints the marker CTest turns into "skipped".
 #define GE_REQUIRE_GPU()                                                         \
   do {                                                                           \

@@ -415,6 +415,27 @@ ActivationGrad activation_grad(const Tensor& x, const Tensor& gamma, const ops::
   return ActivationGrad{true, recompute, act.kind, act.negative_slope};
 }
 
+// Whether D's last BatchNorm may do its last layer's passes on x (ops.h): GANENGINE_BN_DOT, NHWC,
+// channels in whole 16-byte packs, every buffer 16-byte aligned.
+bool image_work_applies(const Tensor& x, const ChannelGeometry& g, std::initializer_list<const void*> buffers) {
+  if (!bn_dot_enabled() || !g.nhwc || g.M == 0) return false;
+  bool packs = false;
+  GE_DISPATCH_FLOAT(x.dtype(), T, packs = g.C % kWidePack<T> == 0);
+  if (!packs) return false;
+  for (const void* p : buffers)
+    if (!aligned16(p)) return false;
+  return true;
+}
+
+// What every backward checks of the tensors it shares with the others.
+void check_backward(const Tensor& x, const Tensor& dx, const Tensor& gamma, const Tensor& dgamma, const Tensor& dbeta,
+                    const Tensor& save_mean, const Tensor& save_invstd) {
+  check_activation_pair(x, dx, "x/dx");
+  check_params(x, gamma, {&dgamma, &dbeta});
+  check_channel_vector(save_mean, x.dim(1), DType::F32, x, "save_mean");
+  check_channel_vector(save_invstd, x.dim(1), DType::F32, x, "save_invstd");
+}
+
 // What both training forwards check of their tensors.
 void check_train_forward(const Tensor& x, const Tensor& y, const Tensor& gamma, const Tensor& beta,
                          const Tensor& running_mean, const Tensor& running_var, const Tensor& save_mean,
@@ -581,11 +602,8 @@ bool batchnorm_forward_train_dot(const Tensor& x, const Tensor& gamma, const Ten
                                  Tensor& running_var, float momentum, float eps, const ops::FusedActivation& act,
                                  Tensor& y, Tensor& save_mean, Tensor& save_invstd, const Tensor& w, Tensor& dots) {
   check_train_forward(x, y, gamma, beta, running_mean, running_var, save_mean, save_invstd);
-  const ChannelGeometry g = channel_geometry(x);
-  if (!bn_dot_enabled() || !g.nhwc || g.M == 0 || x.dim(0) >= (int64_t{1} << 31)) return false;
-  bool packs = false;
-  GE_DISPATCH_FLOAT(x.dtype(), T, packs = g.C % kWidePack<T> == 0);
-  if (!packs || !aligned16(x.data()) || !aligned16(y.data()) || !aligned16(w.data())) return false;
+  const ChannelGeometry g = channel_geometry(x);  // (under 2^31 values, so under 2^31 images)
+  if (!image_work_applies(x, g, {x.data(), y.data(), w.data()})) return false;
   // Where the plain forward takes one launch, its statistics are summed in another order than the
   // three launches': it stays as it is (at batch 64 the dots formed in that launch, summed by a
   // kernel of their own, made O2/O3 steps 0.4-0.6% longer on the H200).
@@ -647,10 +665,7 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
                         const ops::FusedActivation* act, const Tensor* y_act, const Tensor* beta,
                         const ops::BatchNormSync* sync) {
   check_activation_pair(x, dy, "x/dy");
-  check_activation_pair(x, dx, "x/dx");
-  check_params(x, gamma, {&dgamma, &dbeta});
-  check_channel_vector(save_mean, x.dim(1), DType::F32, x, "save_mean");
-  check_channel_vector(save_invstd, x.dim(1), DType::F32, x, "save_invstd");
+  check_backward(x, dx, gamma, dgamma, dbeta, save_mean, save_invstd);
   if (sync) check_sync(*sync, x);
   ActivationGrad agrad;
   if (act) {
@@ -674,17 +689,13 @@ bool batchnorm_backward_outer(const Tensor& x, const Tensor& y_act, const Tensor
                               const Tensor& gamma, const Tensor& beta, const Tensor& save_mean,
                               const Tensor& save_invstd, const ops::FusedActivation& act, Tensor& dx, Tensor& dgamma,
                               Tensor& dbeta) {
-  check_activation_pair(x, dx, "x/dx");
   check_activation_pair(x, y_act, "x/y");
-  check_params(x, gamma, {&beta, &dgamma, &dbeta});
-  check_channel_vector(save_mean, x.dim(1), DType::F32, x, "save_mean");
-  check_channel_vector(save_invstd, x.dim(1), DType::F32, x, "save_invstd");
+  check_backward(x, dx, gamma, dgamma, dbeta, save_mean, save_invstd);
+  check_params(x, gamma, {&beta});
   const ChannelGeometry g = channel_geometry(x);
   // Half activations only: f32's backward-data of the layer is cuDNN's, which this would not be.
-  if (!bn_dot_enabled() || !g.nhwc || g.M == 0 || (x.dtype() != DType::F16 && x.dtype() != DType::BF16)) return false;
-  bool packs = false;
-  GE_DISPATCH_HALF(x.dtype(), T, packs = g.C % kWidePack<T> == 0);
-  if (!packs || !aligned16(x.data()) || !aligned16(y_act.data()) || !aligned16(dx.data()) || !aligned16(w.data()))
+  if ((x.dtype() != DType::F16 && x.dtype() != DType::BF16) ||
+      !image_work_applies(x, g, {x.data(), y_act.data(), dx.data(), w.data()}))
     return false;
   const ActivationGrad agrad = activation_grad(x, gamma, act, &beta);
   const ImageOuter outer{&dlogits, &w};

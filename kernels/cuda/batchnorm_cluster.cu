@@ -400,11 +400,8 @@ bool batchnorm_backward_clustered(const Tensor& x, const ChannelGeometry& g, con
   bool taken = false;
   GE_DISPATCH_FLOAT(x.dtype(), T, {
     const T* y_data = act.fused && !act.recompute ? y->data_as<T>() : nullptr;
-    OuterDy<T> outer_dy{nullptr, nullptr, FastDivmod(g.HW * g.C)};
-    if (outer) {
-      outer_dy.dlogits = outer->dlogits->data_as<T>();
-      outer_dy.w = outer->w->data_as<T>();
-    }
+    OuterDy<T> outer_dy{nullptr, nullptr, FastDivmod()};  // outer_dy.w null: dy is copied
+    if (outer) outer_dy = {outer->dlogits->data_as<T>(), outer->w->data_as<T>(), FastDivmod(g.HW * g.C)};
     const void* dy_data = outer ? outer->w->data() : dy->data();
     const ClusterLayout l =
         layout_if_taken<T>(g, x.device().index, {x.data(), dy_data, dx.data(), y_data}, y_data ? 3 : 2);
