@@ -16,23 +16,31 @@
 // The contributions go to shared memory in fp32; each output value then sums its four (two row
 // taps by two column taps) in a fixed order, is rounded to the dtype once and written.
 //
-// A tile is R dy rows of one image (and the rows just above and below, whose contributions reach
-// its first and last output rows: recomputed by the neighbouring tile too), whole rows of up to
-// 64 pixels; its output is the 2R rows they give. An item is eight dy pixels of a row. A warp
-// loads all its items of a tile (three at most) before it computes any of them, and the next
-// tile's while the block sums and writes this one's output.
+// A tile (a band) is R dy rows of one image, whole rows of up to 64 pixels. An item is eight dy
+// pixels of a row. A warp loads all its items of a tile (three at most) before it computes any
+// of them, and the next tile's while the block sums and writes this one's output. The rows'
+// contributions sit in a ring of R + 2 row slots (a tile's rows in consecutive slots), so that
+// a block walking consecutive bands of an image (NarrowWalk::kCarry) still has the last row of
+// the band before when it writes output row 2 m0 - 1, which takes dy rows m0 - 1 and m0: a band
+// computes its own R rows (and row -1 or P, zeros, at the image's edges) and writes output rows
+// 2 m0 - 1 .. 2 m0 + 2R - 2. Where a block's run of bands begins, or with NarrowWalk::kHalo (each
+// band writing its own 2R output rows from the dy rows just above and below it as well, as the
+// neighbouring bands compute them again), the row above is computed again. With R = 4 (64 output
+// columns) the halo walk computed 6 rows a band for 4.
 //
 // Against the padded kernel the same products are summed in another order (so close, not
 // bitwise), and the fused activations are taken exactly as there: dy's activation gradient
 // (D's LeakyReLU in G's pass through D) rounded to the dtype as activation_backward stores it,
 // dx's activation (G's Tanh, or its gradient) on each value as rounded.
 #include <climits>
+#include <string>
 
 #include "activation_math.cuh"
 #include "conv_8ch_dgrad_narrow.h"
 #include "conv_8ch_dx_activation.cuh"
 #include "conv_8ch_tile.cuh"
 #include "copy_async.cuh"
+#include "ganengine/env_choice.h"
 #include "ganengine/fast_divmod.h"
 #include "kernel_launch.cuh"
 #include "vector_pack.cuh"
@@ -44,7 +52,6 @@ namespace {
 
 using conv8::mma_16816;
 using conv8::pack_pair;
-using conv8::weight_bits;
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
@@ -58,7 +65,6 @@ struct NarrowTiling {
   int P = 0, Q = 0, H = 0, W = 0;  // dy's and dx's sizes
   int rows = 0;                    // R: dy rows whose 2R output rows a tile writes
   int groups = 0;                  // items a dy row: Q / 8
-  int items = 0;                   // a tile's: (R + 2) x groups
   int bands = 0;                   // tiles (bands of dy rows) an image
   int images = 0;                  // N
   FastDivmod bands_div;            // by bands: a tile's image and band without a division
@@ -83,7 +89,6 @@ bool choose_narrow_tiling(int64_t N, int64_t P, int64_t Q, int64_t H, int64_t W,
   t.W = static_cast<int>(W);
   t.rows = static_cast<int>(rows);
   t.groups = static_cast<int>(Q / kItemPixels);
-  t.items = (t.rows + 2) * t.groups;
   t.bands = static_cast<int>(bands);
   t.bands_div = FastDivmod(static_cast<uint32_t>(bands));
   t.images = static_cast<int>(N);
@@ -96,9 +101,39 @@ template <int kC>
 constexpr size_t contributions_bytes() {
   return static_cast<size_t>(kTilePixels) * (16 * kC + 3) * sizeof(float);
 }
-// Output pixel pairs a thread writes a tile, at most: 2R rows of Q pairs, R at most 192 / Q - 2,
-// Q at least 8.
-constexpr int kPairsPerThread = (2 * kTilePixels - 4 * kItemPixels + kThreads - 1) / kThreads;
+// Output pixel pairs a thread writes a tile, at most: 2R + 1 rows of Q pairs (an image's last
+// band, carried), R at most 192 / Q - 2, Q at least 8.
+constexpr int kPairsPerThread = (2 * kTilePixels - 3 * kItemPixels + kThreads - 1) / kThreads;
+
+// A tile's dy rows in shared memory and the output rows it writes (see the top of the file).
+struct TileRows {
+  int n;          // image
+  int low;        // the lowest dy row it reads, m0 - 1
+  int first;      // the first it computes: low, or m0 where the block's previous band left low
+  int last;       // the last it computes (-1 and P are zeros)
+  int out_begin;  // output rows out_begin .. out_end - 1
+  int out_end;
+};
+// follows: the block's previous tile was the band before this one (kCarry's run).
+__device__ __forceinline__ TileRows tile_rows(const NarrowTiling& tl, int tile, bool carry, bool follows) {
+  TileRows r;
+  int m0;
+  tl.locate(tile, r.n, m0);
+  r.low = m0 - 1;
+  if (carry) {
+    const bool last_band = m0 + tl.rows >= tl.P;
+    r.first = follows && m0 > 0 ? m0 : m0 - 1;
+    r.last = last_band ? tl.P : m0 + tl.rows - 1;
+    r.out_begin = max(2 * m0 - 1, 0);
+    r.out_end = last_band ? tl.H : 2 * (m0 + tl.rows) - 1;
+  } else {
+    r.first = m0 - 1;
+    r.last = m0 + tl.rows;
+    r.out_begin = 2 * m0;
+    r.out_end = min(2 * (m0 + tl.rows), tl.H);
+  }
+  return r;
+}
 template <int kC, bool kActivation>
 constexpr size_t staged_chunks_bytes() {
   return (kActivation ? 2 : 1) * static_cast<size_t>(kTilePixels) * kReduction * 2;
@@ -153,16 +188,16 @@ __device__ __forceinline__ uint4 activation_gradient(const uint4& dy, const uint
 }
 
 // dy (N, P, Q, 64), w (64, 4, 4, wc) with wc kC or 8, dx (N, 2P, 2Q, kC), NHWC; with
-// kActivation, y_act (dy's shape) the activation's output and dy its gradient. Tile b (a band
-// of dy rows) writes image b / bands' output rows 2R (b % bands) onwards; a block walks tiles
-// blockIdx.x, + gridDim.x, ... with the weights' fragments built once: built for each tile (a
-// block a tile), their 96 scattered 2-byte loads a thread were a third of the kernel's time at
-// batch 1024 (270 us a call against 105 for conv_8ch_dgrad.cu, H200, ncu).
+// kActivation, y_act (dy's shape) the activation's output and dy its gradient. Tile b is band
+// b % bands of image b / bands (TileRows). With carry a block walks a run of consecutive tiles,
+// else tiles blockIdx.x, + gridDim.x, ...; either way with the weights' fragments built once:
+// built for each tile (a block a tile), their 96 scattered 2-byte loads a thread were a third of
+// the kernel's time at batch 1024 (270 us a call against 105 for conv_8ch_dgrad.cu, H200, ncu).
 template <class T, int kC, bool kActivation>
 __global__ void __launch_bounds__(kThreads, 2)
     conv_8ch_dgrad_narrow_kernel(const T* __restrict__ dy, const T* __restrict__ w, T* __restrict__ dx, NarrowTiling tl,
                                  int wc, const T* __restrict__ y_act, ops::Activation act, float slope,
-                                 DxActivationArgs<T> dx_act) {
+                                 DxActivationArgs<T> dx_act, bool carry) {
   constexpr int kK = kReduction;
   constexpr int kRows = 16 * kC;      // the product's rows: (tap, channel), row tap * kC + channel
   constexpr int kMTiles = kC;         // of 16 rows
@@ -195,23 +230,24 @@ __global__ void __launch_bounds__(kThreads, 2)
   auto y_word_at = [&](int k, int w) { return y_words + (k * kC + w) * kThreads * 4; };
   await_previous_kernel();
 
-  // Item i of a warp is the tile's item warp + 8i: dy row slot[i] (m0 - 1 + slot), eight
-  // pixels from q0[i]; the same in every tile. Zeros above and below the image.
-  int slot[kItemsPerWarp], q0[kItemsPerWarp];
+  // Item i of a warp is the tile's item warp + 8i: dy row first + item_row[i], eight pixels from
+  // q0[i]. Zeros above and below the image.
+  int item_row[kItemsPerWarp], q0[kItemsPerWarp];
 #pragma unroll
   for (int i = 0; i < kItemsPerWarp; ++i) {
     const int item = warp + i * kWarps;
-    slot[i] = item / tl.groups;
-    q0[i] = (item - slot[i] * tl.groups) * kItemPixels;
+    item_row[i] = item / tl.groups;
+    q0[i] = (item - item_row[i] * tl.groups) * kItemPixels;
   }
-  auto load_tile = [&](int tile) {
-    int n, m0;
-    tl.locate(tile, n, m0);
+  auto items_of = [&](const TileRows& r) { return (r.last - r.first + 1) * tl.groups; };
+  auto load_tile = [&](const TileRows& r) {
+    const int items = items_of(r);
 #pragma unroll
     for (int i = 0; i < kItemsPerWarp; ++i) {
-      const int m = m0 - 1 + slot[i];
-      const bool inside = warp + i * kWarps < tl.items && m >= 0 && m < tl.P;
-      const size_t at = inside ? ((static_cast<size_t>(n) * tl.P + m) * tl.Q + q0[i] + g) * kK : 0;
+      if (warp + i * kWarps >= items) break;  // the same for the whole warp
+      const int m = r.first + item_row[i];
+      const bool inside = m >= 0 && m < tl.P;
+      const size_t at = inside ? ((static_cast<size_t>(r.n) * tl.P + m) * tl.Q + q0[i] + g) * kK : 0;
 #pragma unroll
       for (int l = 0; l < kLoads; ++l) {
         copy_async_16(chunk_at(0, i, l), dy + at + chunk_channel(t, l), inside);
@@ -230,15 +266,21 @@ __global__ void __launch_bounds__(kThreads, 2)
     if (j >= tl.Q) j -= tl.Q, ++lr;
   };
 
-  // Output row 2m (m = m0 + a) sums dy row m at row tap 1 and row m - 1 at tap 3; row 2m + 1,
-  // row m + 1 at tap 0 and row m at tap 2 (slot = dy row - m0 + 1). Column 2j sums dy column j
-  // at column tap 1 and j - 1 at tap 3; column 2j + 1, j + 1 at tap 0 and j at tap 2; nothing
-  // from outside the image's columns. So a pair reads, of each of its two slots, dy columns j - 1,
-  // j and j + 1 at one row tap: from one base address, at fixed offsets.
-  auto pair_values = [&](int lr, int j, float(&out)[2][kC]) {
-    const int a = lr >> 1;
-    const int s1 = (lr & 1) ? a + 2 : a + 1, kh1 = (lr & 1) ? 0 : 1;
-    const int s2 = (lr & 1) ? a + 1 : a, kh2 = (lr & 1) ? 2 : 3;
+  // The ring slot of dy row `row` of a tile whose lowest row `low` sits in low_slot.
+  const int ring = tl.rows + 2;
+  auto slot_of = [&](int row, int low, int low_slot) {
+    const int slot = low_slot + row - low;
+    return slot >= ring ? slot - ring : slot;
+  };
+  // Output row 2m sums dy row m at row tap 1 and row m - 1 at tap 3; row 2m + 1, row m + 1 at
+  // tap 0 and row m at tap 2. Column 2j sums dy column j at column tap 1 and j - 1 at tap 3;
+  // column 2j + 1, j + 1 at tap 0 and j at tap 2; nothing from outside the image's columns. So a
+  // pair reads, of each of its two rows, dy columns j - 1, j and j + 1 at one row tap: from one
+  // base address, at fixed offsets.
+  auto pair_values = [&](int o, int j, int low, int low_slot, float(&out)[2][kC]) {
+    const int a = o >> 1;
+    const int s1 = slot_of((o & 1) ? a + 1 : a, low, low_slot), kh1 = (o & 1) ? 0 : 1;
+    const int s2 = slot_of((o & 1) ? a : a - 1, low, low_slot), kh2 = (o & 1) ? 2 : 3;
     const float* r1 = contributions + (s1 * tl.Q + j) * kStride + kh1 * 4 * kC;  // (slot, column j, row tap)
     const float* r2 = contributions + (s2 * tl.Q + j) * kStride + kh2 * 4 * kC;
     const bool left = j > 0, right = j + 1 < tl.Q;
@@ -252,11 +294,26 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
   };
 
-  // The first tile's chunks are on their way while the weights are read.
   const int tiles = tl.images * tl.bands;
-  if (blockIdx.x < tiles) load_tile(blockIdx.x);
+  int tile_begin = blockIdx.x, tile_end = tiles, tile_step = gridDim.x;
+  if (carry) {
+    tile_begin = static_cast<int>(static_cast<int64_t>(blockIdx.x) * tiles / gridDim.x);
+    tile_end = static_cast<int>((static_cast<int64_t>(blockIdx.x) + 1) * tiles / gridDim.x);
+    tile_step = 1;
+  }
+  auto rows_of = [&](int tile) { return tile_rows(tl, tile, carry, tile != tile_begin); };
+  // The first tile's chunks are on their way while the weights are read.
+  if (tile_begin < tile_end) load_tile(rows_of(tile_begin));
   copy_async_commit();
 
+  // The weights' kC channels, w_s[(k, tap, c)], in the contributions' space (free until the
+  // first tile's items): neighbouring threads read neighbouring values. Each thread's 96 values
+  // gathered straight from w took 6% of G's last layer's forward at batch 1024 (ncu).
+  uint16_t* const w_s = reinterpret_cast<uint16_t*>(smem);
+  static_assert(kK * 16 * kC * 2 <= contributions_bytes<kC>(), "w's channels fit the contributions' space");
+  for (int i = tid; i < kK * 16 * kC; i += kThreads)
+    w_s[i] = reinterpret_cast<const uint16_t*>(w)[static_cast<size_t>(i / kC) * wc + i % kC];
+  __syncthreads();
   // A fragments: rows (tap, channel) g and g + 8 of each m-tile, the reduction's positions 2t,
   // 2t + 1 (+8) of k-step s being channels channel_of(t, s) + (0, 1) (+2, 3): the ones this
   // thread loads of its dy pixel for its B fragment.
@@ -269,16 +326,33 @@ __global__ void __launch_bounds__(kThreads, 2)
       for (int r = 0; r < 4; ++r) {
         const int row = mt * 16 + g + (r & 1) * 8, k = channel_of(t, s) + (r >> 1) * 2;
         const int tap = row / kC, c = row % kC;
-        a[mt][s][r] = weight_bits(w, k, tap, c, wc) | (weight_bits(w, k + 1, tap, c, wc) << 16);
+        a[mt][s][r] = w_s[(k * 16 + tap) * kC + c] | (static_cast<uint32_t>(w_s[((k + 1) * 16 + tap) * kC + c]) << 16);
       }
+  __syncthreads();  // every thread has its fragments before the first items overwrite w_s
 
-  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    int n, m0;
-    tl.locate(tile, n, m0);
+  int low_slot = 0;  // the slot of the tile's row `low`; any slot where a tile follows none
+  for (int tile = tile_begin; tile < tile_end; tile += tile_step) {
+    const TileRows r = rows_of(tile);
+    const int items = items_of(r);
     copy_async_wait<0>();  // this thread's chunks of the tile
+    // This tile's output words' y (with dx's activation gradient) are on their way while its
+    // items are computed (the previous tile's output is written). Issued with the next tile's dy,
+    // after the items, their wait stood in the kernel's path: 8% of its stall samples at batch
+    // 1024 (ncu).
+    const int out_rows = r.out_end - r.out_begin;
+    const size_t first_pixel = (static_cast<size_t>(r.n) * tl.H + r.out_begin) * tl.W;
+    auto pair_at = [&](int lr, int j) { return (first_pixel + static_cast<size_t>(lr) * tl.W + 2 * j) * kC; };
+    if (dx_act.gradient) {
+#pragma unroll
+      for (int k = 0, lr = pr0, j = pj0; k < kPairsPerThread; ++k, next_pair(lr, j))
+#pragma unroll
+        for (int w = 0; w < kC; ++w)
+          if (lr < out_rows) copy_async_4(y_word_at(k, w), dx_act.y + pair_at(lr, j) + 2 * w, true);
+    }
+    copy_async_commit();
 #pragma unroll
     for (int i = 0; i < kItemsPerWarp; ++i) {
-      if (warp + i * kWarps >= tl.items) break;  // the same for the whole warp
+      if (warp + i * kWarps >= items) break;  // the same for the whole warp
       uint4 v[kLoads];
 #pragma unroll
       for (int l = 0; l < kLoads; ++l) {
@@ -293,7 +367,8 @@ __global__ void __launch_bounds__(kThreads, 2)
         for (int mt = 0; mt < kMTiles; ++mt) mma_16816<T>(acc[mt], a[mt][s], b);
       }
       // Accumulator (row g + 8h, pixel 2t + e) of m-tile mt.
-      float* out = contributions + (slot[i] * tl.Q + q0[i] + 2 * t) * kStride + g;
+      const int slot = slot_of(r.first + item_row[i], r.low, low_slot);
+      float* out = contributions + (slot * tl.Q + q0[i] + 2 * t) * kStride + g;
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
@@ -302,21 +377,9 @@ __global__ void __launch_bounds__(kThreads, 2)
           for (int e = 0; e < 2; ++e) out[e * kStride + mt * 16 + 8 * h] = acc[mt][2 * h + e];
     }
 
-    // This tile's output words' y (with dx's activation gradient) and the next tile's dy are on
-    // their way while the block sums and writes this tile's output (the thread has read its
-    // chunks of this tile).
-    const int out_rows = min(2 * tl.rows, tl.H - 2 * m0);
-    const size_t first_pixel = (static_cast<size_t>(n) * tl.H + 2 * m0) * tl.W;
-    auto pair_at = [&](int lr, int j) { return (first_pixel + static_cast<size_t>(lr) * tl.W + 2 * j) * kC; };
-    if (dx_act.gradient) {
-#pragma unroll
-      for (int k = 0, lr = pr0, j = pj0; k < kPairsPerThread; ++k, next_pair(lr, j))
-#pragma unroll
-        for (int w = 0; w < kC; ++w)
-          if (lr < out_rows) copy_async_4(y_word_at(k, w), dx_act.y + pair_at(lr, j) + 2 * w, true);
-    }
-    copy_async_commit();
-    if (tile + gridDim.x < tiles) load_tile(tile + gridDim.x);
+    // The next tile's dy is on its way while the block sums and writes this tile's output (the
+    // thread has read its chunks of this tile).
+    if (tile + tile_step < tile_end) load_tile(rows_of(tile + tile_step));
     copy_async_commit();   // a group, empty on the block's last tile
     copy_async_wait<1>();  // the y words: all but the next tile's chunks
     __syncthreads();       // the tile's contributions are in
@@ -325,7 +388,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     for (int k = 0, lr = pr0, j = pj0; k < kPairsPerThread; ++k, next_pair(lr, j)) {
       if (lr >= out_rows) break;
       float out[2][kC];
-      pair_values(lr, j, out);
+      pair_values(r.out_begin + lr, j, r.low, low_slot, out);
       const float* flat = &out[0][0];  // the pair's 2 kC values in dx's order
       uint32_t* dst = reinterpret_cast<uint32_t*>(dx + pair_at(lr, j));
 #pragma unroll
@@ -336,28 +399,40 @@ __global__ void __launch_bounds__(kThreads, 2)
       }
     }
     __syncthreads();  // every thread has read the contributions
+    // The next band's row low is this band's last: R rows on in the ring.
+    if (carry) low_slot = slot_of(r.low + tl.rows, r.low, low_slot);
   }
 }
 
 template <class T, int kC, bool kActivation>
 void launch_narrow(const Tensor& dy, const Tensor& w, Tensor& dx, const NarrowTiling& tl, const Tensor* y_act,
-                   ops::Activation act, float slope, const DxActivation* dx_act) {
+                   ops::Activation act, float slope, const DxActivation* dx_act, NarrowWalk walk) {
   auto kernel = conv_8ch_dgrad_narrow_kernel<T, kC, kActivation>;
   const size_t smem = narrow_smem_bytes<kC, kActivation>();
   const int device = dy.device().index;
   conv8::allow_dynamic_smem(kernel, smem, device);
   const int tiles = tl.images * tl.bands;
   const int blocks = std::min(tiles, resident_blocks(kernel, kThreads, smem, device));
+  constexpr int kMinRun = 4;  // bands a block walks, at least, for NarrowWalk::kAuto to carry
+  const bool carry = walk == NarrowWalk::kCarry || (walk == NarrowWalk::kAuto && tiles >= kMinRun * blocks);
   launch_kernel(kernel, static_cast<unsigned>(blocks), kThreads, smem, stream_of(dy), dy.data_as<T>(), w.data_as<T>(),
                 dx.data_as<T>(), tl, static_cast<int>(w.dim(1)), y_act ? y_act->data_as<T>() : nullptr, act, slope,
-                dx_activation_args<T>(dx_act));
+                dx_activation_args<T>(dx_act), carry);
   CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
+NarrowWalk narrow_walk_default() {
+  static const NarrowWalk walk = [] {
+    const std::string choice = env_choice("GANENGINE_NARROW_WALK", {"auto", "carry", "halo"});
+    return choice == "auto" ? NarrowWalk::kAuto : choice == "carry" ? NarrowWalk::kCarry : NarrowWalk::kHalo;
+  }();
+  return walk;
+}
+
 bool conv2d_backward_data_narrow(const Tensor& dy, const Tensor& w, Tensor& dx, const ops::FusedActivation* act,
-                                 const Tensor* y_act, const DxActivation* dx_act) {
+                                 const Tensor* y_act, const DxActivation* dx_act, NarrowWalk walk) {
   const int64_t C = dx.dim(1);
   if ((C != 1 && C != 3) || dy.dim(1) != kReduction) return false;
   NarrowTiling tl;
@@ -366,13 +441,13 @@ bool conv2d_backward_data_narrow(const Tensor& dy, const Tensor& w, Tensor& dx, 
   const float slope = act ? act->negative_slope : 0.f;
   GE_DISPATCH_HALF(dy.dtype(), T, {
     if (act && C == 3)
-      launch_narrow<T, 3, true>(dy, w, dx, tl, y_act, kind, slope, dx_act);
+      launch_narrow<T, 3, true>(dy, w, dx, tl, y_act, kind, slope, dx_act, walk);
     else if (act)
-      launch_narrow<T, 1, true>(dy, w, dx, tl, y_act, kind, slope, dx_act);
+      launch_narrow<T, 1, true>(dy, w, dx, tl, y_act, kind, slope, dx_act, walk);
     else if (C == 3)
-      launch_narrow<T, 3, false>(dy, w, dx, tl, nullptr, kind, slope, dx_act);
+      launch_narrow<T, 3, false>(dy, w, dx, tl, nullptr, kind, slope, dx_act, walk);
     else
-      launch_narrow<T, 1, false>(dy, w, dx, tl, nullptr, kind, slope, dx_act);
+      launch_narrow<T, 1, false>(dy, w, dx, tl, nullptr, kind, slope, dx_act, walk);
   });
   return true;
 }

@@ -7,12 +7,26 @@
 namespace ge {
 namespace gpu {
 
+// How the kernel's blocks share the batch's bands of dy rows; the same bits either way.
+//  - kCarry: each block a run of consecutive bands, keeping a band's last row's contributions
+//    for the next band's first output row, so that a dy row is computed once (twice only where
+//    a run begins).
+//  - kHalo: bands dealt out in turn, each computing the dy rows just above and below it too.
+//  - kAuto (GANENGINE_NARROW_WALK=auto, the default; or carry, halo): kCarry where the runs are
+//    at least 4 bands long. On the H200 the carrying walk made O2/O3 steps 0.4/0.7% shorter at
+//    batch 1024 (runs of 31 bands; D's first layer's input gradient 135 -> 116 us), the same at
+//    128 and 256, and O2's 0.25% longer at 64 (runs of about 2 bands; longer in each of seven
+//    alternating pairs of runs) though its own two kernels were not slower there.
+enum class NarrowWalk { kAuto, kCarry, kHalo };
+NarrowWalk narrow_walk_default();
+
 // dx = backward_data(dy', w) as conv2d_backward_data_8ch describes it, for dx with 1 or 3
 // channels, dy with 64 channels and a multiple of 8 up to 64 pixels wide. The caller has checked
 // everything else conv2d_backward_data_8ch asks of the tensors. True when it ran, false when the
 // shape is not one it takes.
 bool conv2d_backward_data_narrow(const Tensor& dy, const Tensor& w, Tensor& dx, const ops::FusedActivation* act,
-                                 const Tensor* y_act, const DxActivation* dx_act);
+                                 const Tensor* y_act, const DxActivation* dx_act,
+                                 NarrowWalk walk = narrow_walk_default());
 
 }  // namespace gpu
 }  // namespace ge
