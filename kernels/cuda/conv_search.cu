@@ -15,8 +15,8 @@
 // GANENGINE_CONV_ALGOS=fastest restores the plain choice.
 //
 // Every candidate is timed as a captured CUDA graph of kTimedRuns runs (graph_timing.h), as the
-// training step runs it: timed as stream calls, the legacy API's host work hid the kernels at
-// small batches.
+// training step runs it, and a short one again over more runs (time_runs): timed as stream calls,
+// the legacy API's host work hid the kernels at small batches.
 //
 // Then (search_engine): cuDNN's backend engine configurations (cudnn_engine.h). The legacy API
 // runs one configuration per algorithm; on the H200 at batch 1024 its choice for the 64 <-> 128-
@@ -44,6 +44,24 @@ namespace {
 constexpr size_t kWorkspaceCap = size_t{256} << 20;
 constexpr size_t kTimedCandidates = 4;
 constexpr int kTimedRuns = 3;
+// A pass shorter than kShortPassMs a run is timed again as a graph of about kShortGraphMs. At
+// batch 64 one replay of 3 runs of a 5-15 us kernel moved by a few percent from replay to replay:
+// enough to flip the choice between two engines for D's fourth layer's backward-data (G's second
+// layer's forward) whose steps then ran 3% apart on the H200 (O2 0.80 against 0.83 ms; two of three
+// processes that searched after the O0 runs of `ganengine bench` picked the slower, none of six
+// that searched first; session 31).
+constexpr double kShortPassMs = 0.05;
+constexpr double kShortGraphMs = 0.3;
+constexpr int kMaxTimedRuns = 32;
+
+// Milliseconds a run of `run`, as graph_time_ms times it: kTimedRuns runs, and more for a short pass.
+template <class Run>
+double time_runs(cudaStream_t stream, const Run& run, TimingEvents& ev) {
+  const double ms = graph_time_ms(stream, kTimedRuns, run, ev);
+  if (!(ms < kShortPassMs)) return ms;  // long enough, or failed (infinity)
+  const int runs = std::min(kMaxTimedRuns, static_cast<int>(kShortGraphMs / std::max(ms, 1e-3)) + 1);
+  return graph_time_ms(stream, runs, run, ev);
+}
 
 // The search's own workspace, freed when it ends: trying algorithms needs the cap, the chosen
 // ones usually far less, and only what they need stays allocated in the context's workspace
@@ -179,7 +197,7 @@ double time_choice(const ConvPlan& plan, ConvPass pass, const Tensor& x, const T
     return run_pass(plan, pass, x.data(), w.data(), y.data(), out, ws, plan.workspace_bytes, 0.f, ctx) ==
            CUDNN_STATUS_SUCCESS;
   };
-  return graph_time_ms(ctx.stream(), kTimedRuns, run, ev);
+  return time_runs(ctx.stream(), run, ev);
 }
 
 }  // namespace
@@ -332,7 +350,7 @@ void search_engine(ConvPlan& plan, ConvPass pass, const Tensor& x, const Tensor&
     auto run = [&] {
       return ep.run(ctx.cudnn(), x.data(), w.data(), y.data(), out, ws.ptr()) == CUDNN_STATUS_SUCCESS;
     };
-    return graph_time_ms(ctx.stream(), kTimedRuns, run, ev);
+    return time_runs(ctx.stream(), run, ev);
   };
   const EngineSearchResult found = search_engine_config(ctx.cudnn(), conv, filter, time_plan,
                                                         x.dtype() == DType::F32 ? kEngineBudgetFp32S : kEngineBudgetS);
