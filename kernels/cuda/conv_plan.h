@@ -69,8 +69,8 @@ bool adopt_engine(ConvPlan& plan, ConvPass pass, const Tensor& x, const Tensor& 
                   CudaContext& ctx);
 
 // How choices are made for passes on `dtype`, for keys of anything that stores them:
-// "tensor-core|timed|engines-c2" by default (GANENGINE_CONV_ALGOS, GANENGINE_CONV_SEARCH,
-// GANENGINE_CONV_ENGINES; "engines-fp32-c2" for fp32).
+// "tensor-core|timed|engines-c3" by default (GANENGINE_CONV_ALGOS, GANENGINE_CONV_SEARCH,
+// GANENGINE_CONV_ENGINES; "engines-fp32-c3" for fp32).
 std::string search_policy(DType dtype);
 
 }  // namespace gpu

@@ -218,8 +218,10 @@ cudnnMathType_t requested_math(DType t, bool allow_tf32) {
 std::string search_policy(DType dtype) {
   // fp32 passes have searched engine configurations too since session 20: their own tag, so that
   // the choices stored without them are searched again. Since session 21 cluster shapes are powers
-  // of two (cudnn_engine.cpp): a new tag again, so that stored clusters of 3 or 5 go.
-  const char* engines = dtype == DType::F32 ? "|engines-fp32-c2" : "|engines-c2";
+  // of two (cudnn_engine.cpp): a new tag again, so that stored clusters of 3 or 5 go. Since
+  // session 31 short passes are timed over more runs (time_runs): "-c3", so that choices the
+  // noisier timing stored are made again.
+  const char* engines = dtype == DType::F32 ? "|engines-fp32-c3" : "|engines-c3";
   return std::string(tensor_op_only() ? "tensor-core" : "fastest") + (search_with_find() ? "|find" : "|timed") +
          (engines_enabled() ? engines : "");
 }
