@@ -21,12 +21,6 @@ Tensor random_gpu(const ge::Shape& s) {
   return ge::test::random_tensor(s, DType::F16, Device::cpu(), MemoryFormat::NHWC).to(kGpu);
 }
 
-Tensor poisoned_gpu(const ge::Shape& s) {
-  Tensor t = Tensor::empty(s, DType::F16, kGpu, MemoryFormat::NHWC);
-  ge::test::poison(t);
-  return t;
-}
-
 enum class Form { kPlain, kTanh, kLeakyReLUThenTanhGradient };
 
 // Bands (R dy rows, 192 / Q - 2) and blocks (two an SM): 40 images of 32 x 32 make 320 bands of
@@ -56,7 +50,7 @@ TEST_CASE("gpu ops: the narrow backward-data gives the same bits carrying rows b
       const bool through = form == Form::kLeakyReLUThenTanhGradient;
       if (through) tanh.y = &y_out;
       auto run = [&](NarrowWalk walk) {
-        Tensor dx = poisoned_gpu(dx_shape);
+        Tensor dx = ge::test::poisoned_like(y_out, kGpu);  // dx's shape, half NHWC
         REQUIRE(ge::gpu::conv2d_backward_data_narrow(dy, w, dx, through ? &leaky : nullptr, through ? &y_act : nullptr,
                                                      form == Form::kPlain ? nullptr : &tanh, walk));
         return dx.to(Device::cpu());

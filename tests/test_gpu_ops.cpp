@@ -44,11 +44,7 @@ Tensor values_cpu(const Values& v, const Shape& s, DType dt = DType::F32) {
 Tensor gpu(const Tensor& cpu) { return cpu.to(kGpu); }
 
 // An output buffer on the GPU, shaped like the reference's, full of NaN.
-Tensor poisoned_gpu(const Tensor& like) {
-  Tensor t = Tensor::empty(like.shape(), like.dtype(), kGpu, like.format());
-  ge::test::poison(t);
-  return t;
-}
+Tensor poisoned_gpu(const Tensor& like) { return ge::test::poisoned_like(like, kGpu); }
 
 void expect_close(const std::string& what, const Tensor& gpu_out, const Tensor& cpu_ref, double tol) {
   const double err = ge::test::rel_error(gpu_out.to(kCpu), cpu_ref);

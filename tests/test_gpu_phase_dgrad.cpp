@@ -24,12 +24,6 @@ Tensor random_half(const ge::Shape& s) {
   return ge::test::random_tensor(s, DType::F16, Device::cpu(), MemoryFormat::NHWC, -1.0, 1.0);
 }
 
-Tensor poisoned_like(const Tensor& like) {
-  Tensor t = Tensor::empty(like.shape(), like.dtype(), kGpu, like.format());
-  ge::test::poison(t);
-  return t;
-}
-
 // The kernel runs on compute capability 9.0 only: elsewhere a test says so and stops.
 #define GE_REQUIRE_SM90()                                                                        \
   do {                                                                                           \
@@ -53,7 +47,7 @@ TEST_CASE("gpu ops: the 128 to 64-channel stride-2 backward-data on warpgroup MM
     ge::ops::conv2d_backward_data(dy, w, dx, p);
     const Tensor dyg = dy.to(kGpu), wg = w.to(kGpu);
 
-    Tensor mine = poisoned_like(dx);
+    Tensor mine = ge::test::poisoned_like(dx, kGpu);
     REQUIRE(ge::gpu::conv2d_backward_data_phases(dyg, wg, mine, p));
     const std::vector<double> got = mine.to(Device::cpu()).to_doubles(), want = dx.to_doubles();
     double worst = 0, scale = 0;
@@ -65,10 +59,10 @@ TEST_CASE("gpu ops: the 128 to 64-channel stride-2 backward-data on warpgroup MM
     // Sums of 512 products of values in [-1, 1): half rounding of the result, and the order.
     CHECK(worst <= 2e-3 * scale);
 
-    Tensor again = poisoned_like(dx);
+    Tensor again = ge::test::poisoned_like(dx, kGpu);
     REQUIRE(ge::gpu::conv2d_backward_data_phases(dyg, wg, again, p));
     CHECK(ge::test::same_tensor(again, mine));
-    Tensor via_conv = poisoned_like(dx), via_transpose = poisoned_like(dx);
+    Tensor via_conv = ge::test::poisoned_like(dx, kGpu), via_transpose = ge::test::poisoned_like(dx, kGpu);
     ge::ops::conv2d_backward_data(dyg, wg, via_conv, p);
     ge::ops::conv_transpose2d_forward(dyg, wg, via_transpose, p);  // x = dy, w as (in, out, 4, 4)
     CHECK(ge::test::same_tensor(via_conv, mine));
@@ -161,7 +155,7 @@ TEST_CASE("gpu ops: the warpgroup-MMA transposed convolution forms its output's 
     Tensor y = Tensor::empty({n, 64, 32, 32}, DType::F16, kGpu, MemoryFormat::NHWC), moments;
     ge::test::poison(y);
     REQUIRE(ge::ops::conv_transpose2d_forward_moments(x, w, y, p, moments));
-    Tensor plain = poisoned_like(y);
+    Tensor plain = ge::test::poisoned_like(y, kGpu);
     ge::ops::conv_transpose2d_forward(x, w, plain, p);
     CHECK(ge::test::same_tensor(y, plain));  // the output is the same with or without the moments
     REQUIRE(moments.dim(0) == 3);
@@ -182,7 +176,7 @@ TEST_CASE("gpu ops: the warpgroup-MMA transposed convolution forms its output's 
       Tensor y, mean, invstd, running_mean, running_var;
     };
     auto normalise = [&](bool from_moments) {
-      Outcome o{poisoned_like(y), Tensor::empty({64}, DType::F32, kGpu), Tensor::empty({64}, DType::F32, kGpu),
+      Outcome o{ge::test::poisoned_like(y, kGpu), Tensor::empty({64}, DType::F32, kGpu), Tensor::empty({64}, DType::F32, kGpu),
                 Tensor::zeros({64}, DType::F32, kGpu), Tensor::zeros({64}, DType::F32, kGpu)};
       if (from_moments)
         ge::ops::batchnorm_activation_forward_train_moments(y, moments, gamma, beta, o.running_mean, o.running_var,

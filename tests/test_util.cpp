@@ -70,6 +70,12 @@ void poison(Tensor& t) {
   t.copy_from(host);
 }
 
+Tensor poisoned_like(const Tensor& like, Device device) {
+  Tensor t = Tensor::empty(like.shape(), like.dtype(), device, like.format());
+  poison(t);
+  return t;
+}
+
 double tolerance_for(DType t) {
   switch (t) {
     case DType::F64: return 1e-10;

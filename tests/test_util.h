@@ -56,6 +56,8 @@ bool same_bytes(const Tensor& a, const Tensor& b);
 
 // Fills a tensor with NaN (floating) or 0xAB bytes, so an element an op forgot to write fails.
 void poison(Tensor& t);
+// A new tensor of like's shape, dtype and memory format on `device`, poisoned.
+Tensor poisoned_like(const Tensor& like, Device device);
 
 // Tolerance relative to the tensor norm for results computed in dtype.
 double tolerance_for(DType t);

@@ -52,6 +52,7 @@ namespace {
 
 using conv8::mma_16816;
 using conv8::pack_pair;
+using conv8::weight_bits;
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
@@ -312,7 +313,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   uint16_t* const w_s = reinterpret_cast<uint16_t*>(smem);
   static_assert(kK * 16 * kC * 2 <= contributions_bytes<kC>(), "w's channels fit the contributions' space");
   for (int i = tid; i < kK * 16 * kC; i += kThreads)
-    w_s[i] = reinterpret_cast<const uint16_t*>(w)[static_cast<size_t>(i / kC) * wc + i % kC];
+    w_s[i] = static_cast<uint16_t>(weight_bits(w, i / (16 * kC), i / kC % 16, i % kC, wc));
   __syncthreads();
   // A fragments: rows (tap, channel) g and g + 8 of each m-tile, the reduction's positions 2t,
   // 2t + 1 (+8) of k-step s being channels channel_of(t, s) + (0, 1) (+2, 3): the ones this
