@@ -176,8 +176,9 @@ TEST_CASE("gpu ops: the warpgroup-MMA transposed convolution forms its output's 
       Tensor y, mean, invstd, running_mean, running_var;
     };
     auto normalise = [&](bool from_moments) {
-      Outcome o{ge::test::poisoned_like(y, kGpu), Tensor::empty({64}, DType::F32, kGpu), Tensor::empty({64}, DType::F32, kGpu),
-                Tensor::zeros({64}, DType::F32, kGpu), Tensor::zeros({64}, DType::F32, kGpu)};
+      Outcome o{ge::test::poisoned_like(y, kGpu), Tensor::empty({64}, DType::F32, kGpu),
+                Tensor::empty({64}, DType::F32, kGpu), Tensor::zeros({64}, DType::F32, kGpu),
+                Tensor::zeros({64}, DType::F32, kGpu)};
       if (from_moments)
         ge::ops::batchnorm_activation_forward_train_moments(y, moments, gamma, beta, o.running_mean, o.running_var,
                                                             0.1f, 1e-5f, relu, o.y, o.mean, o.invstd);
