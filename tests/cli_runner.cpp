@@ -10,8 +10,7 @@
 
 namespace ge::test {
 
-namespace {
-CommandResult run_shell(const std::string& cmd) {
+CommandResult run_command(const std::string& cmd) {
   CommandResult r;
   std::FILE* pipe = ::popen(cmd.c_str(), "r");
   if (!pipe) return r;
@@ -22,15 +21,14 @@ CommandResult run_shell(const std::string& cmd) {
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
 }
-}  // namespace
 
 CommandResult run_ganengine(const std::string& args) {
-  return run_shell(ganengine_binary() + " " + args + " </dev/null 2>&1");
+  return run_command(ganengine_binary() + " " + args + " </dev/null 2>&1");
 }
 
 CommandResult run_ganengine_with_interrupt(const std::string& args, int seconds) {
   // coreutils' timeout sends the signal; --preserve-status passes the program's exit code on.
-  return run_shell("timeout --preserve-status --signal=INT " + std::to_string(seconds) + " " + ganengine_binary() +
+  return run_command("timeout --preserve-status --signal=INT " + std::to_string(seconds) + " " + ganengine_binary() +
                    " " + args + " </dev/null 2>&1");
 }
 
@@ -44,7 +42,7 @@ CommandResult run_ganengine_ranks(const std::vector<std::string>& envs, const st
   for (size_t k = 0; k < envs.size(); ++k)
     cmd += "wait $pid" + std::to_string(k) + " || { c=$?; [ $codes -eq 0 ] && codes=$c; }; ";
   cmd += "exit $codes";
-  return run_shell("bash -c '" + [&] {
+  return run_command("bash -c '" + [&] {
     std::string quoted;
     for (char c : cmd) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
     return quoted;
@@ -57,7 +55,7 @@ CommandResult run_ganengine_mpirun(int ranks, const std::string& args, int timeo
   std::string exports;
   for (const char* var : {"LD_LIBRARY_PATH", "NCCL_NVLS_ENABLE", "NCCL_DEBUG"})
     if (std::getenv(var)) exports += std::string(" -x ") + var;
-  return run_shell("timeout " + std::to_string(timeout_s) + " mpirun --allow-run-as-root --oversubscribe -np " +
+  return run_command("timeout " + std::to_string(timeout_s) + " mpirun --allow-run-as-root --oversubscribe -np " +
                    std::to_string(ranks) + exports + " " + ganengine_binary() + " " + args + " </dev/null 2>&1");
 }
 

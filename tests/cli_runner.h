@@ -10,6 +10,9 @@ struct CommandResult {
   std::string output;  // stdout and stderr together
 };
 
+// Runs a shell command line as given; output is its stdout only unless the line redirects stderr.
+CommandResult run_command(const std::string& cmd);
+
 // Runs `ganengine <args>` through the shell, with stdin closed.
 CommandResult run_ganengine(const std::string& args);
 // The same, sending SIGINT (as Ctrl-C does) after `seconds`; exit_code is the program's own.

@@ -55,8 +55,12 @@ import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import torch  # noqa: E402
-import torch.nn as nn  # noqa: E402
+try:
+    import torch  # noqa: E402
+    import torch.nn as nn  # noqa: E402
+except ImportError as e:
+    sys.exit(f"bench_pytorch.py needs PyTorch with CUDA ({e}): run it with the Python that has it "
+             "(pip install torch torchvision), e.g. PATH=/path/to/venv/bin:$PATH tools/bench_suite.sh")
 
 warnings.filterwarnings("ignore", message=".*allow_tf32.*")
 warnings.filterwarnings("ignore", message=".*fp32_precision.*")

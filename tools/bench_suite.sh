@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The training benchmarks, ganengine and its PyTorch twin side by side on one GPU, then the
-# comparison as markdown for BENCHMARKS.md. On the GPU host, from the repository root (binaries
-# built elsewhere, in .carry/ from tools/stage_gpu.sh); tools/gpu_suite.sh --bench runs it.
+# comparison as markdown for BENCHMARKS.md. On the GPU host, from the repository root, with the
+# binaries of tools/stage_gpu.sh in .carry/ or of tools/build.sh in build/ (tools/gpu_env.sh
+# says which is taken); tools/gpu_suite.sh --bench runs it.
 #   tools/bench_suite.sh
 # Writes into $OUT (or ./gpu-logs): bench_ganengine.json/.log, bench_pytorch.json/.log,
 # bench_compare.md. Each stage runs even when an earlier one failed; the exit status is 1 if any did.
@@ -16,16 +17,15 @@ status=0
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader | tee "$OUT/bench_gpu.txt"
 
 echo "== ganengine bench"
-if [ -x .carry/ganengine ]; then
+if ge_require_binaries ganengine; then
   start=$SECONDS
-  .carry/ganengine bench --opt-level O0,O1,O2,O3 --batch-sizes "$BATCHES" --cuda-graph ${BENCH_GRAPH:-on} \
+  "$GE_BIN_DIR/ganengine" bench --opt-level O0,O1,O2,O3 --batch-sizes "$BATCHES" --cuda-graph ${BENCH_GRAPH:-on} \
     --json "$OUT/bench_ganengine.json" 2>&1 \
     | tee "$OUT/bench_ganengine.log"
   rc=${PIPESTATUS[0]}
   echo "ganengine bench: exit $rc, $((SECONDS - start)) s"
   ((rc == 0)) || status=1
 else
-  echo "ganengine bench: .carry/ganengine not found (run tools/stage_gpu.sh first)"
   status=1
 fi
 

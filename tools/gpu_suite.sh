@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU test suite, run on a GPU host from binaries built elsewhere (tools/stage_gpu.sh puts
-# them in .carry/). Usage on the GPU host, from the repository root:
+# them in .carry/) or on the host itself (tools/build.sh: build/). Usage on the GPU host, from
+# the repository root:
 #   tools/gpu_suite.sh [--goldens] [--bench]
 #     --goldens   first regenerate tests/data/golden_*.safetensors with PyTorch
 #     --train     also train each opt level on fake data (tools/gpu_train_check.sh)
@@ -13,7 +14,6 @@ OUT=${OUT:-gpu-logs}
 mkdir -p "$OUT"
 # cuDNN 9.19, cuBLAS 13 and NCCL as PyTorch ships them; NVLink multicast off.
 source tools/gpu_env.sh
-export GE_TEST_DATA_DIR="$PWD/tests/data" GE_BINARY="$PWD/.carry/ganengine" GE_TEACHER_DIR=/tmp/ge-goldens
 goldens=0 bench=0 train=0 datasets=0
 for a in "$@"; do
   case "$a" in
@@ -24,8 +24,10 @@ for a in "$@"; do
     *) echo "unknown option $a" >&2; exit 2 ;;
   esac
 done
+ge_require_binaries ganengine ganengine_tests || exit 2
+export GE_TEST_DATA_DIR="$PWD/tests/data" GE_BINARY="$GE_BIN_DIR/ganengine" GE_TEACHER_DIR=/tmp/ge-goldens
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
-.carry/ganengine info | tee -a "$OUT/gpu.txt"
+"$GE_BIN_DIR/ganengine" info | tee -a "$OUT/gpu.txt"
 # PyTorch's goldens, made fresh on every run: the step-by-step test needs PyTorch's state before
 # each training step (too large to commit). --goldens also replaces the committed files.
 PYTHONUNBUFFERED=1 python3 tools/make_goldens.py --out /tmp/ge-goldens --teacher-dir /tmp/ge-goldens/teacher 2>&1 \
@@ -37,7 +39,7 @@ fi
 # Every test case: GPU cases run here, CPU cases too (same binary), so one summary covers all,
 # except the few that read files of Debian packages a GPU host lacks (dataset-fashion-mnist,
 # libcurl); CI runs those.
-.carry/ganengine_tests --duration=true -tce='fashion-mnist*,download*,md5*,mnist bad files*' 2>&1 | tee "$OUT/tests.log" | grep -E "^\[doctest\]|ERROR|FAILED|CHECK|error" | tail -60
+"$GE_BIN_DIR/ganengine_tests" --duration=true -tce='fashion-mnist*,download*,md5*,mnist bad files*' 2>&1 | tee "$OUT/tests.log" | grep -E "^\[doctest\]|ERROR|FAILED|CHECK|error" | tail -60
 status=${PIPESTATUS[0]}
 if ((train)); then
   tools/gpu_train_check.sh 2>&1 | tee "$OUT/train.log" || status=1

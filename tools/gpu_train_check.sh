@@ -6,7 +6,10 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-logs}
 STEPS=${STEPS:-500}
-BIN=${GE_BINARY:-.carry/ganengine}
+source tools/gpu_env.sh
+[ -n "${GE_BINARY:-}" ] && GE_BIN_DIR=$(dirname "$GE_BINARY")  # as tools/gpu_suite.sh passes it
+ge_require_binaries ganengine || exit 2
+BIN=$GE_BIN_DIR/ganengine
 status=0
 for L in O0 O1 O2 O3; do
   dir=/tmp/ge-train-$L
