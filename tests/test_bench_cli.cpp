@@ -1,8 +1,10 @@
 // `ganengine bench` end to end: its flag errors anywhere, its refusal without a GPU, and on a
-// GPU a tiny run whose JSON holds every configuration asked for.
+// GPU a tiny run whose JSON holds every configuration asked for, and with --dataset train's own
+// steps.
 #include "../src/io/json.h"
 #include "cli_runner.h"
 #include "ganengine/step_flops.h"
+#include "scoped_env.h"
 #include "temp_dir.h"
 #include "test_util.h"
 
@@ -44,6 +46,20 @@ TEST_CASE("bench cli: bad lists and counts are named before the GPU is touched")
   expect_error("--cuda-graph on --warmup 2", "--warmup 2 is too short");
   expect_error("--loss-scale -3", "--loss-scale '-3' (expected 'dynamic' or a positive number");
   expect_error("--device cpu", "ganengine bench needs a CUDA GPU");
+}
+
+// The input pipeline's flags, and the dataset itself, are checked before the GPU is asked for.
+TEST_CASE("bench cli: --dataset and its flags are checked before the GPU is touched") {
+  TempDir tmp("ge_bench_flags");
+  expect_error("--dataset imagenette", "--dataset 'imagenette' is not a dataset ganengine knows");
+  expect_error("--dataroot " + tmp.dir.string(), "--dataroot goes with --dataset");
+  expect_error("--data-on gpu", "--data-on goes with --dataset");
+  expect_error("--dataset fake --workers 999", "--workers 999 (expected 0..256)");
+  expect_error("--dataset fake --data-on sky", "--data-on 'sky' (expected auto, host or gpu)");
+  expect_error("--dataset cifar10 --dataroot " + tmp.file("absent"), "is not a directory (cifar10 reads its files");
+  // The dataset is opened here already: an empty folder is named, with the files it should hold.
+  expect_error("--dataset cifar10 --dataroot " + tmp.dir.string(), "cifar10: no CIFAR-10 under --dataroot");
+  expect_error("--dataset lsun --download --dataroot " + tmp.dir.string(), "--download works for cifar10, mnist");
 }
 
 TEST_CASE("bench cli: without a GPU it says so") {
@@ -98,4 +114,56 @@ TEST_CASE("bench cli: --loss-scale sets the scale of every opt level timed") {
   REQUIRE(rows.size() == 2);
   for (const json::Value& row : rows)
     for (const json::Value& s : row.find("loss_scales")->as_array()) CHECK(s.as_number() == 128.0);
+}
+
+// With --dataset the bench runs train's steps: the same batches in the same order and the same
+// noise, so its last step's losses are train's at that step, bit for bit. Both processes share
+// one algorithm cache, so that they convolve with the same cuDNN algorithms.
+TEST_CASE("bench cli: --dataset steps through the batches and noise train does") {
+  GE_REQUIRE_GPU();
+  TempDir tmp("ge_bench_data");
+  const std::string cache = tmp.file("algos.txt");
+  ScopedEnv env{{"GANENGINE_CUDNN_CACHE", cache.c_str()}};
+  const std::string net = " --imageSize 16 --ngf 8 --ndf 8 --nz 10 --opt-level O2";
+  // 6 warm-up steps and 2 windows of 4: 14 steps, inside fake's first epoch (15 full batches of
+  // 64 and one of 40, which the bench leaves out).
+  const CommandResult t = run_ganengine("train --dataset fake --batchSize 64 --max-steps 14 --no-progress --outf " +
+                                        tmp.file("train") + net);
+  INFO(t.output);
+  REQUIRE(t.exit_code == 0);
+  const std::string metrics = read_file_bytes(tmp.file("train/metrics.jsonl"));
+  const size_t last_line = metrics.rfind('\n', metrics.size() - 2);
+  const json::Value step13 = json::parse(metrics.substr(last_line == std::string::npos ? 0 : last_line + 1));
+  REQUIRE(step13.find("step")->as_integer() == 13);
+  for (const char* placement : {"host", "gpu"}) {
+    const std::string path = tmp.file(std::string("bench_") + placement + ".json");
+    const CommandResult b = run_ganengine("bench --dataset fake --data-on " + std::string(placement) +
+                                          " --batch-sizes 64 --warmup 6 --steps 4 --windows 2 --json " + path + net);
+    INFO(placement, "\n", b.output);
+    REQUIRE(b.exit_code == 0);
+    CHECK(b.output.find("input: --dataset fake: the input pipeline train uses") != std::string::npos);
+    const json::Value doc = json::parse(read_file_bytes(path));
+    const auto& rows = doc.find("rows")->as_array();
+    REQUIRE(rows.size() == 1);
+    const json::Value& row = rows[0];
+    REQUIRE(row.find("ok")->as_bool());
+    const std::string data = row.find("data")->as_string();
+    CHECK(data.find("fake (1000 images, 15 full batches an epoch)") != std::string::npos);
+    CHECK(data.find(std::string(placement) == "host" ? "host loader" : "GPU-resident") != std::string::npos);
+    CHECK(row.find("graph_nodes")->as_integer() > 0);  // every timed step a replay (run_step_bench checks)
+    const json::Value* losses = row.find("losses");
+    for (const auto& [bench_name, train_name] : {std::pair<const char*, const char*>{"errD_real", "errD_real"},
+                                                 {"errD_fake", "errD_fake"}, {"errG", "loss_G"}}) {
+      INFO(bench_name);
+      CHECK(static_cast<float>(losses->find(bench_name)->as_number()) ==
+            static_cast<float>(step13.find(train_name)->as_number()));
+    }
+  }
+  // A batch larger than the dataset fails its row by name; the other rows still run.
+  const CommandResult big = run_ganengine("bench --dataset fake --batch-sizes 64,2048 --warmup 6 --steps 1 "
+                                          "--windows 1" + net);
+  INFO(big.output);
+  CHECK(big.exit_code == 1);
+  CHECK(big.output.find("--dataset fake holds 1000 images, fewer than one batch of 2048") != std::string::npos);
+  CHECK(big.output.find("batch 64 ") != std::string::npos);
 }

@@ -122,6 +122,26 @@ TEST_CASE("Loader: batch sizes contents in epoch order and normalisation") {
   CHECK_THROWS_AS(Loader(ds, 0, 1, 1), Error);
 }
 
+// drop_last (what `bench --dataset` asks for): the same full batches, without the partial one,
+// and each epoch's last full batch followed by the next epoch's first.
+TEST_CASE("Loader: drop_last serves only the full batches in the same order") {
+  const FakeDataset ds(1000, 4, 3, 3);
+  Loader all(ds, 64, 11, 2), full(ds, 64, 11, 2);
+  full.set_drop_last(true);
+  REQUIRE(full.batches_per_epoch() == 15);
+  for (int64_t epoch = 0; epoch < 2; ++epoch)
+    for (int64_t b = 0; b < 15; ++b) {
+      INFO(epoch, " ", b);
+      const Tensor mine = full.batch(epoch, b);
+      REQUIRE(mine.shape() == Shape{64, 3, 4, 4});
+      CHECK(same_bytes(mine, all.batch(epoch, b)));
+    }
+  CHECK_THROWS_WITH_AS(full.batch(0, 15), doctest::Contains("has 15 batches of 64"), Error);
+  Loader too_few(ds, 1024, 11, 1);
+  too_few.set_drop_last(true);
+  CHECK(too_few.batches_per_epoch() == 0);
+}
+
 TEST_CASE("Loader: ToTensor + Normalize(0.5 0.5) computed exactly in float") {
   const PatternDataset ds;
   Loader loader(ds, 10, 5, 1);

@@ -14,12 +14,24 @@ namespace ge {
 class BatchSource {
  public:
   virtual ~BatchSource() = default;
+  // ceil(size / batch size), or with drop_last floor: the DataLoader's drop_last=True, which
+  // `bench --dataset` sets so that every step has one shape (and the host loader's prefetch
+  // after an epoch's last full batch is the next epoch's first).
   virtual int64_t batches_per_epoch() const = 0;
+  void set_drop_last(bool drop) { drop_last_ = drop; }
   // Batch `index` of epoch `epoch`: (n, C, S, S) with values (float(u8) / 255 - 0.5) / 0.5,
-  // n = batch size except perhaps for the last batch. The dtype, layout and device are the
+  // n = batch size except perhaps for the last batch (never with drop_last). The dtype, layout and device are the
   // source's (see describe()); the trainer converts whatever it gets.
   virtual Tensor batch(int64_t epoch, int64_t index) = 0;
   virtual std::string describe() const = 0;  // one line for the console
+
+ protected:
+  int64_t batches_of(int64_t images, int64_t batch_size) const {
+    return drop_last_ ? images / batch_size : (images + batch_size - 1) / batch_size;
+  }
+
+ private:
+  bool drop_last_ = false;
 };
 
 // The per-epoch permutation of 0..size-1 both sources use: a pure function of (seed, epoch),

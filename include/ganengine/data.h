@@ -80,7 +80,7 @@ class Loader : public BatchSource {
 
   const Dataset& dataset() const { return ds_; }
   int64_t batch_size() const { return batch_size_; }
-  int64_t batches_per_epoch() const override;  // ceil(size / batch_size)
+  int64_t batches_per_epoch() const override;  // ceil(size / batch_size); floor with drop_last
 
   // The dataset indices of epoch `epoch` in the order they are served: a permutation of
   // [0, size) drawn by Fisher-Yates from a Philox stream keyed by (seed, epoch), i.e.

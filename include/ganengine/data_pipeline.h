@@ -36,6 +36,12 @@ struct DataPipeline {
 };
 
 DataPipeline open_data_pipeline(const DataPipelineOptions& opt);
+// Its two halves, for a caller that builds several sources over one dataset (`bench --dataset`,
+// one per configuration): the dataset (downloaded, cached as asked), then a source over it
+// (placement, batch size, seed, workers, device and GPU dtype/layout from opt; dataset must
+// outlive it).
+std::unique_ptr<Dataset> open_pipeline_dataset(const DataPipelineOptions& opt);
+std::unique_ptr<BatchSource> open_batch_source(const Dataset& dataset, const DataPipelineOptions& opt);
 
 // Auto placement keeps a dataset on the GPU when its decoded bytes fit this budget.
 int64_t gpu_resident_budget_bytes(Device device);

@@ -34,7 +34,7 @@ class GpuResidentSource : public BatchSource {
   // Device bytes the resident copy takes: size * S * S * C (for the caller's auto decision).
   static int64_t bytes_needed(const Dataset& ds);
 
-  int64_t batches_per_epoch() const override;  // ceil(size / batch_size), as the Loader's
+  int64_t batches_per_epoch() const override;  // as the Loader's (BatchSource::set_drop_last)
   // Batch `index` of epoch `epoch`: the images epoch_order(size, seed, epoch) puts there, as a
   // fresh device tensor written by one kernel on the device's context stream. No host sync:
   // the first batch of a new epoch enqueues that epoch's order upload before the kernel.

@@ -3,10 +3,12 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "ganengine/amp.h"
+#include "ganengine/data_pipeline.h"
 #include "ganengine/nn.h"
 #include "ganengine/trainer.h"
 
@@ -32,6 +34,16 @@ struct StepBenchConfig {
   // StepBenchResult::memory_breakdown: what was in use at the peak, by the phase that allocated
   // it (cuda_allocator_trace_peak; GPU 0 of the replicas).
   bool memory_breakdown = false;
+  // `bench --dataset`: the input pipeline included. Every step then takes the next batch from
+  // the source `train` would use (host workers or GPU-resident; its image_size, batch_size,
+  // seed, device and GPU dtype/layout are set here from the rest of this config) and draws its
+  // own noise, as train does; net.nc must be the dataset's channels. An epoch's last, partial
+  // batch is left out (BatchSource::set_drop_last), so that every timed step replays one graph.
+  // Without it, one synthetic batch and one noise batch, resident on the GPU, serve every step.
+  std::optional<DataPipelineOptions> data;
+  // With data: the dataset, opened once by a caller that runs several configurations over it
+  // (open_pipeline_dataset; it must outlive the call). Null: opened here.
+  const Dataset* dataset = nullptr;
 };
 
 struct StepBenchResult {
@@ -49,12 +61,15 @@ struct StepBenchResult {
   bool finite = true;                      // the last step's losses were all finite
   DcganTrainer::GraphStats graph;          // with cuda_graph: one capture, every timed step a replay
   std::string memory_breakdown;            // with StepBenchConfig::memory_breakdown
+  std::string data;                        // where the real batches came from (one line)
+  double data_prepare_s = 0;               // opening the sources (a GPU-resident one decodes the whole dataset)
 };
 
 // Builds a fresh trainer (returning the previous configurations' cached GPU memory to the
 // driver first, so the peak and the device total are this configuration's), one synthetic real
-// batch uniform in [-1, 1) and one noise batch N(0, 1), both resident on the GPU, then runs
-// warmup steps and windows x steps timed steps on the same two batches.
+// batch uniform in [-1, 1) and one noise batch N(0, 1), both resident on the GPU (or, with
+// StepBenchConfig::data, the input pipeline), then runs warmup steps and windows x steps timed
+// steps.
 StepBenchResult run_step_bench(const StepBenchConfig& cfg);
 
 }  // namespace ge

@@ -1,14 +1,27 @@
 #include "cli/arguments.h"
 
+#include <sys/stat.h>
+
 #include <cstdio>
 
 #include "ganengine/backend.h"
+#include "ganengine/download.h"
+#include "ganengine/error.h"
 
 namespace ge::cli {
 
 void Arguments::finish() {
   ptrs_.clear();
   for (auto& w : words) ptrs_.push_back(w.data());
+}
+
+void require_dataroot(const std::string& dataset, const std::string& dataroot, bool offer_download) {
+  if (dataset == "fake") return;
+  struct stat st {};
+  if (stat(dataroot.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    fail("--dataroot '", dataroot, "' is not a directory (", dataset,
+         " reads its files from there; --dataset fake needs none",
+         offer_download && dataset_has_download(dataset) ? "; or add --download" : "", ")");
 }
 
 Device resolve_device(const std::string& spec, const char* command, bool warn_on_cpu) {

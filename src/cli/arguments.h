@@ -27,6 +27,10 @@ class Arguments {
 // stderr when warn_on_cpu); "cuda[:k]" without a usable GPU is an error that says so.
 Device resolve_device(const std::string& spec, const char* command, bool warn_on_cpu);
 
+// Before any data is read: --dataroot must be a directory for every --dataset but fake (and,
+// where the command offers --download, the error says it is there for the datasets it fetches).
+void require_dataroot(const std::string& dataset, const std::string& dataroot, bool offer_download);
+
 // aliases: spelling without dashes -> canonical name without dashes. boolean_flags: options
 // with an implicit value that may be followed by a separate True/False word.
 Arguments normalise_arguments(int argc, char** argv, const std::map<std::string, std::string>& aliases,

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cxxopts.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,8 @@
 #include "cli/commands.h"
 #include "ganengine/atomic_file.h"
 #include "ganengine/backend.h"
+#include "ganengine/data.h"
+#include "ganengine/data_pipeline.h"
 #include "ganengine/gpu_measure.h"
 #include "ganengine/step_bench.h"
 #include "ganengine/step_flops.h"
@@ -89,6 +92,32 @@ Device bench_device(const std::string& spec) {
   return d;
 }
 
+// --dataset and the flags that go with it; nothing without it (a data flag alone is an error).
+std::optional<DataPipelineOptions> bench_data(const cxxopts::ParseResult& r) {
+  const std::string dataset = r["dataset"].as<std::string>();
+  if (dataset.empty()) {
+    for (const char* flag :
+         {"dataroot", "classes", "workers", "data-on", "cache-dir", "skip-bad-images", "download", "download-mirror"})
+      if (r.count(flag))
+        fail("--", flag, " goes with --dataset (without it the bench feeds one synthetic batch resident on the GPU)");
+    return std::nullopt;
+  }
+  DataPipelineOptions d;
+  d.dataset = dataset;
+  (void)dataset_channels(dataset);  // an unknown name fails now, listing the known ones
+  d.dataroot = r["dataroot"].as<std::string>();
+  d.download = r.count("download") > 0;
+  d.mirror = r["download-mirror"].as<std::string>();
+  if (!d.download) require_dataroot(d.dataset, d.dataroot, /*offer_download=*/true);
+  d.classes = r["classes"].as<std::string>();
+  d.workers = r["workers"].as<int>();
+  if (d.workers < 0 || d.workers > 256) fail("--workers ", d.workers, " (expected 0..256)");
+  d.placement = parse_data_placement(r["data-on"].as<std::string>());
+  d.cache_dir = r["cache-dir"].as<std::string>();
+  d.skip_bad_images = r.count("skip-bad-images") > 0;
+  return d;
+}
+
 }  // namespace
 
 int run_bench(int argc, char** argv) {
@@ -115,13 +144,22 @@ int run_bench(int argc, char** argv) {
     ("memory-breakdown", "after each row, what was in use at its peak memory, by the phase and layer that allocated it")
     ("profile", "start the CUDA profiler for each configuration's timed steps only (nsys --capture-range=cudaProfilerApi, ncu --profile-from-start off)")
     ("json", "also write the rows, the GPU and library versions and the date to this file", cxxopts::value<std::string>()->default_value(""))
+    ("dataset", "include the input pipeline: every step takes its batch from this dataset as train reads it (cifar10 | lsun | mnist | fashion-mnist | imagenet | folder | lfw | fake; default: one synthetic batch resident on the GPU)", cxxopts::value<std::string>()->default_value(""))
+    ("dataroot", "with --dataset: path to it", cxxopts::value<std::string>()->default_value("./"))
+    ("classes", "with --dataset lsun: its classes", cxxopts::value<std::string>()->default_value("bedroom"))
+    ("workers", "with --dataset: the host loader's decoding threads", cxxopts::value<int>()->default_value("2"))
+    ("data-on", "with --dataset: auto | host | gpu, where batches are assembled (auto: on the GPU when the dataset fits)", cxxopts::value<std::string>()->default_value("auto"))
+    ("cache-dir", "with --dataset: decoded-image cache (folder-like and lsun datasets)", cxxopts::value<std::string>()->default_value(""))
+    ("skip-bad-images", "with --dataset: skip undecodable images instead of stopping")
+    ("download", "with --dataset: fetch it into --dataroot first (cifar10, mnist, fashion-mnist), md5-checked")
+    ("download-mirror", "with --download: base URL to download from (else $GANENGINE_DATASET_MIRROR, else the official sites)", cxxopts::value<std::string>()->default_value(""))
     ("device", "cuda | cuda:K", cxxopts::value<std::string>()->default_value("cuda:0"))
     ("h,help", "show this help");
   // clang-format on
   Arguments args = normalise_arguments(argc, argv,
                                        {{"opt_level", "opt-level"}, {"opt-levels", "opt-level"},
                                         {"batch-size", "batch-sizes"}, {"batchSize", "batch-sizes"},
-                                        {"image-size", "imageSize"}},
+                                        {"image-size", "imageSize"}, {"data-root", "dataroot"}},
                                        {"cuda-graph"});
   const std::optional<cxxopts::ParseResult> parsed = parse_command_line(o, args, "bench");
   if (!parsed) return 0;
@@ -165,6 +203,21 @@ int run_bench(int argc, char** argv) {
   for (int64_t b : batches)
     if (b % run.ngpu != 0) fail("--batch-sizes: ", b, " does not split evenly over --ngpu ", run.ngpu);
   const std::string json_path = r["json"].as<std::string>();
+  std::optional<DataPipelineOptions> data = bench_data(r);
+  // Opened once for every configuration, and before the GPU is asked for, so that a missing or
+  // damaged dataset is named at once.
+  std::unique_ptr<Dataset> dataset;
+  if (data) {
+    data->image_size = run.net.image_size;
+    data->seed = StepBenchConfig{}.seed;
+    dataset = open_pipeline_dataset(*data);
+    run.net.nc = dataset->channels();
+  }
+  run.input = data ? "--dataset " + data->dataset + (data->dataset == "fake" ? "" : " from " + data->dataroot) +
+                         ": the input pipeline train uses, each step's batch and noise drawn as train draws them "
+                         "(an epoch's last, partial batch left out)"
+                   : "one synthetic batch and one noise batch resident on the GPU (no input pipeline; --dataset "
+                     "includes it)";
   const Device device = bench_device(r["device"].as<std::string>());
   run.device = device.str();
   run.date = utc_now_iso8601();
@@ -185,6 +238,7 @@ int run_bench(int argc, char** argv) {
   if (!json_path.empty()) write_file_atomically(json_path, bench_json(run, false));
   std::printf("each row: median of %d windows of %d steps after %d warm-up steps\n", run.windows, run.steps,
               run.warmup);
+  std::printf("input: %s\n", run.input.c_str());
   if (!run.loss_scale.empty())
     std::printf("loss scale: %s at every opt level (--loss-scale)\n", run.loss_scale.c_str());
   std::fflush(stdout);
@@ -199,6 +253,8 @@ int run_bench(int argc, char** argv) {
   cfg.profile = r.count("profile") > 0;
   cfg.replicas = run.ngpu;
   cfg.memory_breakdown = r.count("memory-breakdown") > 0;
+  cfg.data = data;
+  cfg.dataset = dataset.get();
   std::vector<BenchRow> plan;  // opt level, then batch size, then graph mode
   for (OptLevel level : levels)
     for (int64_t batch : batches)
@@ -223,6 +279,8 @@ int run_bench(int argc, char** argv) {
     }
     run.rows.push_back(row);
     std::printf("%s\n", bench_row_line(run, row).c_str());
+    if (row.ok && data)
+      std::printf("  data: %s; sources prepared in %.1f s\n", row.result.data.c_str(), row.result.data_prepare_s);
     if (row.ok && cfg.memory_breakdown) std::printf("%s", row.result.memory_breakdown.c_str());
     std::fflush(stdout);
     // Rewritten after every row, so a run that dies later still leaves what it measured.

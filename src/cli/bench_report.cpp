@@ -1,6 +1,7 @@
 #include "cli/bench_report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 
@@ -81,6 +82,7 @@ std::string bench_json(const BenchRun& run, bool complete) {
   doc.append_member("net", std::move(net));
   doc.append_member("half", Value::string(half_label(run.half)));
   doc.append_member("loss_scale", Value::string(run.loss_scale.empty() ? "opt level default" : run.loss_scale));
+  doc.append_member("input", Value::string(run.input));
   doc.append_member("warmup_steps", Value::integer(run.warmup));
   doc.append_member("steps_per_window", Value::integer(run.steps));
   doc.append_member("windows", Value::integer(run.windows));
@@ -116,6 +118,13 @@ std::string bench_json(const BenchRun& run, bool complete) {
     o.append_member("workspace_bytes", Value::integer(static_cast<int64_t>(r.workspace_bytes)));
     o.append_member("device_used_bytes", Value::integer(static_cast<int64_t>(r.device_used_bytes)));
     o.append_member("losses_finite", Value::boolean(r.finite));
+    Value losses = Value::object();  // the last step's (null where not finite)
+    for (const auto& [name, v] : {std::pair<const char*, float>{"errD_real", r.last.errD_real},
+                                  {"errD_fake", r.last.errD_fake}, {"errG", r.last.errG}})
+      losses.append_member(name, std::isfinite(v) ? Value::number(v) : Value());
+    o.append_member("losses", std::move(losses));
+    o.append_member("data", Value::string(r.data));
+    o.append_member("data_prepare_s", Value::number(r.data_prepare_s));
     Value scales = Value::array();  // the three losses' scales after the last step
     for (float s : r.last.scale) scales.push_back(Value::number(s));
     o.append_member("loss_scales", std::move(scales));

@@ -27,6 +27,7 @@ struct BenchRun {
   nn::NetConfig net;
   DType half = DType::F16;
   std::string loss_scale;  // --loss-scale ("dynamic" or a number); empty: each opt level's own
+  std::string input;       // where the real batches come from: synthetic and resident, or --dataset
   int warmup = 0, steps = 0, windows = 0;
   double gemm_peak_tflops = 0;
   std::vector<BenchRow> rows;

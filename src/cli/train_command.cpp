@@ -1,7 +1,5 @@
 // `ganengine train`: main_amp.py's flags (camelCase as the example spells them, kebab-case too)
 // plus ours, validated into TrainOptions.
-#include <sys/stat.h>
-
 #include <cstdio>
 #include <cstring>
 #include <cxxopts.hpp>
@@ -11,7 +9,6 @@
 #include "cli/commands.h"
 #include "ganengine/backend.h"
 #include "ganengine/data.h"
-#include "ganengine/download.h"
 #include "ganengine/train_loop.h"
 
 namespace ge::cli {
@@ -190,13 +187,7 @@ int run_train(int argc, char** argv) {
   nn::validate(net);
   const PrecisionPolicy policy = resolve_policy(opt.opt_level, opt.amp);  // checks the overrides
   (void)policy;
-  if (opt.dataset != "fake" && !opt.download) {
-    struct stat st {};
-    if (stat(opt.dataroot.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-      fail("--dataroot '", opt.dataroot, "' is not a directory (", opt.dataset,
-           " reads its files from there; --dataset fake needs none", dataset_has_download(opt.dataset) ? "; or add --download" : "",
-           ")");
-  }
+  if (!opt.download) require_dataroot(opt.dataset, opt.dataroot, /*offer_download=*/true);
   for (const auto* flag : {&opt.netG, &opt.netD}) {
     if (flag->empty()) continue;
     std::FILE* f = std::fopen(flag->c_str(), "rb");

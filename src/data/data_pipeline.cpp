@@ -40,22 +40,26 @@ bool cacheable(const std::string& name) {
 }
 }  // namespace
 
-DataPipeline open_data_pipeline(const DataPipelineOptions& opt) {
+std::unique_ptr<Dataset> open_pipeline_dataset(const DataPipelineOptions& opt) {
   if (opt.download) {
     if (!dataset_has_download(opt.dataset))
       fail("--download works for cifar10, mnist and fashion-mnist, not for --dataset ", opt.dataset);
     download_dataset(opt.dataset, opt.dataroot, opt.mirror, &std::cerr);
   }
-  DataPipeline p;
-  p.dataset = open_dataset(opt.dataset, opt.dataroot, opt.image_size, opt.classes, opt.seed, opt.skip_bad_images);
+  std::unique_ptr<Dataset> dataset =
+      open_dataset(opt.dataset, opt.dataroot, opt.image_size, opt.classes, opt.seed, opt.skip_bad_images);
   if (!opt.cache_dir.empty()) {
     if (!cacheable(opt.dataset))
       fail("--cache-dir is for datasets decoded from image files (lsun, imagenet, folder, lfw), not ", opt.dataset);
-    p.dataset = std::make_unique<CachedDataset>(std::move(p.dataset), opt.cache_dir, opt.workers);
+    dataset = std::make_unique<CachedDataset>(std::move(dataset), opt.cache_dir, opt.workers);
   }
+  return dataset;
+}
+
+std::unique_ptr<BatchSource> open_batch_source(const Dataset& dataset, const DataPipelineOptions& opt) {
   bool on_gpu = false;
   if (opt.device.is_cuda()) {
-    const int64_t need = GpuResidentSource::bytes_needed(*p.dataset);
+    const int64_t need = GpuResidentSource::bytes_needed(dataset);
     if (opt.placement == DataPlacement::Gpu) {
       on_gpu = true;
     } else if (opt.placement == DataPlacement::Auto) {
@@ -65,11 +69,15 @@ DataPipeline open_data_pipeline(const DataPipelineOptions& opt) {
     fail("--data-on gpu needs a CUDA device (--device cuda)");
   }
   if (on_gpu)
-    p.source = std::make_unique<GpuResidentSource>(*p.dataset, opt.batch_size, opt.seed, opt.workers, opt.device,
-                                                   opt.gpu_dtype, opt.gpu_format);
-  else
-    p.source = std::make_unique<Loader>(*p.dataset, opt.batch_size, opt.seed, opt.workers,
-                                        /*pinned=*/opt.device.is_cuda());
+    return std::make_unique<GpuResidentSource>(dataset, opt.batch_size, opt.seed, opt.workers, opt.device,
+                                               opt.gpu_dtype, opt.gpu_format);
+  return std::make_unique<Loader>(dataset, opt.batch_size, opt.seed, opt.workers, /*pinned=*/opt.device.is_cuda());
+}
+
+DataPipeline open_data_pipeline(const DataPipelineOptions& opt) {
+  DataPipeline p;
+  p.dataset = open_pipeline_dataset(opt);
+  p.source = open_batch_source(*p.dataset, opt);
   return p;
 }
 

@@ -185,7 +185,7 @@ GpuResidentSource::GpuResidentSource(const Dataset& ds, int64_t batch_size, uint
 
 GpuResidentSource::~GpuResidentSource() = default;
 
-int64_t GpuResidentSource::batches_per_epoch() const { return (size_ + batch_size_ - 1) / batch_size_; }
+int64_t GpuResidentSource::batches_per_epoch() const { return batches_of(size_, batch_size_); }
 
 Tensor GpuResidentSource::batch(int64_t epoch, int64_t index) {
   const int64_t batches = batches_per_epoch();

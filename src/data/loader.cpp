@@ -34,7 +34,7 @@ Loader::Loader(const Dataset& ds, int64_t batch_size, uint64_t seed, int workers
 
 Loader::~Loader() { drop_prefetch(); }
 
-int64_t Loader::batches_per_epoch() const { return (ds_.size() + batch_size_ - 1) / batch_size_; }
+int64_t Loader::batches_per_epoch() const { return batches_of(ds_.size(), batch_size_); }
 
 std::string Loader::describe() const {
   return "host loader: " + std::to_string(workers_) + " worker thread" + (workers_ == 1 ? "" : "s") +

@@ -10,6 +10,7 @@
 #include "ganengine/replica_set.h"
 #include "ganengine/profiling.h"
 #include "ganengine/step_flops.h"
+#include "ganengine/training_noise.h"
 
 namespace ge {
 
@@ -32,6 +33,35 @@ Tensor synthetic_real_batch(const StepBenchConfig& cfg, const PrecisionPolicy& p
   for (int64_t i = 0, n = host.numel(); i < n; ++i) p[i] = 2.f * p[i] - 1.f;
   return ops::converted(host, policy.compute_dtype, nn::Placement::for_device(cfg.device, policy.compute_dtype).format,
                         cfg.device);
+}
+
+// StepBenchConfig::data's options for this configuration.
+DataPipelineOptions bench_data_options(const StepBenchConfig& cfg, const PrecisionPolicy& policy) {
+  DataPipelineOptions d = *cfg.data;
+  d.image_size = cfg.net.image_size;
+  d.batch_size = cfg.batch;
+  d.seed = cfg.seed;
+  d.gpu_dtype = policy.compute_dtype;
+  return d;
+}
+
+// A source over `ds` on each GPU: every replica draws the global batch from its own and takes
+// its share, as train_loop.cpp does.
+std::vector<std::unique_ptr<BatchSource>> open_bench_sources(const Dataset& ds, DataPipelineOptions d,
+                                                             const std::vector<Device>& devices, int nc) {
+  GE_CHECK(ds.channels() == nc, "run_step_bench: --dataset ", d.dataset, " has ", ds.channels(),
+           " channels, the networks ", nc);
+  if (ds.size() < d.batch_size)
+    fail("--dataset ", d.dataset, " holds ", ds.size(), " images, fewer than one batch of ", d.batch_size,
+         " (the bench steps through full batches only): a smaller --batch-sizes, or a larger dataset");
+  std::vector<std::unique_ptr<BatchSource>> out;
+  for (const Device& device : devices) {
+    d.device = device;
+    d.gpu_format = nn::Placement::for_device(device, d.gpu_dtype).format;
+    out.push_back(open_batch_source(ds, d));
+    out.back()->set_drop_last(true);
+  }
+  return out;
 }
 
 }  // namespace
@@ -67,24 +97,60 @@ StepBenchResult run_step_bench(const StepBenchConfig& cfg) {
          ": eager warm-up steps, the capture, one replay)");
   const std::unique_ptr<ReplicaSet> replicas = ReplicaSet::on_gpus(devices);
   replicas->make_trainers(tc);
-  std::vector<Tensor> reals, noises;
-  StepBenchConfig per = cfg;
-  per.batch = cfg.batch / R;
-  for (const Device& d : devices) {
-    per.device = d;
-    reals.push_back(synthetic_real_batch(per, tc.policy));
-    noises.push_back(Tensor::empty({per.batch, cfg.net.nz, 1, 1}, DType::F32, d));
-    ops::fill_normal(noises.back(), cfg.seed, /*offset=*/ops::philox_counters_for(reals.back().numel()));
+  StepBenchResult r;
+  const int64_t share = cfg.batch / R;
+  std::vector<Tensor> reals, noises;  // per GPU: the resident batches, or with a dataset each step's global noise
+  std::unique_ptr<Dataset> own_dataset;
+  std::vector<std::unique_ptr<BatchSource>> sources;
+  int64_t full_batches = 0;  // with a dataset: an epoch's full batches, the ones stepped through
+  if (cfg.data) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const DataPipelineOptions d = bench_data_options(cfg, tc.policy);
+    if (!cfg.dataset) own_dataset = open_pipeline_dataset(d);
+    const Dataset& ds = cfg.dataset ? *cfg.dataset : *own_dataset;
+    sources = open_bench_sources(ds, d, devices, cfg.net.nc);
+    r.data_prepare_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    full_batches = sources.front()->batches_per_epoch();
+    r.data = ds.name() + " (" + std::to_string(ds.size()) + " images, " + std::to_string(full_batches) +
+             " full batches an epoch), " + sources.front()->describe();
+    for (const Device& dev : devices) noises.push_back(Tensor::empty({cfg.batch, cfg.net.nz, 1, 1}, DType::F32, dev));
+  } else {
+    StepBenchConfig per = cfg;
+    per.batch = share;
+    for (const Device& d : devices) {
+      per.device = d;
+      reals.push_back(synthetic_real_batch(per, tc.policy));
+      noises.push_back(Tensor::empty({per.batch, cfg.net.nz, 1, 1}, DType::F32, d));
+      ops::fill_normal(noises.back(), cfg.seed, /*offset=*/ops::philox_counters_for(reals.back().numel()));
+    }
+    r.data = "one synthetic batch resident on the GPU (no input pipeline)";
+    // As PyTorch's captured twin (tools/bench_pytorch.py), the graph reads the resident batches
+    // in place.
+    if (cfg.cuda_graph)
+      for (int k = 0; k < R; ++k) replicas->trainer(k).bind_graph_inputs(reals[size_t(k)], noises[size_t(k)]);
   }
-  // As PyTorch's captured twin (tools/bench_pytorch.py), the graph reads the resident batches
-  // in place.
-  if (cfg.cuda_graph)
-    for (int k = 0; k < R; ++k) replicas->trainer(k).bind_graph_inputs(reals[size_t(k)], noises[size_t(k)]);
+  int64_t next_batch = 0;  // with a dataset: the next step's, counted over full batches
   auto steps = [&](int n) {
     replicas->run([&](int k) {
       const size_t i = static_cast<size_t>(k);
-      for (int s = 0; s < n; ++s) replicas->trainer(k).step(reals[i], noises[i]);
+      DcganTrainer& trainer = replicas->trainer(k);
+      for (int s = 0; s < n; ++s) {
+        if (sources.empty()) {
+          trainer.step(reals[i], noises[i]);
+          continue;
+        }
+        // What train_loop.cpp does for a step: the batch from the source, its noise drawn, and
+        // with several GPUs each replica's share of both.
+        const int64_t b = next_batch + s;
+        const Tensor global = sources[i]->batch(b / full_batches, b % full_batches);
+        fill_step_noise(noises[i], cfg.seed, b);
+        if (R == 1)
+          trainer.step(global, noises[i]);
+        else
+          trainer.step(global.slice0(k * share, (k + 1) * share), noises[i].slice0(k * share, (k + 1) * share));
+      }
     });
+    next_batch += n;
   };
   auto sync_all = [&] {
     for (const Device& d : devices) synchronize(d);
@@ -93,7 +159,6 @@ StepBenchResult run_step_bench(const StepBenchConfig& cfg) {
   steps(cfg.warmup);
   sync_all();  // warm-up errors surface here, and the timed windows start idle
 
-  StepBenchResult r;
   if (cfg.profile) profiler_start();
   std::vector<double> window_ms;
   if (R == 1) {

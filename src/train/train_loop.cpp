@@ -22,16 +22,12 @@
 #include "ganengine/profiling.h"
 #include "ganengine/safetensors.h"
 #include "ganengine/state_dict.h"
+#include "ganengine/training_noise.h"
 #include "ganengine/training_state.h"
 
 namespace ge {
 
 namespace {
-
-// Counter regions of the Philox stream (seed = --manualSeed); weights use regions 1 and 2.
-constexpr uint64_t kFixedNoiseRegion = 3ULL << 40;
-constexpr uint64_t kNoiseRegion = 4ULL << 40;
-constexpr uint64_t kNoiseCountersPerStep = 1ULL << 22;  // room for batch * nz <= 16M values
 
 volatile std::sig_atomic_t g_interrupted = 0;
 void on_interrupt(int) { g_interrupted = 1; }
@@ -218,9 +214,9 @@ int run_training(const TrainOptions& opt) {
   if (opt.batch_size < 1) fail("--batchSize ", opt.batch_size, " (expected a positive number)");
   if (opt.niter < 1) fail("--niter ", opt.niter, " (expected at least 1)");
   if (opt.sample_interval < 1 || opt.log_interval < 1) fail("--sample-interval and --log-interval must be >= 1");
-  if (opt.batch_size * opt.nz > static_cast<int64_t>(kNoiseCountersPerStep) * 4)
+  if (opt.batch_size * opt.nz > kMaxNoiseValuesPerStep)
     fail("--batchSize x --nz is too large (", opt.batch_size * opt.nz, " noise values per step, at most ",
-         kNoiseCountersPerStep * 4, ")");
+         kMaxNoiseValuesPerStep, ")");
   ensure_directory(opt.outf);
   // Replica k runs on the k-th GPU from --device on; NCCL first, so a missing GPU or NCCL fails
   // before any data is read.
@@ -402,7 +398,7 @@ int run_training(const TrainOptions& opt) {
         const Device d = devices[static_cast<size_t>(k)];
         const Tensor global = k == 0 ? real : pipelines[static_cast<size_t>(k)].source->batch(epoch, i);
         Tensor noise = Tensor::empty({global.dim(0), opt.nz, 1, 1}, DType::F32, d);
-        ops::fill_normal(noise, opt.manual_seed, kNoiseRegion + static_cast<uint64_t>(step) * kNoiseCountersPerStep);
+        fill_step_noise(noise, opt.manual_seed, step);
         if (world == 1) {
           trainer.step(global, noise);
           return;
