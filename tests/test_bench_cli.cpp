@@ -102,6 +102,19 @@ TEST_CASE("bench cli: a tiny run on the GPU writes one row per configuration") {
       for (const json::Value& s : scales) CHECK(s.as_number() == 1.0);
   }
   CHECK(doc.find("loss_scale")->as_string() == "opt level default");
+  CHECK(run.output.find("O0: true fp32, no TF32") != std::string::npos);
+  CHECK_FALSE(doc.find("tf32")->as_bool());
+}
+
+// --tf32 is the opt-in the issue names: said in the header and the JSON, and O0 still runs.
+TEST_CASE("bench cli: --tf32 lets O0's convolutions use TF32 and says so") {
+  GE_REQUIRE_GPU();
+  const TinyRun run = tiny_bench("--opt-level O0 --batch-sizes 8 --steps 2 --windows 1 --tf32");
+  CHECK(run.output.find("O0: fp32 with TF32 convolutions (--tf32)") != std::string::npos);
+  CHECK(run.doc.find("tf32")->as_bool());
+  const auto& rows = run.doc.find("rows")->as_array();
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].find("ok")->as_bool());
 }
 
 // --loss-scale overrides every opt level's scale, as train's Apex override does.

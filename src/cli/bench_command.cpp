@@ -137,6 +137,7 @@ int run_bench(int argc, char** argv) {
     ("loss-scale", "Apex override for every opt level timed: dynamic | <value> (default: each level's own)", cxxopts::value<std::string>())
     ("cuda-graph", "on | off | off,on: replay each step as one captured CUDA graph, as train does by default", cxxopts::value<std::string>()->default_value("on")->implicit_value("on"))
     ("no-cuda-graph", "run every step eagerly (the same as --cuda-graph off)")
+    ("tf32", "let O0's fp32 convolutions use TF32 (off: O0 is true fp32, as PyTorch's fp32 twin with TF32 off)")
     ("warmup", "untimed steps per configuration", cxxopts::value<int>()->default_value("20"))
     ("steps", "steps per timed window", cxxopts::value<int>()->default_value("50"))
     ("windows", "timed windows per configuration (the median is reported)", cxxopts::value<int>()->default_value("5"))
@@ -183,6 +184,7 @@ int run_bench(int argc, char** argv) {
     fail("--half '", half, "' (expected fp16 or bf16)");
   AmpOverrides amp;
   amp.half = run.half;
+  amp.allow_tf32 = run.tf32 = r.count("tf32") > 0;
   if (r.count("loss-scale")) {
     run.loss_scale = r["loss-scale"].as<std::string>();
     amp.loss_scale = run.loss_scale;
@@ -239,6 +241,9 @@ int run_bench(int argc, char** argv) {
   std::printf("each row: median of %d windows of %d steps after %d warm-up steps\n", run.windows, run.steps,
               run.warmup);
   std::printf("input: %s\n", run.input.c_str());
+  if (std::count(levels.begin(), levels.end(), OptLevel::O0))
+    std::printf("%s\n", run.tf32 ? "O0: fp32 with TF32 convolutions (--tf32)"
+                                 : "O0: true fp32, no TF32 (--tf32 allows it for the convolutions)");
   if (!run.loss_scale.empty())
     std::printf("loss scale: %s at every opt level (--loss-scale)\n", run.loss_scale.c_str());
   std::fflush(stdout);

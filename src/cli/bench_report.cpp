@@ -83,6 +83,7 @@ std::string bench_json(const BenchRun& run, bool complete) {
   doc.append_member("half", Value::string(half_label(run.half)));
   doc.append_member("loss_scale", Value::string(run.loss_scale.empty() ? "opt level default" : run.loss_scale));
   doc.append_member("input", Value::string(run.input));
+  doc.append_member("tf32", Value::boolean(run.tf32));
   doc.append_member("warmup_steps", Value::integer(run.warmup));
   doc.append_member("steps_per_window", Value::integer(run.steps));
   doc.append_member("windows", Value::integer(run.windows));

@@ -28,6 +28,7 @@ struct BenchRun {
   DType half = DType::F16;
   std::string loss_scale;  // --loss-scale ("dynamic" or a number); empty: each opt level's own
   std::string input;       // where the real batches come from: synthetic and resident, or --dataset
+  bool tf32 = false;       // --tf32: O0's fp32 convolutions may use TF32
   int warmup = 0, steps = 0, windows = 0;
   double gemm_peak_tflops = 0;
   std::vector<BenchRow> rows;
