@@ -20,8 +20,8 @@ class BatchSource {
   virtual int64_t batches_per_epoch() const = 0;
   void set_drop_last(bool drop) { drop_last_ = drop; }
   // Batch `index` of epoch `epoch`: (n, C, S, S) with values (float(u8) / 255 - 0.5) / 0.5,
-  // n = batch size except perhaps for the last batch (never with drop_last). The dtype, layout and device are the
-  // source's (see describe()); the trainer converts whatever it gets.
+  // n = batch size except perhaps for the last batch (never with drop_last). The dtype, layout
+  // and device are the source's (see describe()); the trainer converts whatever it gets.
   virtual Tensor batch(int64_t epoch, int64_t index) = 0;
   virtual std::string describe() const = 0;  // one line for the console
 
