@@ -36,6 +36,19 @@ class PatternDataset : public Dataset {
   std::string name() const override { return "pattern"; }
 };
 
+// PatternDataset whose images `bad_a` and `bad_b` cannot be read.
+class TwoBadImagesDataset : public PatternDataset {
+ public:
+  TwoBadImagesDataset(int64_t bad_a, int64_t bad_b) : bad_a_(bad_a), bad_b_(bad_b) {}
+  void read(int64_t index, uint8_t* hwc_out) const override {
+    if (index == bad_a_ || index == bad_b_) fail("image ", index, " is damaged");
+    PatternDataset::read(index, hwc_out);
+  }
+
+ private:
+  int64_t bad_a_, bad_b_;
+};
+
 }  // namespace
 
 TEST_CASE("FakeDataset: image i depends only on (seed i)") {
@@ -187,6 +200,22 @@ TEST_CASE("Loader: worker threads and prefetch never change a batch") {
   Loader jumping(ds, 64, 21, 2);
   for (const auto& [e, b] : std::vector<std::pair<int64_t, int64_t>>{{1, 3}, {0, 4}, {0, 0}, {1, 4}, {0, 1}, {0, 1}})
     CHECK(same_bytes(jumping.batch(e, b), expected[size_t(e * 5 + b)]));
+}
+
+// The workers are kept from batch to batch; a batch with two bad images always reports the
+// one the lowest worker met, however the workers are scheduled, and the Loader goes on serving.
+TEST_CASE("Loader: kept workers report a bad image the same way every time") {
+  const PatternDataset good;
+  const std::vector<int64_t> order = Loader(good, 10, 3, 1).order(0);
+  // Worker w of 4 takes items w, w + 4, ...: items 5 and 2 of the batch go to workers 1 and 2.
+  const TwoBadImagesDataset ds(order[5], order[2]);
+  Loader loader(ds, 10, 3, 4);
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    INFO(attempt);
+    CHECK_THROWS_WITH_AS(loader.batch(0, 0), ("image " + std::to_string(order[5]) + " is damaged").c_str(), Error);
+  }
+  Loader healthy(good, 4, 3, 4), single(good, 4, 3, 1);
+  for (int64_t b = 0; b < 3; ++b) CHECK(same_bytes(healthy.batch(1, b), single.batch(1, b)));
 }
 
 TEST_CASE("open_dataset: fake works and unknown names list what is available") {

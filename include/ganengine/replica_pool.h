@@ -1,7 +1,8 @@
 // One host thread per replica, kept for the whole run: each replica's work (enqueueing its
 // training step on its GPU, NCCL calls included) is issued from its own thread, as NCCL requires
 // when one process drives several GPUs, and the threads' CUDA state (current device, graph
-// capture) stays put from step to step.
+// capture) stays put from step to step. The host Loader keeps its decoding workers in one too,
+// so that a batch costs no thread starts.
 #pragma once
 #include <condition_variable>
 #include <exception>
@@ -28,6 +29,7 @@ class ReplicaPool {
 
  private:
   void loop(int k);
+  void stop_and_join();
   std::vector<std::thread> threads_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -6,10 +6,17 @@ namespace ge {
 
 ReplicaPool::ReplicaPool(int replicas) {
   GE_CHECK(replicas >= 1, "a replica pool needs at least one replica, got ", replicas);
-  for (int k = 0; k < replicas; ++k) threads_.emplace_back([this, k] { loop(k); });
+  try {
+    for (int k = 0; k < replicas; ++k) threads_.emplace_back([this, k] { loop(k); });
+  } catch (...) {  // no thread to be had: the ones started must be joined before the error leaves
+    stop_and_join();
+    throw;
+  }
 }
 
-ReplicaPool::~ReplicaPool() {
+ReplicaPool::~ReplicaPool() { stop_and_join(); }
+
+void ReplicaPool::stop_and_join() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;

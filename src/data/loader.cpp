@@ -5,11 +5,11 @@
 #include <exception>
 #include <string>
 #include <system_error>
-#include <thread>
 
 #include "ganengine/batch_source.h"
 #include "ganengine/data.h"
 #include "ganengine/error.h"
+#include "ganengine/replica_pool.h"
 
 namespace ge {
 namespace {
@@ -30,6 +30,13 @@ Loader::Loader(const Dataset& ds, int64_t batch_size, uint64_t seed, int workers
     : ds_(ds), batch_size_(batch_size), seed_(seed), workers_(workers < 1 ? 1 : workers), pinned_(pinned) {
   if (batch_size < 1) fail("--batchSize: expected at least 1, got ", batch_size);
   if (workers < 0) fail("--workers: expected 0 or more, got ", workers);
+  if (workers_ > 1) {
+    try {
+      pool_ = std::make_unique<ReplicaPool>(workers_);
+    } catch (const std::system_error&) {
+      // No threads to be had: the calling thread decodes every item (the same batches).
+    }
+  }
 }
 
 Loader::~Loader() { drop_prefetch(); }
@@ -63,7 +70,7 @@ Tensor Loader::assemble(const std::vector<int64_t>& indices) const {
 
   // Worker w takes items w, w + threads, ...: every item is written by exactly one thread,
   // and its values do not depend on which, so any worker count gives the same batch.
-  const int64_t threads = std::min<int64_t>(workers_, n);
+  const int64_t threads = pool_ ? std::min<int64_t>(pool_->size(), n) : 1;
   auto work = [&](int64_t first) {
     std::vector<uint8_t> hwc(static_cast<size_t>(plane * c));
     for (int64_t k = first; k < n; k += threads) {
@@ -77,22 +84,17 @@ Tensor Loader::assemble(const std::vector<int64_t>& indices) const {
     work(0);
     return batch;
   }
+  // Each worker's error kept apart, and the lowest worker's reported: the same error for the
+  // same bad items whichever worker fails first.
   std::vector<std::exception_ptr> errors(static_cast<size_t>(threads));
-  std::vector<std::thread> pool;
-  try {
-    for (int64_t w = 0; w < threads; ++w)
-      pool.emplace_back([&, w] {
-        try {
-          work(w);
-        } catch (...) {
-          errors[size_t(w)] = std::current_exception();
-        }
-      });
-  } catch (...) {  // no thread to be had: finish what started, then report
-    for (auto& t : pool) t.join();
-    throw;
-  }
-  for (auto& t : pool) t.join();
+  pool_->run([&](int w) {
+    if (w >= threads) return;
+    try {
+      work(w);
+    } catch (...) {
+      errors[size_t(w)] = std::current_exception();
+    }
+  });
   for (const auto& e : errors)
     if (e) std::rethrow_exception(e);
   return batch;
