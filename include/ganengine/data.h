@@ -75,7 +75,7 @@ class Loader : public BatchSource {
  public:
   // workers: threads decoding the items of one batch (0 or 1: the calling thread), started
   // once with the Loader and kept (started for each batch, 12 of them delivered batches of 64
-  // at a third of the rate of batches of 1024 on the H200 host).
+  // at 43 000 images/s on the H200 host; kept, at 107 000).
   // pinned: batches are built in page-locked memory, the fast source of a copy to the GPU.
   Loader(const Dataset& ds, int64_t batch_size, uint64_t seed, int workers, bool pinned = false);
   ~Loader() override;  // waits for a prefetch still in flight
