@@ -24,6 +24,18 @@ void require_dataroot(const std::string& dataset, const std::string& dataroot, b
          offer_download && dataset_has_download(dataset) ? "; or add --download" : "", ")");
 }
 
+DataPipelineOptions read_data_flags(const cxxopts::ParseResult& r) {
+  DataPipelineOptions d;
+  d.dataset = r["dataset"].as<std::string>();
+  d.dataroot = r["dataroot"].as<std::string>();
+  d.classes = r["classes"].as<std::string>();
+  d.workers = r["workers"].as<int>();
+  d.placement = parse_data_placement(r["data-on"].as<std::string>());
+  d.cache_dir = r["cache-dir"].as<std::string>();
+  d.skip_bad_images = r.count("skip-bad-images") > 0;
+  return d;
+}
+
 Device resolve_device(const std::string& spec, const char* command, bool warn_on_cpu) {
   const char* why = built_with_cuda() ? "" : " (this build has no CUDA)";
   if (spec.empty()) {

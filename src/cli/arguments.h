@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ganengine/data_pipeline.h"
 #include "ganengine/dtype.h"
 
 namespace ge::cli {
@@ -30,6 +31,10 @@ Device resolve_device(const std::string& spec, const char* command, bool warn_on
 // Before any data is read: --dataroot must be a directory for every --dataset but fake (and,
 // where the command offers --download, the error says it is there for the datasets it fetches).
 void require_dataroot(const std::string& dataset, const std::string& dataroot, bool offer_download);
+
+// The input pipeline's flags as bench-data and bench declare them (--dataset, --dataroot,
+// --classes, --workers, --data-on, --cache-dir, --skip-bad-images) into its options.
+DataPipelineOptions read_data_flags(const cxxopts::ParseResult& r);
 
 // aliases: spelling without dashes -> canonical name without dashes. boolean_flags: options
 // with an implicit value that may be followed by a separate True/False word.

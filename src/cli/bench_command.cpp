@@ -102,19 +102,12 @@ std::optional<DataPipelineOptions> bench_data(const cxxopts::ParseResult& r) {
         fail("--", flag, " goes with --dataset (without it the bench feeds one synthetic batch resident on the GPU)");
     return std::nullopt;
   }
-  DataPipelineOptions d;
-  d.dataset = dataset;
   (void)dataset_channels(dataset);  // an unknown name fails now, listing the known ones
-  d.dataroot = r["dataroot"].as<std::string>();
+  DataPipelineOptions d = read_data_flags(r);
   d.download = r.count("download") > 0;
   d.mirror = r["download-mirror"].as<std::string>();
   if (!d.download) require_dataroot(d.dataset, d.dataroot, /*offer_download=*/true);
-  d.classes = r["classes"].as<std::string>();
-  d.workers = r["workers"].as<int>();
   if (d.workers < 0 || d.workers > 256) fail("--workers ", d.workers, " (expected 0..256)");
-  d.placement = parse_data_placement(r["data-on"].as<std::string>());
-  d.cache_dir = r["cache-dir"].as<std::string>();
-  d.skip_bad_images = r.count("skip-bad-images") > 0;
   return d;
 }
 

@@ -34,16 +34,9 @@ int run_bench_data(int argc, char** argv) {
   const std::optional<cxxopts::ParseResult> parsed = parse_command_line(o, args, "bench-data");
   if (!parsed) return 0;
   const cxxopts::ParseResult& r = *parsed;
-  DataPipelineOptions d;
-  d.dataset = r["dataset"].as<std::string>();
-  d.dataroot = r["dataroot"].as<std::string>();
-  d.classes = r["classes"].as<std::string>();
+  DataPipelineOptions d = read_data_flags(r);
   d.image_size = r["imageSize"].as<int>();
   d.batch_size = r["batchSize"].as<int64_t>();
-  d.workers = r["workers"].as<int>();
-  d.placement = parse_data_placement(r["data-on"].as<std::string>());
-  d.cache_dir = r["cache-dir"].as<std::string>();
-  d.skip_bad_images = r.count("skip-bad-images") > 0;
   d.device = resolve_device(r["device"].as<std::string>(), "bench-data", /*warn_on_cpu=*/false);
   d.gpu_dtype = DType::F16;
   const double seconds = r["seconds"].as<double>();
