@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes synthetic datasets in the real on-disk formats ganengine reads, for smoke tests and
-benchmarks where the real data cannot be downloaded (GPU hosts without network):
+benchmarks where the real data cannot be downloaded (machines without network access):
 
   cifar10/cifar-10-batches-bin/data_batch_{1..5}.bin   10000 records of 1 + 3072 bytes each
   mnist/MNIST/raw/train-images-idx3-ubyte.gz            60000 x 28 x 28, IDX, gzipped

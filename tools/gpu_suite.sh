@@ -2,8 +2,8 @@
 # The GPU test suite, run on a GPU host from binaries built elsewhere (tools/stage_gpu.sh puts
 # them in .carry/) or on the host itself (tools/build.sh: build/). Usage on the GPU host, from
 # the repository root:
-#   tools/gpu_suite.sh [--goldens] [--bench]
-#     --goldens   first regenerate tests/data/golden_*.safetensors with PyTorch
+#   tools/gpu_suite.sh [--goldens] [--train] [--datasets] [--bench]
+#     --goldens   first regenerate tests/goldens/golden_*.safetensors with PyTorch
 #     --train     also train each opt level on fake data (tools/gpu_train_check.sh)
 #     --datasets  also train one epoch per dataset family (tools/gpu_datasets_check.sh)
 #     --bench     also run the training benchmarks
@@ -25,7 +25,7 @@ for a in "$@"; do
   esac
 done
 ge_require_binaries ganengine ganengine_tests || exit 2
-export GE_TEST_DATA_DIR="$PWD/tests/data" GE_BINARY="$GE_BIN_DIR/ganengine" GE_TEACHER_DIR=/tmp/ge-goldens
+export GE_TEST_DATA_DIR="$PWD/tests/goldens" GE_BINARY="$GE_BIN_DIR/ganengine" GE_TEACHER_DIR=/tmp/ge-goldens
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 "$GE_BIN_DIR/ganengine" info | tee -a "$OUT/gpu.txt"
 # PyTorch's goldens, made fresh on every run: the step-by-step test needs PyTorch's state before
@@ -33,7 +33,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 PYTHONUNBUFFERED=1 python3 tools/make_goldens.py --out /tmp/ge-goldens --teacher-dir /tmp/ge-goldens/teacher 2>&1 \
   | tee "$OUT/goldens.log"
 if ((goldens)); then
-  cp /tmp/ge-goldens/golden_*.safetensors tests/data/
+  cp /tmp/ge-goldens/golden_*.safetensors tests/goldens/
   mkdir -p "$OUT/data" && cp /tmp/ge-goldens/golden_*.safetensors "$OUT/data/"
 fi
 # Every test case: GPU cases run here, CPU cases too (same binary), so one summary covers all,
@@ -51,7 +51,7 @@ if ((bench)) && [ -x tools/bench_suite.sh ]; then
   tools/bench_suite.sh 2>&1 | tee "$OUT/bench.log"
 fi
 echo "GPU suite summary: $(grep -E '^\[doctest\] (test cases|assertions)' "$OUT/tests.log" | tr '\n' ' ') exit=$status"
-# The device tool brings back at most 8 files: pack everything into one archive.
+# Everything under $OUT as one archive, for hosts that hand back only a few files.
 if [ -n "${PACK_OUT:-}" ]; then
   tar czf /tmp/gpu-results.tgz -C "$OUT" . && rm -rf "${OUT:?}"/* && mv /tmp/gpu-results.tgz "$OUT/"
 fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Writes tests/data/golden_*.safetensors: reference results computed by PyTorch.
+"""Writes tests/goldens/golden_*.safetensors: reference results computed by PyTorch.
 
-Run on a host with PyTorch (the GPU host; `tools/gpu_suite.sh` does it). Never a run-time or
+Run on a machine with PyTorch (`tools/gpu_suite.sh` does it on a GPU machine). Never a run-time or
 CI dependency: the files it writes are committed, and the C++ tests read them.
 
   golden_ops.safetensors      per-op cases (conv, conv-transpose, batchnorm, activations, BCE),
@@ -423,7 +423,7 @@ def train_goldens(dirpath, device, teacher_dir=None):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests", "data"))
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests", "goldens"))
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--teacher-dir", help="also write PyTorch's state before every training step here "
                                           "(not committed: the GPU suite's step-by-step comparison reads them)")

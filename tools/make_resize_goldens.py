@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Goldens for the image transforms and decoders (tests/test_image_transform.cpp).
+"""Goldens for the image transforms and decoders (tests/data/test_image_transform.cpp).
 
 Runs on any machine with Pillow and numpy (`pip install pillow numpy safetensors`); no PyTorch.
 torchvision's Resize(size) and CenterCrop(size) on a PIL image are, in torchvision's code:
@@ -8,7 +8,7 @@ torchvision's Resize(size) and CenterCrop(size) on a PIL image are, in torchvisi
     CenterCrop: top = int(round((h - size) / 2.0)), left = int(round((w - size) / 2.0))
 and that is what this script applies, with Pillow doing the resampling.
 
-Writes tests/data/golden_resize.safetensors holding, per case,
+Writes tests/goldens/golden_resize.safetensors holding, per case,
     <case>/resize<S>  and  <case>/crop<S>     for S in 16, 32, 64 (u8 HWC, H x W x C; RGB
                                               cases keep the resize at 16 only, for size)
     free/<case>_<W>x<H>                       PIL resize to an arbitrary size
@@ -19,7 +19,7 @@ The inputs are not stored (the big one would not fit the size budget): both side
     pattern(x, y, c) = (3x^2 + 5y^2 + 7xy + (c + 1)(11x + 17y) + 13 (x xor y)) mod 256
 and tests compare input/rgb37x23 to their own pattern first.
 
-It also writes small image files into tests/data and PIL's decode of each (what torchvision's
+It also writes small image files into tests/goldens and PIL's decode of each (what torchvision's
 loader, Image.open(path).convert('RGB'), returns):
     golden_photo.jpg (4:2:0), golden_photo_grey.jpg, golden_photo_cmyk.jpg (Adobe CMYK),
     golden_photo.webp (lossy), golden_grey16.png (16-bit grey), golden_maxval1000.pgm,

@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # Builds here and copies what the GPU host runs into .carry/ (git-ignored; name it in the
 # device tool's `carry`). The GPU host has its own CUDA driver, cuDNN and cuBLAS.
+# Only .carry/ganengine and .carry/ganengine_tests are replaced: whatever else .carry/ holds
+# (reference binaries in .carry/base/, data in .carry/data/) stays.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/build.sh >/dev/null
-rm -rf .carry && mkdir -p .carry
-cp build/ganengine build/ganengine_tests build/ganengine_conv_probe .carry/
-strip .carry/ganengine .carry/ganengine_tests .carry/ganengine_conv_probe 2>/dev/null || true
-du -sh .carry
+mkdir -p .carry
+for b in ganengine ganengine_tests; do
+  # A copy beside, then a rename: a binary running from .carry/ keeps its file.
+  cp build/$b .carry/$b.new
+  strip .carry/$b.new 2>/dev/null || true
+  mv -f .carry/$b.new .carry/$b
+done
+du -sh .carry .carry/ganengine .carry/ganengine_tests

@@ -1,5 +1,5 @@
-// Independent parts of a training step running side by side on one GPU. At batch 64 most of
-// the step's kernels fill a fraction of the H200, so more streams let, for example, D's pass on
+// Independent parts of a training step running side by side on one GPU. At small batches most
+// of the step's kernels fill a fraction of the GPU, so more streams let, for example, D's pass on
 // the fake batch (with G's forward before it) run beside its pass on the real batch, and a
 // layer's filter gradient beside the rest of the backward pass. Captured into a CUDA graph, the
 // streams become parallel branches.
@@ -82,8 +82,8 @@ class ConcurrentRegion {
 
   // The region this thread has open on `device`, or null.
   static ConcurrentRegion* active(Device device);
-  // The branch lane's side lane at a stream priority one below the branch lane's, or (false, as
-  // at first) at the same (cuda_context.h). Between regions, outside graph captures.
+  // The branch lane's side lane at a stream priority one below the branch lane's, or (false, the
+  // default) at the same (cuda_context.h). Between regions, outside graph captures.
   static void rank_branch_side_below_branch(Device device, bool below);
 
  private:

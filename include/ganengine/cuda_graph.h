@@ -34,12 +34,12 @@ class CudaGraph {
   void replay();
   bool captured() const { return exec_ != nullptr; }
   size_t nodes() const { return nodes_; }  // kernels, copies and memsets recorded
-  // Small memsets recorded as kernel nodes (kernels/cuda/graph_memsets.h; included in nodes()).
+  // Small memsets recorded as kernel nodes (src/runtime/graph_memsets.h; included in nodes()).
   size_t memsets_replaced() const { return memsets_replaced_; }
   // Memsets into a cuDNN workspace moved off the chain of BatchNorm kernels before them
-  // (kernels/cuda/graph_memset_hoist.h).
+  // (src/runtime/graph_memset_hoist.h).
   size_t memsets_hoisted() const { return memsets_hoisted_; }
-  // Roots made to wait for the graph's root of highest priority (kernels/cuda/graph_roots.h).
+  // Roots made to wait for the graph's root of highest priority (src/runtime/graph_roots.h).
   size_t roots_joined() const { return roots_joined_; }
   GraphPoolId pool() const { return pool_; }
   // Waits for the stream, destroys the graph and gives its memory pool back to the cache.

@@ -55,14 +55,17 @@ class FakeDataset : public Dataset {
   uint64_t seed_;
 };
 
-// The dataset named by --dataset: the reference's names (cifar10, lsun, mnist, imagenet, folder,
+// The dataset named by --dataset, built by its entry in the dataset registry
+// (src/data/dataset_registry.h): the reference's names (cifar10, lsun, mnist, imagenet, folder,
 // lfw, fake) and fashion-mnist. "fake" gives FakeDataset(1000, image_size, 3, seed); the others
 // read their files under dataroot (lsun takes --classes). skip_bad_images: lsun and the
-// folder-like datasets skip and count undecodable images instead of failing on them.
+// folder-like datasets skip and count undecodable images instead of failing on them. An unknown
+// name throws ge::Error listing the known ones.
 std::unique_ptr<Dataset> open_dataset(const std::string& name, const std::string& dataroot, int image_size,
                                       const std::string& classes, uint64_t seed, bool skip_bad_images = false);
 
-// The image channels of a dataset, known from its name alone (mnist and fashion-mnist 1, the others 3).
+// The image channels of a dataset, known from its name alone (mnist and fashion-mnist 1, the
+// others 3); an unknown name throws as open_dataset does.
 int dataset_channels(const std::string& name);
 
 // Batches of a dataset, in an order that is a pure function of (seed, epoch): a resumed run
@@ -74,8 +77,7 @@ class ReplicaPool;
 class Loader : public BatchSource {
  public:
   // workers: threads decoding the items of one batch (0 or 1: the calling thread), started
-  // once with the Loader and kept (started for each batch, 12 of them delivered batches of 64
-  // at 43 000 images/s on the H200 host; kept, at 107 000).
+  // once with the Loader and kept (starting them for each batch cost more than half the rate).
   // pinned: batches are built in page-locked memory, the fast source of a copy to the GPU.
   Loader(const Dataset& ds, int64_t batch_size, uint64_t seed, int workers, bool pinned = false);
   ~Loader() override;  // waits for a prefetch still in flight

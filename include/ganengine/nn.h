@@ -17,7 +17,7 @@ namespace ge::nn {
 
 // Where a network lives and how it stores activations: NHWC for half-precision convolutions on
 // the GPU (Tensor Cores), NCHW for fp32 ones (cuDNN's FMA algorithms are several times slower
-// in NHWC: O0 at batch 1024 took 902 ms per step NHWC on the H200) and on the CPU reference.
+// in NHWC: docs/performance.md) and on the CPU reference.
 struct Placement {
   Device device = Device::cpu();
   MemoryFormat format = MemoryFormat::NCHW;
@@ -44,9 +44,12 @@ struct Buffer {
   int64_t* counter = nullptr;  // num_batches_tracked
 };
 
+enum class LayerKind { Conv, BatchNorm, Activation };
+
 class Layer {
  public:
   virtual ~Layer() = default;
+  virtual LayerKind layer_kind() const = 0;
   virtual Tensor forward(const Tensor& x, bool training) = 0;
   // dy is taken by value: a caller that moves its gradient in gives its memory up, and a layer
   // may then write its input gradient over it (BatchNorm2d does).
@@ -68,6 +71,7 @@ class Conv2d : public Layer {
  public:
   Conv2d(int64_t in, int64_t out, int kernel, int stride, int pad, bool transposed, const PrecisionPolicy& policy,
          Placement where);
+  LayerKind layer_kind() const override { return LayerKind::Conv; }
   Tensor forward(const Tensor& x, bool training) override;
   Tensor backward(Tensor dy, bool want_param_grads, bool want_input_grad) override;
   std::vector<Param*> params() override { return {&weight_}; }
@@ -152,6 +156,7 @@ class Conv2d : public Layer {
 class BatchNorm2d : public Layer {
  public:
   BatchNorm2d(int64_t channels, const PrecisionPolicy& policy, Placement where);
+  LayerKind layer_kind() const override { return LayerKind::BatchNorm; }
   Tensor forward(const Tensor& x, bool training) override;
   Tensor backward(Tensor dy, bool want_param_grads, bool want_input_grad) override;
   std::vector<Param*> params() override { return {&gamma_, &beta_}; }
@@ -230,6 +235,7 @@ class BatchNorm2d : public Layer {
 class ActivationLayer : public Layer {
  public:
   explicit ActivationLayer(ops::Activation kind, float slope = 0.2f) : kind_(kind), slope_(slope) {}
+  LayerKind layer_kind() const override { return LayerKind::Activation; }
   Tensor forward(const Tensor& x, bool training) override;
   Tensor backward(Tensor dy, bool want_param_grads, bool want_input_grad) override;
   std::unique_ptr<Layer> twin() const override;
@@ -251,6 +257,30 @@ class ActivationLayer : public Layer {
   Tensor saved_y_;
 };
 
+// One fusion across layers (src/nn/fusion_plan.h plans them): a layer doing part of another's work,
+// bitwise what the separate layers compute, except the moments a transposed convolution forms for
+// its BatchNorm (the same statistics summed in another order: ops.h).
+struct Fusion {
+  enum class Kind {
+    // BatchNorm2d + ReLU/LeakyReLU: the BatchNorm's kernels apply the activation.
+    ActivationIntoBatchNorm,
+    // Conv2d (output written without channel padding) + activation: the convolution applies it.
+    ActivationIntoConv,
+    // ConvTranspose2d + BatchNorm2d: the convolution forms its output's moments for the BatchNorm.
+    MomentsForBatchNorm,
+    // BatchNorm2d (activation fused) + activation + Conv2d with one output per image (D's last
+    // layer): the BatchNorm forms that convolution's output as it writes its own.
+    DotsForHead,
+    // G's last layer (Tanh fused) + D's first layer: D's first layer takes the input gradient of
+    // G's pass through D on through Tanh as it writes it.
+    TanhGradientIntoD,
+  };
+  Kind kind;
+  size_t layer;    // the layer doing the work (in G for TanhGradientIntoD)
+  size_t partner;  // the layer whose work it does (in D for TanhGradientIntoD)
+  std::string describe() const;
+};
+
 // The example's nn.Sequential called `main`: layer i is state_dict prefix "main.i.".
 class Sequential {
  public:
@@ -259,20 +289,14 @@ class Sequential {
   // want_param_grads=false skips every weight gradient (G's step through D needs only dx).
   Tensor backward(const Tensor& dy, bool want_param_grads, bool want_input_grad);
   std::vector<std::unique_ptr<Layer>>& layers() { return layers_; }
+  const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
   void set_update_running_stats(bool on);  // every BatchNorm2d
-  // Layer::twin of every layer: the same network for a second pass in flight at once.
+  // Layer::twin of every layer: the same network for a second pass in flight at once, its layers
+  // fused and linked as this network's are.
   std::unique_ptr<Sequential> twin() const;
-  // Every BatchNorm2d followed by a ReLU or LeakyReLU, and every Conv2d whose output is written
-  // without channel padding followed by an activation, computes both (fewer passes over memory
-  // on the GPU, bitwise the same results). The layer list, and so the state_dict, is unchanged.
-  void fuse_activations();
-  // Every transposed Conv2d followed by a BatchNorm2d forms its output's statistics for it where
-  // the GPU can (Conv2d::form_moments_for). twin() links the twin's layers as this network's are.
-  void link_moments();
-  // Every BatchNorm2d with a fused activation followed by a Conv2d that can take dots forms that
-  // convolution's output for it where the GPU can (BatchNorm2d::form_dots_for). twin() links the
-  // twin's layers as this network's are.
-  void link_dots();
+  // Plans the fusions within this network (plan_fusion) and applies them; once, after the last add.
+  void fuse();
+  const std::vector<Fusion>& fusion() const { return fusion_; }
   std::vector<Param*> params();
   // PyTorch state_dict: "main.<i>.<name>" -> tensor (CPU, f32 weights as stored, i64 counters).
   std::vector<std::pair<std::string, Param*>> named_params();
@@ -280,6 +304,7 @@ class Sequential {
 
  private:
   std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<Fusion> fusion_;
 };
 
 struct NetConfig {

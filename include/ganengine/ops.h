@@ -104,14 +104,13 @@ void batchnorm_activation_forward_train(const Tensor& x, const Tensor& gamma, co
                                         const FusedActivation& act, Tensor& y, Tensor& save_mean,
                                         Tensor& save_invstd, const BatchNormSync* sync = nullptr);
 // ---- BatchNorm statistics formed by the layer before it, as it writes its output (G's fourth
-// transposed convolution on Hopper, kernels/cuda/conv_phase_dgrad.h: the statistics pass's read
-// of the layer's output is saved). conv_transpose2d_forward_moments writes y as
+// transposed convolution on Hopper, kernels/cuda/conv/conv_phase_dgrad.h: the statistics pass's
+// read of the layer's output is saved). conv_transpose2d_forward_moments writes y as
 // conv_transpose2d_forward does, and y's per-channel moments: a (3, parts, C) f32 tensor of each
 // part's count, mean and sum of squared deviations of the values as y stores them. It returns
-// false having run nothing where no kernel forms them (the CPU, other shapes, other GPUs,
-// GANENGINE_BN_MOMENTS=off). batchnorm_activation_forward_train_moments is the training forward
-// with x's batch statistics merged from those moments (the same statistics, summed in another
-// order; GPU tensors only).
+// false having run nothing where no kernel forms them (the CPU, other shapes, other GPUs).
+// batchnorm_activation_forward_train_moments is the training forward with x's batch statistics
+// merged from those moments (the same statistics, summed in another order; GPU tensors only).
 bool conv_transpose2d_forward_moments(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p,
                                       Tensor& moments);
 void batchnorm_activation_forward_train_moments(const Tensor& x, const Tensor& moments, const Tensor& gamma,
@@ -125,7 +124,7 @@ void batchnorm_activation_forward_train_moments(const Tensor& x, const Tensor& m
 // GPU's kernel for that convolution sums them (bitwise its conv2d_forward in f16 and bf16). So the
 // convolution's forward reads no activation. Returns false having run nothing where no kernel
 // does this: the CPU, NCHW, --sync-bn, unaligned or odd shapes, layers the GPU's BatchNorm takes
-// in one launch (batch 64 at 64x64), GANENGINE_BN_DOT=off.
+// in one launch (batch 64 at 64x64).
 bool batchnorm_activation_forward_train_dot(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                             Tensor& running_mean, Tensor& running_var, float momentum, float eps,
                                             const FusedActivation& act, Tensor& y, Tensor& save_mean,
@@ -134,7 +133,7 @@ bool batchnorm_activation_forward_train_dot(const Tensor& x, const Tensor& gamma
 // filter w instead of the gradient of y: bitwise batchnorm_activation_backward with dy = that
 // layer's conv2d_backward_data(dlogits, w), the GPU forming dy where it reads it, never writing
 // it. Half activations only (f32's backward-data is cuDNN's); false, having run nothing, on the
-// CPU, NCHW, unaligned or odd shapes, GANENGINE_BN_DOT=off.
+// CPU, NCHW, unaligned or odd shapes.
 bool batchnorm_activation_backward_outer(const Tensor& x, const Tensor& y, const Tensor& dlogits, const Tensor& w,
                                          const Tensor& gamma, const Tensor& beta, const Tensor& save_mean,
                                          const Tensor& save_invstd, const FusedActivation& act, Tensor& dx,
@@ -208,7 +207,7 @@ void scale_inplace(const Tensor& t, float factor);
 // dimensions of a 4-D tensor. src and dst share dtype, memory format and the last two sizes.
 // Half-precision NHWC convolutions run on Tensor Cores only with channel counts that are
 // multiples of 8; Conv2d pads DCGAN's 3-channel images and 100-channel noise (its 1-channel logits
-// come from a hand-written dot product per image instead, kernels/cuda/conv_scalar.h).
+// come from a hand-written dot product per image instead, kernels/cuda/conv/conv_scalar.h).
 void copy_padded(const Tensor& src, Tensor& dst);
 // t itself when its second dimension already holds `channels`, else a copy (copy_padded) with
 // that many: zeros added, or the last ones cut.

@@ -22,8 +22,8 @@ struct TrainOptions {
   double lr = 0.0002;
   double beta1 = 0.5;
   int ngpu = 1;             // replicas in this process, one per GPU from --device on (data parallel)
-  bool check_replicas = false;
-  bool sync_bn = false;     // --sync-bn: BatchNorm statistics over all replicas (TrainerConfig::sync_batchnorm)  // --check-replicas: compare every replica's weights after each step
+  bool check_replicas = false;  // --check-replicas: compare every replica's weights after each step
+  bool sync_bn = false;         // --sync-bn: BatchNorm statistics over all replicas (TrainerConfig::sync_batchnorm)
   std::string netG, netD;  // continue from these weights
   std::string outf = ".";
   uint64_t manual_seed = 2809;
@@ -39,7 +39,7 @@ struct TrainOptions {
   std::vector<std::pair<int64_t, int>> force_overflow;  // test hook: (global step, loss id)
   std::pair<int64_t, int64_t> profile_steps{-1, -1};  // --profile-steps A:B (global steps, inclusive)
   bool cuda_graph = false;  // TrainerConfig::cuda_graph (the CLI turns it on for GPUs unless --no-cuda-graph)
-  // Input pipeline extras (issue: datasets): --download, --download-mirror, --skip-bad-images,
+  // The input pipeline's own flags: --download, --download-mirror, --skip-bad-images,
   // --cache-dir, --data-on.
   bool download = false;
   std::string download_mirror;
@@ -48,7 +48,8 @@ struct TrainOptions {
   DataPlacement data_on = DataPlacement::Auto;
 };
 
-// Runs training; returns the process exit code (0, or 3 when the loss scale hit its floor).
+// Runs training; returns the process exit code (0; 3 when a loss scale hit its floor; 130 when
+// interrupted, after saving the training state).
 int run_training(const TrainOptions& opt);
 
 // Prints, for each layer of both networks, the dtype it stores and computes in.

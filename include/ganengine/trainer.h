@@ -38,47 +38,29 @@ struct TrainerConfig {
   // GPU: run the parts of a step that do not depend on each other side by side on more streams
   // (concurrent_region.h): G's forward beside D's pass on the real batch, and each filter
   // gradient beside the rest of its backward pass. Same results bit for bit; never with --sync-bn.
-  // Auto: as GANENGINE_SIDE_LANE says (auto | on | off; auto: on while the real batch has at
-  // most side_lane_max_pixels images x height x width, where the H200 measured 3-8% shorter
-  // steps up to 256 images and, with half convolutions (O1-O3), 2.2-2.6% at 512; off above,
-  // where it measured no gain (O2 0.8% slower at 1024) and G's activations living beside D's
-  // raised the peak, and for fp32 convolutions (O0) above 256, where 512 was 2.4% slower).
+  // Each lane setting below is On, Off, or Auto: on while the real batch has at most the tuning
+  // policy's bound of images x height x width (src/core/tuning_policy.h).
   enum class LaneChoice { Auto, On, Off };
   LaneChoice side_lane = LaneChoice::Auto;
-  static constexpr int64_t kSideLaneMaxPixels = 256 * 64 * 64;
-  static constexpr int64_t kSideLaneMaxPixelsHalf = 512 * 64 * 64;
-  static constexpr int64_t side_lane_max_pixels(DType compute_dtype) {
-    return compute_dtype == DType::F32 ? kSideLaneMaxPixels : kSideLaneMaxPixelsHalf;
-  }
   // With the side lane: D's whole pass on the fake batch (G's forward, D's forward and backward
   // on a twin of D, Sequential::twin) beside its pass on the real batch, instead of after it; the
   // fake loss's gradients are added to the real loss's after those, and the BatchNorm running
   // statistics are updated in the example's order, so the results stay the same bit for bit.
-  // Never with replicas (both passes' all-reduces would run at once). Auto: as
-  // GANENGINE_FAKE_BRANCH says (auto | on | off; auto: on up to kFakeBranchMaxPixels).
+  // Never with replicas (both passes' all-reduces would run at once).
   LaneChoice fake_branch = LaneChoice::Auto;
-  static constexpr int64_t kFakeBranchMaxPixels = 256 * 64 * 64;
   // With the side lane: what each filter gradient reads stays held until its backward pass ends
   // (ConcurrentRegion::hold_kept_until_join) instead of the main lane waiting for the side lane's
   // previous filter gradient before handing it the next one, which put each side-lane filter
-  // gradient on the main lane's chain. Same results bit for bit; holds more memory. Auto: as
-  // GANENGINE_SIDE_HOLD says (auto | on | off; auto: on up to kSideHoldMaxPixels, where the H200
-  // measured O2/O3 steps 2.5-2.8% shorter at batch 64 for 10 MiB more, and no gain at 128 or 256).
+  // gradient on the main lane's chain. Same results bit for bit; holds more memory.
   LaneChoice side_hold = LaneChoice::Auto;
-  static constexpr int64_t kSideHoldMaxPixels = 64 * 64 * 64;
   // With the fake branch: the branch lane's side lane (its filter gradients) one stream priority
   // below the branch lane, so that the branch's own chain (D's pass on the fake batch, whose
   // first layer's filter gradient ends it) takes free SMs first. Same results bit for bit.
-  // Auto: as GANENGINE_BRANCH_SIDE_BELOW says (auto | on | off; auto: on up to
-  // kBranchSideBelowMaxPixels, where the H200 measured O2/O3 steps 1.5-2.8% shorter at batch 64,
-  // and 0.3-1.0% longer at 128 and 256).
   LaneChoice branch_side_below = LaneChoice::Auto;
-  static constexpr int64_t kBranchSideBelowMaxPixels = 64 * 64 * 64;
   // With a static loss scale (O0, O3) and one replica, each optimizer unscales its last loss's
   // gradients itself as its update reads them (ops::PendingGrads) instead of a separate pass
   // before it: nothing decides on the overflow flag in between. The same steps bit for bit; the
-  // last loss's part is then not written into Param::grad. GANENGINE_ADAM_UNSCALE=off turns it
-  // off.
+  // last loss's part is then not written into Param::grad.
   bool optimizer_unscales_last_loss = true;
   // Data parallelism (not owned; null: a single replica). This trainer is one replica: step()
   // takes its share of the global batch; the group averages the f32 gradients before each

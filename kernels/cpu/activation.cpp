@@ -7,8 +7,8 @@
 // Every element is read before it is written, so y may alias x and dx may alias dy.
 #include <cmath>
 
-#include "cpu_util.h"
-#include "ganengine/backend.h"
+#include "cpu/cpu_util.h"
+#include "core/backend.h"
 
 namespace ge {
 namespace cpu {

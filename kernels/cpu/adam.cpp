@@ -1,4 +1,4 @@
-// CPU reference for Adam with PyTorch's semantics and arithmetic (ganengine/adam_math.h):
+// CPU reference for Adam with PyTorch's semantics and arithmetic (src/core/adam_math.h):
 //   t = step + 1 (the step tensor is advanced first)
 //   m = lerp(m, g, 1 - b1);  v = b2*v + (1-b2)*g*g                        (fp32, per element)
 //   p = p - lr/(1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)         (scalars from doubles)
@@ -7,9 +7,9 @@
 // parameters and moments are half: computed in fp32, rounded once.
 #include <cmath>
 
-#include "cpu_util.h"
-#include "ganengine/adam_math.h"
-#include "ganengine/backend.h"
+#include "cpu/cpu_util.h"
+#include "core/adam_math.h"
+#include "core/backend.h"
 
 namespace ge {
 namespace cpu {

@@ -2,8 +2,8 @@
 // finite check, scaling in place, and Apex's dynamic loss-scale update.
 #include <cmath>
 
-#include "cpu_util.h"
-#include "ganengine/backend.h"
+#include "cpu/cpu_util.h"
+#include "core/backend.h"
 
 namespace ge {
 namespace cpu {

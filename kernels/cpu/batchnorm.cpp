@@ -11,8 +11,8 @@
 #include <initializer_list>
 #include <vector>
 
-#include "cpu_util.h"
-#include "ganengine/backend.h"
+#include "cpu/cpu_util.h"
+#include "core/backend.h"
 
 namespace ge {
 namespace cpu {

@@ -7,8 +7,8 @@
 // gradient checks can read the loss at full precision.
 #include <cmath>
 
-#include "cpu_util.h"
-#include "ganengine/backend.h"
+#include "cpu/cpu_util.h"
+#include "core/backend.h"
 
 namespace ge {
 namespace cpu {

@@ -3,10 +3,10 @@
 // destination type, to nearest even, so the result equals the GPU's single rounding.
 #include <cstring>
 
-#include "cpu_util.h"
-#include "ganengine/backend.h"
-#include "ganengine/half_bits.h"
-#include "ganengine/round_from_double.h"
+#include "cpu/cpu_util.h"
+#include "core/backend.h"
+#include "core/half_bits.h"
+#include "core/round_from_double.h"
 
 namespace ge {
 namespace cpu {

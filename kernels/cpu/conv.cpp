@@ -8,8 +8,8 @@
 // Each pass is parallel over output planes that no other iteration writes.
 #include <vector>
 
-#include "cpu_util.h"
-#include "ganengine/backend.h"
+#include "cpu/cpu_util.h"
+#include "core/backend.h"
 
 namespace ge {
 namespace cpu {

@@ -1,6 +1,6 @@
 // The reference for ops::conv2d_activation_*: the two ops in sequence, which is what the fused
 // GPU kernels must reproduce.
-#include "ganengine/backend.h"
+#include "core/backend.h"
 
 namespace ge {
 namespace cpu {

@@ -3,9 +3,9 @@
 #pragma once
 #include <type_traits>
 
-#include "cuda_util.cuh"
+#include "cuda/cuda_util.cuh"
 #include "ganengine/ops.h"
-#include "vector_pack.cuh"
+#include "cuda/vector_pack.cuh"
 
 namespace ge {
 namespace gpu {
@@ -17,7 +17,7 @@ __device__ __forceinline__ float activate(ops::Activation a, float x, float slop
 }
 
 // activate() for ReLU and LeakyReLU only (the same expressions, so the same bits): for unrolled
-// epilogues, where tanhf inlined at every output doubled a kernel's code (conv_8ch.cu).
+// epilogues, where tanhf inlined at every output would double a kernel's code (conv_8ch.cu).
 __device__ __forceinline__ float rectify(ops::Activation a, float x, float slope) {
   if (a == ops::Activation::ReLU) return x <= 0.f ? 0.f : x;
   return x > 0.f ? x : x * slope;
@@ -33,8 +33,8 @@ __device__ __forceinline__ float activate_grad(ops::Activation a, float y, float
 // LeakyReLU's gradient on two 16-bit values (one word of dy, one of the output y): y > 0 ? dy :
 // dy * slope in float, each rounded to T, as activate_grad and store_float2 give them, with the
 // test done on y's halves and the choice made on bits (a word mask), not on each float: y is
-// never converted to float and there is no compare and select per value. D's first layer's filter
-// gradient spent a third of its stall samples on this pass (ncu source counters, batch 1024, H200).
+// never converted to float and there is no compare and select per value. Done per float, this pass
+// takes a large share of D's first layer's filter-gradient stalls (docs/performance.md).
 template <class T>
 __device__ __forceinline__ uint32_t leaky_relu_grad_pair(uint32_t y, uint32_t dy, float slope) {
   const float2 f = unpack_pair<T>(dy);

@@ -10,13 +10,13 @@
 #include <type_traits>
 #include <vector>
 
-#include "cuda_util.cuh"
-#include "ganengine/adam_math.h"
-#include "ganengine/backend.h"
-#include "kernel_launch.cuh"
-#include "multi_tensor.cuh"
-#include "unscale_math.cuh"
-#include "vector_pack.cuh"
+#include "cuda/cuda_util.cuh"
+#include "core/adam_math.h"
+#include "core/backend.h"
+#include "cuda/kernel_launch.cuh"
+#include "cuda/multi_tensor.cuh"
+#include "cuda/unscale_math.cuh"
+#include "cuda/vector_pack.cuh"
 
 namespace ge {
 namespace gpu {
@@ -26,11 +26,9 @@ namespace {
 enum AdamBuffer { kParam = 0, kGrad, kExpAvg, kExpAvgSq, kHalfCopy, kPendingGrad, kAdamBuffers };
 constexpr int kAdamTensors = 32;
 // A block per 8192 elements, a thread taking four neighbouring elements of each buffer at a time
-// (one 16- or 8-byte access each), two such groups loaded before either is used. With 4096
-// elements a block and one element a thread per access, D's 2.8 million parameters made 676
-// blocks, which at four blocks an SM the H200 ran in two waves: 21.7 us for D's step at O3,
-// about a third of memory bandwidth (CUPTI timeline, batch 64). The launch bounds keep four
-// blocks an SM, so a DCGAN's networks (about 340 and 440 blocks) run in one wave.
+// (one 16- or 8-byte access each), two such groups loaded before either is used. The launch bounds
+// keep four blocks an SM, so a DCGAN's networks (about 340 and 440 blocks) run in one wave: smaller
+// blocks take two waves, far below memory bandwidth (docs/performance.md).
 constexpr int64_t kAdamChunk = 8192;
 constexpr int kAdamBlocksPerSm = 4;
 constexpr int kVec = 4;

@@ -6,11 +6,11 @@
 //  - loss_scaler_update: Apex's dynamic scale rule, run by a single thread.
 #include <vector>
 
-#include "cuda_util.cuh"
-#include "ganengine/backend.h"
-#include "kernel_launch.cuh"
-#include "multi_tensor.cuh"
-#include "unscale_math.cuh"
+#include "cuda/cuda_util.cuh"
+#include "core/backend.h"
+#include "cuda/kernel_launch.cuh"
+#include "cuda/multi_tensor.cuh"
+#include "cuda/unscale_math.cuh"
 
 namespace ge {
 namespace gpu {

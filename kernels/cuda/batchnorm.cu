@@ -13,8 +13,7 @@
 // A fused activation (ReLU / LeakyReLU after the BatchNorm, ops::FusedActivation) is applied to
 // the normalised value after rounding it to the activation dtype, and its gradient is rounded
 // before BatchNorm's backward uses it: bitwise what the two unfused kernels produce, in one pass.
-// The backward's gradient sums recompute the activation's output from x
-// (GANENGINE_BN_RECOMPUTE=off: read it).
+// The backward's gradient sums recompute the activation's output from x instead of reading it.
 //
 // Training passes over small NHWC layers run in one launch instead (batchnorm_cluster.h); the
 // passes here serve the rest, --sync-bn and eval.
@@ -25,15 +24,14 @@
 // backward forms that layer's backward-data where it reads dy (OuterDy, batchnorm_math.cuh).
 #include <type_traits>
 
-#include "batchnorm_cluster.h"
-#include "batchnorm_math.cuh"
-#include "channel_reduce.cuh"
-#include "cuda_util.cuh"
-#include "ganengine/backend.h"
-#include "ganengine/env_choice.h"
-#include "image_dot.cuh"
-#include "kernel_launch.cuh"
-#include "vector_pack.cuh"
+#include "cuda/batchnorm_cluster.h"
+#include "cuda/batchnorm_math.cuh"
+#include "cuda/channel_reduce.cuh"
+#include "cuda/cuda_util.cuh"
+#include "core/backend.h"
+#include "cuda/image_dot.cuh"
+#include "cuda/kernel_launch.cuh"
+#include "cuda/vector_pack.cuh"
 
 namespace ge {
 namespace gpu {
@@ -43,9 +41,9 @@ using namespace bn;
 
 // Blocks of an element-wise pass over `packs` packs: no more than are resident at once, each
 // thread then taking several packs with its channels' values loaded once (fixed_channels). With
-// grid_for's up to 4096 blocks, a pass over a layer of a few million values ran as several waves
-// of blocks whose threads each loaded the four per-channel values, then one or two packs (H200,
-// side by side: O3 steps 2.6% shorter at batch 256 with one wave, 0.3-0.8% at 64 and 1024).
+// more blocks (grid_for's up to 4096) a layer of a few million values runs as several waves whose
+// threads each load the four per-channel values for one or two packs, which is slower
+// (docs/performance.md).
 template <class Kernel>
 unsigned elementwise_blocks(Kernel kernel, int64_t packs, int device) {
   return std::min(grid_for(packs), static_cast<unsigned>(resident_blocks(kernel, kThreads, 0, device)));
@@ -53,33 +51,7 @@ unsigned elementwise_blocks(Kernel kernel, int64_t packs, int device) {
 
 // The element-wise passes (normalise, dx) walk the tensor from its end: what the pass before
 // them wrote or read last, still in L2, is read first (G's fourth layer writes its images in
-// order; the reductions end each of their ranges). Side by side on the H200 (three rounds,
-// medians): O3 steps 6.224 -> 6.189 ms at batch 1024, O2 6.337 -> 6.326, unchanged at 64.
-// GANENGINE_BN_SWEEP=forward walks from the start. The values are the same either way.
-bool bn_sweep_backward() {
-  static const bool on = env_choice("GANENGINE_BN_SWEEP", {"backward", "forward"}) == "backward";
-  return on;
-}
-
-bool bn_recompute_enabled() {
-  static const bool on = env_choice("GANENGINE_BN_RECOMPUTE", {"on", "off"}) == "on";
-  return on;
-}
-
-// The dx pass tests the recomputed activation on per-channel thresholds instead of reading its
-// output (GANENGINE_BN_DX_THRESHOLD=off reads it; only where GANENGINE_BN_RECOMPUTE is on).
-bool bn_dx_threshold_enabled() {
-  static const bool on = env_choice("GANENGINE_BN_DX_THRESHOLD", {"on", "off"}) == "on";
-  return on;
-}
-
-// GANENGINE_BN_DOT=off: D's last BatchNorm leaves D's last layer's passes to that layer
-// (ops::batchnorm_activation_forward_train_dot and batchnorm_activation_backward_outer return
-// false).
-bool bn_dot_enabled() {
-  static const bool on = env_choice("GANENGINE_BN_DOT", {"on", "off"}) == "on";
-  return on;
-}
+// order; the reductions end each of their ranges). The values are the same in any order.
 
 // ---- what happens to each channel's totals (channel_reduce.cuh's Finish functors), and the
 // per-channel kernels of --sync-bn (one thread per channel)
@@ -186,13 +158,12 @@ __device__ __forceinline__ void channel_values(const P* p, uint32_t c0, bool nhw
 }
 
 // fixed_channels: the grid's stride is a whole number of pixels (NHWC), so every pack a thread
-// visits holds the same channels and their values are read once. Read per pack, they were six
-// times the activation's own bytes in L1 traffic (normalise ran at about half of memory
-// bandwidth on the H200 at batch 1024, its L1 the busier unit).
+// visits holds the same channels and their values are read once. Read per pack, they would be
+// several times the activation's own bytes in L1 traffic, and L1, not memory, would bound the pass.
 template <class T, class P, int V>
 __global__ void normalize_kernel(const T* x, T* y, const float* mean, const float* invstd, const P* gamma,
                                  const P* beta, ChannelGeometry g, uint32_t packs, bool vector_loads,
-                                 bool fixed_channels, bool fused, ops::Activation act, float slope, bool backward) {
+                                 bool fixed_channels, bool fused, ops::Activation act, float slope) {
   await_previous_kernel();
   float m[V], s[V], ga[V], be[V];
   auto load_channels = [&](uint32_t c0) {
@@ -202,7 +173,7 @@ __global__ void normalize_kernel(const T* x, T* y, const float* mean, const floa
     channel_values<V>(beta, c0, g.nhwc, vector_loads, be);
   };
   const uint32_t first = blockIdx.x * blockDim.x + threadIdx.x;
-  auto pack_at = [&](uint32_t i) { return backward ? packs - 1 - i : i; };
+  auto pack_at = [&](uint32_t i) { return packs - 1 - i; };  // from the end, where L2 still holds the last writes
   if (fixed_channels && first < packs) load_channels(channel_of(pack_at(first) * V, g));
   for (uint32_t i = first; i < packs; i += gridDim.x * blockDim.x) {
     const uint32_t p = pack_at(i);
@@ -264,7 +235,7 @@ __global__ void __launch_bounds__(kThreads)
 template <class T, int V, bool kThreshold, class Dy = const T*>
 __global__ void batchnorm_dx_kernel(const T* x, Dy dy, const T* y, T* dx, const float* mean, const float* coef,
                                     ChannelGeometry g, uint32_t packs, bool vector_loads, bool fixed_channels,
-                                    ActivationGrad act, bool backward) {
+                                    ActivationGrad act) {
   await_previous_kernel();
   float m[V], k0[V], k1[V], k2[V], t[kThreshold ? V : 1];
   auto load_channels = [&](uint32_t c0) {
@@ -275,7 +246,7 @@ __global__ void batchnorm_dx_kernel(const T* x, Dy dy, const T* y, T* dx, const 
     if constexpr (kThreshold) channel_values<V>(coef + 3 * g.C, c0, g.nhwc, vector_loads, t);
   };
   const uint32_t first = blockIdx.x * blockDim.x + threadIdx.x;
-  auto pack_at = [&](uint32_t i) { return backward ? packs - 1 - i : i; };
+  auto pack_at = [&](uint32_t i) { return packs - 1 - i; };  // from the end, where L2 still holds the last writes
   if (fixed_channels && first < packs) load_channels(channel_of(pack_at(first) * V, g));
   for (uint32_t i = first; i < packs; i += gridDim.x * blockDim.x) {
     const uint32_t p = pack_at(i);
@@ -368,12 +339,12 @@ void launch_normalize(const Tensor& x, Tensor& y, const float* mean, const float
     const unsigned blocks = elementwise_blocks(normalize_kernel<T, P, W>, n / W, x.device().index);
     launch_kernel(normalize_kernel<T, P, W>, blocks, kThreads, 0, stream, x.data_as<T>(), y.data_as<T>(), mean, invstd,
                   gamma.data_as<P>(), beta.data_as<P>(), g, n / W, vector_loads,
-                  channels_fixed_per_thread(g, blocks, W), fused, kind, slope, bn_sweep_backward());
+                  channels_fixed_per_thread(g, blocks, W), fused, kind, slope);
   } else {
     const unsigned blocks = grid_for(n);
     launch_kernel(normalize_kernel<T, P, 1>, blocks, kThreads, 0, stream, x.data_as<T>(), y.data_as<T>(), mean, invstd,
                   gamma.data_as<P>(), beta.data_as<P>(), g, n, false, channels_fixed_per_thread(g, blocks, 1), fused,
-                  kind, slope, bn_sweep_backward());
+                  kind, slope);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -409,16 +380,15 @@ ActivationGrad activation_grad(const Tensor& x, const Tensor& gamma, const ops::
                                const Tensor* beta) {
   const bool recompute =
       beta && (x.dtype() == DType::F16 || x.dtype() == DType::BF16) &&
-      (act.kind == ops::Activation::ReLU || (act.kind == ops::Activation::LeakyReLU && act.negative_slope >= 0.f)) &&
-      bn_recompute_enabled();
+      (act.kind == ops::Activation::ReLU || (act.kind == ops::Activation::LeakyReLU && act.negative_slope >= 0.f));
   if (recompute) check_channel_vector(*beta, x.dim(1), gamma.dtype(), x, "beta");
   return ActivationGrad{true, recompute, act.kind, act.negative_slope};
 }
 
-// Whether D's last BatchNorm may do its last layer's passes on x (ops.h): GANENGINE_BN_DOT, NHWC,
+// Whether D's last BatchNorm may do its last layer's passes on x (ops.h): NHWC,
 // channels in whole 16-byte packs, every buffer 16-byte aligned.
 bool image_work_applies(const Tensor& x, const ChannelGeometry& g, std::initializer_list<const void*> buffers) {
-  if (!bn_dot_enabled() || !g.nhwc || g.M == 0) return false;
+  if (!g.nhwc || g.M == 0) return false;
   bool packs = false;
   GE_DISPATCH_FLOAT(x.dtype(), T, packs = g.C % kWidePack<T> == 0);
   if (!packs) return false;
@@ -513,7 +483,7 @@ void batchnorm_backward_three_launches(const Tensor& x, const ChannelGeometry& g
       Tensor::empty({static_cast<int64_t>(partials_floats<GradSumsAcc>(g, splits))}, DType::F32, x.device());
   // The dx pass tests a recomputed activation on thresholds (coef's fourth vector) where the
   // coefficients are formed here (not --sync-bn's kernel) and it reads whole packs.
-  const bool thresholds = agrad.recompute && !sync && bn_dx_threshold_enabled();
+  const bool thresholds = agrad.recompute && !sync;
   Tensor coef = Tensor::empty({(thresholds ? 4 : 3) * int64_t{g.C}}, DType::F32, x.device());
   const uint32_t n = static_cast<uint32_t>(x.numel());
   const float* mean = save_mean.data_as<float>();
@@ -566,8 +536,7 @@ void batchnorm_backward_three_launches(const Tensor& x, const ChannelGeometry& g
     auto launch = [&](auto kernel) {
       const unsigned blocks = elementwise_blocks(kernel, n / W, x.device().index);
       launch_kernel(kernel, blocks, kThreads, 0, stream, x.data_as<T>(), dy, y, dx.data_as<T>(), mean,
-                    coef.data_as<float>(), g, n / W, vector_loads, channels_fixed_per_thread(g, blocks, W), agrad,
-                    bn_sweep_backward());
+                    coef.data_as<float>(), g, n / W, vector_loads, channels_fixed_per_thread(g, blocks, W), agrad);
     };
     if (thresholds)  // 16-bit activations only
       launch(batchnorm_dx_kernel<T, W, true, Dy>);
@@ -577,7 +546,7 @@ void batchnorm_backward_three_launches(const Tensor& x, const ChannelGeometry& g
     const unsigned blocks = grid_for(n);
     launch_kernel(batchnorm_dx_kernel<T, 1, false, Dy>, blocks, kThreads, 0, stream, x.data_as<T>(), dy, y,
                   dx.data_as<T>(), mean, coef.data_as<float>(), g, n, false, channels_fixed_per_thread(g, blocks, 1),
-                  agrad, bn_sweep_backward());
+                  agrad);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -604,9 +573,9 @@ bool batchnorm_forward_train_dot(const Tensor& x, const Tensor& gamma, const Ten
   check_train_forward(x, y, gamma, beta, running_mean, running_var, save_mean, save_invstd);
   const ChannelGeometry g = channel_geometry(x);  // (under 2^31 values, so under 2^31 images)
   if (!image_work_applies(x, g, {x.data(), y.data(), w.data()})) return false;
-  // Where the plain forward takes one launch, its statistics are summed in another order than the
-  // three launches': it stays as it is (at batch 64 the dots formed in that launch, summed by a
-  // kernel of their own, made O2/O3 steps 0.4-0.6% longer on the H200).
+  // Where the plain forward takes one launch (its statistics summed in another order than the
+  // three launches'), it stays as it is: forming the dots in that launch too, summed by a kernel
+  // of their own, makes steps longer (docs/performance.md).
   if (batchnorm_in_one_launch(x)) return false;
   const ImageDot dot{&w, &dots};
   batchnorm_forward_train_three_launches(x, g, gamma, beta, running_mean, running_var, momentum, eps, y, save_mean,

@@ -6,11 +6,11 @@
 #include <algorithm>
 #include <atomic>
 
-#include "batchnorm_cluster.h"
-#include "copy_async.cuh"
-#include "ganengine/backend.h"
-#include "ganengine/env_choice.h"
-#include "kernel_launch.cuh"
+#include "cuda/batchnorm_cluster.h"
+#include "cuda/copy_async.cuh"
+#include "core/backend.h"
+#include "core/tuning_policy.h"
+#include "cuda/kernel_launch.cuh"
 
 namespace ge {
 namespace gpu {
@@ -22,16 +22,9 @@ namespace cg = cooperative_groups;
 constexpr int kClusterThreads = 256;
 constexpr unsigned kMaxClusterBlocks = 16;  // H100/H200: 16 with the non-portable attribute
 // A block's rows of every tensor it reads are copied into shared memory first (all at once, by
-// cp.async: with a few hundred threads per SM, loads issued a few at a time left the passes
+// cp.async: with a few hundred threads per SM, loads issued a few at a time leave the passes
 // waiting on one memory latency after another), then summed and transformed from there.
 constexpr size_t kMaxStagedBytes = 192 * 1024;
-// auto: layers of at most 2^20 values whose threads take at most 8 rows each. On the H200 (O2/O3
-// steps side by side, three rounds) that took D's and G's two narrowest BatchNorm layers at
-// batch 64 (2.5-2.8% shorter steps) and 128 (0.5-0.7%), none at 256; also taking the 2^21-value
-// layers (at 64 the 16x16x128 ones, at 256 the 4x4x512 ones) was 0.8-0.9% slower at 64 and
-// 0.2-1.3% slower at 256.
-constexpr uint32_t kAutoMaxRowsPerThread = 8;
-constexpr uint64_t kAutoMaxElements = uint64_t{1} << 20;
 
 // A block is Packs x Rows threads: Packs neighbouring 16-byte packs of a row (the cluster's
 // Cols = Packs * V channels) for Rows rows at once.
@@ -275,16 +268,9 @@ __global__ void __launch_bounds__(kClusterThreads)
 
 // ---- the host side
 
-std::atomic<ClusterBatchNorm> cluster_choice{ClusterBatchNorm::FromEnv};
+std::atomic<ClusterBatchNorm> cluster_choice{ClusterBatchNorm::Auto};
 
-ClusterBatchNorm effective_choice() {
-  static const ClusterBatchNorm from_env = [] {
-    const std::string v = env_choice("GANENGINE_BN_CLUSTER", {"auto", "on", "off"});
-    return v == "on" ? ClusterBatchNorm::On : v == "off" ? ClusterBatchNorm::Off : ClusterBatchNorm::Auto;
-  }();
-  const ClusterBatchNorm c = cluster_choice.load(std::memory_order_relaxed);
-  return c == ClusterBatchNorm::FromEnv ? from_env : c;
-}
+ClusterBatchNorm effective_choice() { return cluster_choice.load(std::memory_order_relaxed); }
 
 // How a layer is cut: `groups` clusters of `blocks` blocks, each block Packs x (256 / Packs)
 // threads over rows_per_block rows of Packs * V channels.
@@ -328,7 +314,8 @@ ClusterLayout layout_if_taken(const ChannelGeometry& g, int device, std::initial
   const ClusterLayout l = cluster_layout<T>(g, sm_count(device), tensors);
   if (l.staged_bytes > kMaxStagedBytes) return {};
   if (choice == ClusterBatchNorm::Auto &&
-      (l.rows_per_thread > kAutoMaxRowsPerThread || uint64_t{g.M} * g.C > kAutoMaxElements))
+      (int64_t{l.rows_per_thread} > tuning().bn_cluster_max_rows_per_thread ||
+       int64_t{g.M} * g.C > tuning().bn_cluster_max_values))
     return {};
   return l;
 }

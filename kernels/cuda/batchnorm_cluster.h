@@ -4,15 +4,15 @@
 // A thread-block cluster owns a group of channels: its blocks split the rows, each copies its
 // rows of every tensor it reads into shared memory and reduces them, the cluster's barrier lets
 // every block merge all of the cluster's partials (read through distributed shared memory, in
-// rank order), and each block then makes the element-wise pass from the rows it holds. At batch
-// 64 a BatchNorm pass was three kernels of 4-8 us each, about twenty passes on a step's critical
-// path.
+// rank order), and each block then makes the element-wise pass from the rows it holds. At small
+// batches three short kernels a pass cost mostly launch and drain time, and a step has about
+// twenty such passes on its critical path (docs/performance.md).
 //
 // The sums are taken in a fixed order that depends only on the shape (deterministic, but not
 // the three-launch path's order: results agree to rounding, not bitwise).
 #pragma once
-#include "batchnorm_math.cuh"
-#include "channel_reduce.cuh"
+#include "cuda/batchnorm_math.cuh"
+#include "cuda/channel_reduce.cuh"
 #include "ganengine/ops.h"
 #include "ganengine/tensor.h"
 
@@ -21,8 +21,8 @@ namespace gpu {
 
 // Both return false, having done nothing, when the layer does not take the one-launch path:
 // not NHWC, channels not a whole number of 16-byte packs, buffers not 16-byte aligned, a block's
-// rows larger than its shared memory, more rows a thread than auto takes (GANENGINE_BN_CLUSTER,
-// set_cluster_batchnorm), or switched off.
+// rows larger than its shared memory, more rows a thread or values than Auto takes (the tuning
+// policy's bn_cluster_* bounds), or switched off (set_cluster_batchnorm).
 // g: x's channel_geometry.
 bool batchnorm_forward_train_clustered(const Tensor& x, const ChannelGeometry& g, const Tensor& gamma,
                                        const Tensor& beta, Tensor& running_mean, Tensor& running_var, float momentum,

@@ -3,11 +3,11 @@
 // layers (batchnorm_cluster.cu): both round every operation the same way, so they differ only in
 // the order their sums are taken.
 #pragma once
-#include "activation_math.cuh"
-#include "cuda_util.cuh"
-#include "ganengine/fast_divmod.h"
+#include "cuda/activation_math.cuh"
+#include "cuda/cuda_util.cuh"
+#include "core/fast_divmod.h"
 #include "ganengine/ops.h"
-#include "vector_pack.cuh"
+#include "cuda/vector_pack.cuh"
 
 namespace ge {
 namespace gpu {
@@ -22,8 +22,8 @@ struct MeanVarAcc {
   __device__ static MeanVarAcc zero() { return {0.f, 0.f, 0.f}; }
   __device__ void add(float x) { add(x, n + 1.f, 1.f / (n + 1.f)); }
   // Welford's update with the new count and its reciprocal given: accumulators that see the
-  // same rows share one division (with one per element the statistics pass ran at about
-  // 1.6 TB/s on the H200 at batch 1024, the backward sums over three tensors at 3.2 TB/s).
+  // same rows share one division (a division per element holds the statistics pass well below
+  // memory bandwidth: docs/performance.md).
   __device__ void add(float x, float new_n, float inv_new_n) {
     n = new_n;
     const float delta = x - mean;
@@ -95,12 +95,12 @@ __device__ __forceinline__ float bn_affine(float x, float mean, float invstd, fl
 // The gradient reaching BatchNorm's output: dy itself, or the fused activation's gradient,
 // rounded as the unfused activation layer would store it. The activation's output y is read back
 // or, with kRecompute, formed again from x and the channel's mean, invstd, gamma and beta exactly
-// as the forward formed it: one activation-sized read less. The gradient sums recompute it (H200,
-// O3 batch 1024: 529 -> 403 us a step); the dx pass reads it (recomputing, it went 589 -> 625 us).
-// (A first try, session 5, loaded the four per-channel values per element and both passes
-// measured slower; here each thread loads its channels' values once, and the activation's output
-// is only tested for its sign: rounds_positive.) kRecompute is a template argument: the values
-// it needs cost registers where they are not used.
+// as the forward formed it: one activation-sized read less. The gradient sums recompute it; the
+// dx pass, where recomputing costs more than the read, reads it or tests x against a threshold
+// (below): docs/performance.md. Each thread loads its channels' values once (per element they
+// would cost more than the read saves), and the activation's output is only tested for its sign
+// (rounds_positive). kRecompute is a template argument: the values it needs cost registers where
+// they are not used.
 struct ActivationGrad {
   bool fused = false;
   bool recompute = false;  // the kernels' kRecompute
@@ -116,8 +116,8 @@ struct ChannelAffine {
 // Whether a normalised value z rounds to a positive T: all that ReLU's and LeakyReLU's (slope >= 0)
 // gradients ask of their output, which is positive exactly then. For half, exactly when z exceeds
 // 2^-25 (half the smallest subnormal; the tie rounds to even, zero): one compare. Rounding to
-// half and back for the output and the activation on it, as the forward does, made the
-// recomputing passes slower than reading the output (H200, batch 1024: dx 690 against 589 us).
+// half and back for the output and the activation on it, as the forward does, would make the
+// recomputing passes slower than reading the output.
 template <class T>
 __device__ __forceinline__ bool rounds_positive(float z) {
   return round_to<T>(z) > 0.f;
@@ -204,10 +204,9 @@ template <class T>
 struct StatsVisit {
   static constexpr int kPack = kWidePack<T>;
   // Four rows loaded before any is added, and in the vector kernel the next four loaded before
-  // these are added (accumulate_rows_prefetched). Without that prefetch, eight rows at a time
-  // made O2/O3 steps 0.4-0.8% shorter than four at batch 64 and 1024 on the H200; with it, four
-  // measured 0.7-1.0% shorter than no prefetch at 64 and 0.4-0.5% at 1024, eight 1.1% longer at
-  // 256 (113 registers against 63: fewer blocks beside the other lanes' kernels).
+  // these are added (accumulate_rows_prefetched): faster than either no prefetch or eight rows at
+  // a time, which needs far more registers and so leaves room for fewer blocks beside the other
+  // lanes' kernels (docs/performance.md).
   static constexpr int kUnroll = 4;
   using Loaded = Pack<T, kPack>;
   struct Channels {};

@@ -5,9 +5,9 @@
 // cost is nothing at this size, and the loss is then as exact as its fp32 result can be.
 // Backward: element-wise, with the loss scale read on the device (no host round trip, so the
 // step can be captured in a CUDA graph).
-#include "cuda_util.cuh"
-#include "ganengine/backend.h"
-#include "kernel_launch.cuh"
+#include "cuda/cuda_util.cuh"
+#include "core/backend.h"
+#include "cuda/kernel_launch.cuh"
 
 namespace ge {
 namespace gpu {

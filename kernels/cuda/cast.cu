@@ -1,9 +1,9 @@
 // GPU casts among f32, f16 and bf16, optionally converting NCHW <-> NHWC. Values are widened
 // to float (exact) and rounded once on store with the round-to-nearest-even intrinsics, the
 // same result as the CPU reference for every non-NaN input.
-#include "cuda_util.cuh"
-#include "ganengine/backend.h"
-#include "kernel_launch.cuh"
+#include "cuda/cuda_util.cuh"
+#include "core/backend.h"
+#include "cuda/kernel_launch.cuh"
 
 namespace ge {
 namespace gpu {
@@ -110,8 +110,8 @@ void cast(const Tensor& src, Tensor& dst) {
   GE_CHECK(src.device() == dst.device(), "cast: src ", src.str(), " and dst ", dst.str(), " on different devices");
   if (src.numel() == 0) return;
   // One channel, or one pixel an image (G's noise, (N, 100, 1, 1)), lies in the same order in
-  // either layout: a transpose of it launched a block per image (14 us for the noise at batch
-  // 1024 on the H200, the first kernel of G's forward).
+  // either layout: it is copied element by element, not transposed a block per image (the noise's
+  // cast is the first kernel of G's forward).
   const bool same_order = src.rank() == 4 && (src.dim(1) == 1 || src.dim(2) * src.dim(3) == 1);
   const bool linear = src.rank() != 4 || src.format() == dst.format() || same_order;
   GE_CHECK(!src.same_storage(dst) || (linear && dtype_size(src.dtype()) == dtype_size(dst.dtype())),

@@ -22,8 +22,8 @@
 #include <algorithm>
 #include <type_traits>
 
-#include "cuda_util.cuh"
-#include "kernel_launch.cuh"
+#include "cuda/cuda_util.cuh"
+#include "cuda/kernel_launch.cuh"
 
 namespace ge {
 namespace gpu {
@@ -55,9 +55,8 @@ constexpr int kTileRows = 8;       // ... by 8 rows
 // Number of ranges each channel is cut into: enough blocks to fill the GPU on big layers,
 // with each thread still summing a few dozen elements. A pure function of the shape.
 // The target counts tiles of kTileChannels; the vector kernel's blocks take twice as many
-// channels, so it launches about half as many blocks. Side by side on the H200 a target of 512
-// made O2/O3 steps 0.9-1.1% shorter at batch 256 and 0.3-0.4% at 1024 than 1024 did (unchanged
-// at 64); 2048 and 4096 were 0.8-2.0% slower at 1024, 256 and 128 3-11% slower.
+// channels, so it launches about half as many blocks. Of the targets timed, 512 gives the
+// shortest steps (docs/performance.md).
 inline uint32_t reduce_splits(const ChannelGeometry& g) {
   const int64_t target_blocks = 512;
   int64_t tiles = g.nhwc ? ceil_div(g.C, kTileChannels) : g.C;
@@ -112,8 +111,8 @@ __device__ __forceinline__ void merge_rows(float (&shared)[Acc::kFields][Rows][C
 
 // Merging the partials: a block of kTileChannels x kMergeRows threads takes 32 channels; row r
 // merges splits r, r + kMergeRows, ... in order (reads coalesced across the channels), then the
-// rows are merged in a fixed tree. One thread per channel walking all splits serially was 12%
-// of an O2 step at batch 1024 on the H200 (the statistics merge, 512 splits for 64 channels).
+// rows are merged in a fixed tree. One thread per channel walking all splits serially is far
+// slower where there are many splits (docs/performance.md).
 constexpr int kMergeRows = 32;
 
 // Call from every thread of a (kTileChannels, kMergeRows) block whose x-thread is channel
@@ -125,7 +124,7 @@ __device__ Acc merge_partials_tile(const float* partials, uint32_t splits, uint3
   Acc acc = Acc::zero();
   if (c < C) {
     // Four partials loaded before any is merged (merged in the same order as one at a time):
-    // a load per merge left the 512-split merges of batch 1024 waiting on 16 latencies in turn.
+    // a load per merge leaves a 512-split merge waiting on 16 latencies in turn.
     constexpr uint32_t U = 4;
     uint32_t s = ty;
     for (; s + (U - 1) * kMergeRows < splits; s += U * kMergeRows) {
@@ -178,9 +177,9 @@ __device__ Acc merge_partials_warp(const float* partials, uint32_t splits, uint3
 constexpr int kMergeWarpThreads = 256;  // 8 channels a block
 
 // Merges of at most this many partials take a warp per channel (finish_partials_warp_kernel),
-// longer ones a 32x32 block per 32 channels (finish_partials_kernel): the same result. Side by
-// side on the H200 this made O2/O3 steps 1.6-1.7% shorter at batch 64 (where the layers have
-// 4-256 partials); a warp for every merge was 1.3-1.5% slower at batch 256, 0.5-0.8% at 1024.
+// longer ones a 32x32 block per 32 channels (finish_partials_kernel): the same result. The warp
+// is faster for the few partials of small batches' layers, the block for long merges
+// (docs/performance.md).
 constexpr uint32_t kWarpMergeMaxSplits = 64;
 
 template <class Acc, class Visit>
@@ -250,12 +249,11 @@ __global__ void __launch_bounds__(kTileChannels* kTileRows)
 
 // NHWC with V neighbouring channels per thread (one 16-byte load per operand and row): a block
 // is kVecLanes x V channels by kVecRows rows. The scalar kernel above reads 2-byte elements
-// 32 to a warp and ran at about a quarter of memory bandwidth on the H200; this one reads whole
-// 128-byte lines. The visitor splits a row into load(offset) (Visit::kUnroll rows are loaded
-// before any is added: one row at a time left small batches waiting on one memory latency after
-// another; more rows in flight cost registers, so visitors reading several tensors take fewer)
-// and add(acc, loaded, channels), with channels(c0) the per-channel constants of channels
-// c0 .. c0+V-1.
+// 32 to a warp, far below memory bandwidth; this one reads whole 128-byte lines. The visitor
+// splits a row into load(offset) (Visit::kUnroll rows are loaded before any is added: one row at
+// a time leaves small batches waiting on one memory latency after another; more rows in flight
+// cost registers, so visitors reading several tensors take fewer) and add(acc, loaded, channels),
+// with channels(c0) the per-channel constants of channels c0 .. c0+V-1.
 constexpr int kVecLanes = 8;
 constexpr int kVecRows = 32;
 
@@ -284,10 +282,8 @@ __device__ __forceinline__ void accumulate_rows(const Visit& visit, Acc (&acc)[V
 // accumulate_rows for rows in global memory, the same sums in the same order, with the loads of
 // each group of Visit::kUnroll rows issued before the previous group is added: otherwise a
 // thread's loads are in flight only while it waits, none while it adds, and the statistics pass
-// (about six instructions per value) ran at 2.2 TB/s on the H200 where the normalising pass,
-// which reads and writes, ran at 3.9. At batch 1024 (groups of eight rows) the statistics
-// passes took 219 us of an O3 step instead of 311, the gradient sums 388 instead of 441 (CUPTI
-// timeline).
+// (about six instructions per value) falls well short of the bandwidth the normalising pass, which
+// reads and writes, reaches (docs/performance.md).
 template <int kStride, class Acc, class Visit, int V>
 __device__ __forceinline__ void accumulate_rows_prefetched(const Visit& visit, Acc (&acc)[V], uint32_t row,
                                                            uint32_t end, uint32_t C, uint32_t c0) {
@@ -304,9 +300,8 @@ __device__ __forceinline__ void accumulate_rows_prefetched(const Visit& visit, A
     for (int u = 0; u < U; ++u) visit.add(acc, rows[u], channels);
   };
   // Two groups of registers used in turn (no copies between them). The two halves of the loop
-  // are written out: folded into one lambda called with (a, b) and (b, a), the kernels compiled
-  // to other register counts and O2/O3 steps measured 1.0-1.2% slower at batch 1024 and 3.8-3.9%
-  // at 64 on the H200 (session 15, call 11).
+  // are written out: folded into one lambda called with (a, b) and (b, a), the kernels compile
+  // to other register counts and run slower (docs/performance.md).
   Loaded a[U], b[U];
   if (full_group(row)) {
     load_group(a, row);
@@ -372,8 +367,8 @@ __global__ void __launch_bounds__(kVecLanes* kVecRows)
 
 // Merges the partials and hands each channel's total to the Finish functor: one block of
 // kTileChannels x kMergeRows threads per 32 channels. (Merging inside the reduction instead, in
-// the last block of each channel tile to finish, measured slower on the H200: the tail of
-// fences, atomics and merges in that one block took longer than this launch.)
+// the last block of each channel tile to finish, is slower: the tail of fences, atomics and
+// merges in that one block takes longer than this launch.)
 // A Finish functor may have per-channel work that reads nothing the reduction writes:
 // `Prepared prepare(c)`, run before the finish kernel waits for the reduction (launched early, it
 // waits at await_previous_kernel) and handed back as finish(c, total, prepared).

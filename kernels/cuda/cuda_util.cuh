@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "ganengine/cuda_check.h"
-#include "ganengine/cuda_context.h"
+#include "runtime/cuda_check.h"
+#include "runtime/cuda_context.h"
 #include "ganengine/tensor.h"
 
 namespace ge {
@@ -58,7 +58,7 @@ enum class ElemType : uint8_t { F32 = 0, F16 = 1, BF16 = 2 };
 // Loading is split in two, the raw bits (nothing waits for the load yet) and the conversion,
 // so that a kernel can load several elements before it uses any. A load that converts inside
 // each dtype's branch waits there for its own data, and a run of them waits for one memory
-// latency after another (Adam did so at a tenth of memory bandwidth on the H200).
+// latency after another, far below memory bandwidth.
 __device__ __forceinline__ uint32_t load_bits_dyn(const void* base, ElemType t, int64_t i) {
   if (t == ElemType::F32) return static_cast<const uint32_t*>(base)[i];
   return static_cast<const uint16_t*>(base)[i];
@@ -129,7 +129,7 @@ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // Blocks of `kernel` resident at once on `device` (the current device) with `threads` threads and
 // `dynamic_smem` bytes of dynamic shared memory each: SMs x blocks per SM, at least one per SM.
 // Grids of that size walk their work in one wave. Asked of the runtime once per kernel, block
-// shape and device (resident_blocks.cpp): an occupancy query per launch cost host time on every
+// shape and device (resident_blocks.cpp): an occupancy query per launch costs host time on every
 // eager step.
 int resident_blocks(const void* kernel, int threads, size_t dynamic_smem, int device);
 template <class Kernel>

@@ -8,8 +8,8 @@
 // transposes HWC -> CHW: a thread takes 4 consecutive pixels, reads their 4*C bytes (a warp
 // reads one contiguous span) and writes 4 consecutive elements of each channel plane, so
 // the stores, the larger side, stay coalesced.
-#include "cuda_util.cuh"
-#include "gather_normalize.h"
+#include "cuda/cuda_util.cuh"
+#include "cuda/gather_normalize.h"
 
 namespace ge {
 namespace gpu {

@@ -1,4 +1,4 @@
-// The one kernel behind GpuResidentSource (include/ganengine/gpu_resident.h), declared for
+// The one kernel behind GpuResidentSource (src/data/gpu_resident.h), declared for
 // src/data/gpu_resident.cpp only; CUDA builds only.
 #pragma once
 #include <cstdint>

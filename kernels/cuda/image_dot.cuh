@@ -4,8 +4,8 @@
 // the same bits. A block of kThreads threads takes one image; thread t adds packs t, t +
 // kThreads, ... one value after another, then block_sum adds the threads.
 #pragma once
-#include "cuda_util.cuh"
-#include "vector_pack.cuh"
+#include "cuda/cuda_util.cuh"
+#include "cuda/vector_pack.cuh"
 
 namespace ge {
 namespace gpu {

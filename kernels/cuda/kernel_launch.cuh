@@ -10,13 +10,12 @@
 // finish kernels read the forward's statistics and the parameters before they wait,
 // channel_reduce.cuh.) Kernels launched otherwise (cuDNN's, cuBLAS's, <<<>>>) wait for the whole
 // previous kernel as usual.
-// GANENGINE_PDL=off launches every kernel the usual way.
 #pragma once
 #include <cuda_runtime.h>
 
 #include <utility>
 
-#include "ganengine/cuda_check.h"
+#include "runtime/cuda_check.h"
 
 namespace ge {
 namespace gpu {
@@ -29,7 +28,7 @@ __device__ __forceinline__ void await_previous_kernel() {
 #endif
 }
 
-bool programmatic_launch_enabled();  // GANENGINE_PDL (on by default) or set_early_launch
+bool programmatic_launch_enabled();  // on unless set_early_launch(Off)
 
 // Sets a function attribute of `kernel` on `device` (the current device) the first time it is
 // asked for that kernel, attribute and device; later calls do nothing (whatever their value).

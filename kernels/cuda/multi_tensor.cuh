@@ -10,13 +10,13 @@
 #include <functional>
 #include <vector>
 
-#include "cuda_util.cuh"
+#include "cuda/cuda_util.cuh"
 
 namespace ge {
 namespace gpu {
 
 // Elements per block: 16 per thread at 256 threads. Small enough that a DCGAN's 3.6 million
-// parameters make some 900 blocks, several per SM (16384 made about 220, under two per SM).
+// parameters make some 900 blocks, several per SM (16384 would make about 220, under two per SM).
 constexpr int64_t kChunkElems = 4096;
 // Elements a thread loads before it uses any (kernels unroll their element loops this deep),
 // so several loads per thread are in flight at once.

@@ -2,10 +2,10 @@
 // of a 16-bit NHWC destination, or per pixel of a 16-bit NHWC trim from 8 channels), bits moved
 // as they are (so any dtype of one size is one
 // kernel). The reference is kernels/cpu/pad.cpp.
-#include "cuda_util.cuh"
-#include "ganengine/backend.h"
-#include "kernel_launch.cuh"
-#include "vector_pack.cuh"
+#include "cuda/cuda_util.cuh"
+#include "core/backend.h"
+#include "cuda/kernel_launch.cuh"
+#include "cuda/vector_pack.cuh"
 
 namespace ge {
 namespace gpu {
@@ -17,7 +17,7 @@ struct PadGeometry {
   bool nhwc;
 };
 
-// Index is 32-bit whenever the tensors allow: 64-bit division made this kernel 6% of an O2 step.
+// Index is 32-bit whenever the tensors allow: 64-bit division is far slower (docs/performance.md).
 template <class Bits, class Index>
 __global__ void copy_padded_kernel(const Bits* __restrict__ src, Bits* __restrict__ dst, PadGeometry<Index> g) {
   await_previous_kernel();
@@ -43,8 +43,8 @@ __global__ void copy_padded_kernel(const Bits* __restrict__ src, Bits* __restric
 
 // NHWC 16-bit destinations whose channel count is a multiple of 8 (the images and first-layer
 // weights padded from 3 to 8 channels): a thread writes one 16-byte run of 8 channels of one
-// pixel. One 2-byte element a thread took 135 us of an O3 step at batch 1024 for the step's 11
-// copies (ncu), nearly all of it the image batch's.
+// pixel: with one 2-byte element a thread the step's copies, the image batch's above all, take
+// far longer (docs/performance.md).
 template <class Index>
 __global__ void copy_padded_nhwc_runs_kernel(const uint16_t* __restrict__ src, Pack<uint16_t, 8>* __restrict__ dst,
                                              PadGeometry<Index> g) {
@@ -65,7 +65,7 @@ __global__ void copy_padded_nhwc_runs_kernel(const uint16_t* __restrict__ src, P
 
 // NHWC 16-bit trims from 8 channels to fewer (G's padded output and D's padded input gradient
 // down to the image's 1 or 3 channels): a thread reads one pixel's 16 bytes at once and writes
-// its first dC channels. The one-element kernel took 40 us for each such trim at batch 1024.
+// its first dC channels, faster than the one-element kernel (docs/performance.md).
 template <class Index>
 __global__ void copy_trimmed_nhwc_pixels_kernel(const Pack<uint16_t, 8>* __restrict__ src, uint16_t* __restrict__ dst,
                                                 PadGeometry<Index> g) {

@@ -1,8 +1,8 @@
 // GPU Philox draws: one thread per Philox block (four elements), the same functions as the
 // CPU reference in kernels/cpu/random.cpp, so both backends produce bitwise the same values.
-#include "cuda_util.cuh"
-#include "ganengine/backend.h"
-#include "ganengine/philox.h"
+#include "cuda/cuda_util.cuh"
+#include "core/backend.h"
+#include "core/philox.h"
 
 namespace ge {
 namespace gpu {

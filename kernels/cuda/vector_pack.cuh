@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <initializer_list>
 
-#include "cuda_util.cuh"
+#include "cuda/cuda_util.cuh"
 
 namespace ge {
 namespace gpu {

@@ -4,8 +4,9 @@
 
 #include <cstdio>
 
-#include "ganengine/backend.h"
-#include "ganengine/download.h"
+#include "core/backend.h"
+#include "data/dataset_registry.h"
+#include "data/download.h"
 #include "ganengine/error.h"
 
 namespace ge::cli {
@@ -15,12 +16,18 @@ void Arguments::finish() {
   for (auto& w : words) ptrs_.push_back(w.data());
 }
 
+std::string dataset_choices() { return join_names(dataset_names(), " | "); }
+
+std::string downloadable_datasets() { return join_names(dataset_names(is_downloadable), ", "); }
+
 void require_dataroot(const std::string& dataset, const std::string& dataroot, bool offer_download) {
-  if (dataset == "fake") return;
+  // An unknown name is left to open_dataset, which lists the known ones.
+  const DatasetEntry* entry = find_dataset(dataset);
+  if (entry && !entry->reads_files) return;
   struct stat st {};
   if (stat(dataroot.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    fail("--dataroot '", dataroot, "' is not a directory (", dataset,
-         " reads its files from there; --dataset fake needs none",
+    fail("--dataroot '", dataroot, "' is not a directory (", dataset, " reads its files from there; --dataset ",
+         join_names(dataset_names([](const DatasetEntry& e) { return !e.reads_files; }), " or "), " needs none",
          offer_download && dataset_has_download(dataset) ? "; or add --download" : "", ")");
 }
 

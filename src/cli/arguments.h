@@ -28,8 +28,14 @@ class Arguments {
 // stderr when warn_on_cpu); "cuda[:k]" without a usable GPU is an error that says so.
 Device resolve_device(const std::string& spec, const char* command, bool warn_on_cpu);
 
-// Before any data is read: --dataroot must be a directory for every --dataset but fake (and,
-// where the command offers --download, the error says it is there for the datasets it fetches).
+// For the commands' --help, from the dataset registry: every --dataset name as
+// "cifar10 | lsun | ...", and those --download fetches as "cifar10, mnist, ...".
+std::string dataset_choices();
+std::string downloadable_datasets();
+
+// Before any data is read: --dataroot must be a directory for every --dataset that reads files
+// (the registry's reads_files: all but fake) and, where the command offers --download, the
+// error says it is there for the datasets it fetches.
 void require_dataroot(const std::string& dataset, const std::string& dataroot, bool offer_download);
 
 // The input pipeline's flags as bench-data and bench declare them (--dataset, --dataroot,

@@ -1,5 +1,5 @@
 // `ganengine bench`: ms/step, images/s, achieved TFLOP/s and the fraction of a half GEMM peak
-// measured in the same run, for each opt level and batch size (DESIGN.md, "Performance method").
+// measured in the same run, for each opt level and batch size (BENCHMARKS.md, "How we measure").
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -12,13 +12,14 @@
 #include "cli/arguments.h"
 #include "cli/bench_report.h"
 #include "cli/commands.h"
-#include "ganengine/atomic_file.h"
-#include "ganengine/backend.h"
+#include "io/atomic_file.h"
+#include "core/backend.h"
+#include "data/dataset_registry.h"
 #include "ganengine/data.h"
 #include "ganengine/data_pipeline.h"
-#include "ganengine/gpu_measure.h"
+#include "runtime/gpu_measure.h"
 #include "ganengine/step_bench.h"
-#include "ganengine/step_flops.h"
+#include "train/step_flops.h"
 
 namespace ge::cli {
 
@@ -102,7 +103,7 @@ std::optional<DataPipelineOptions> bench_data(const cxxopts::ParseResult& r) {
         fail("--", flag, " goes with --dataset (without it the bench feeds one synthetic batch resident on the GPU)");
     return std::nullopt;
   }
-  (void)dataset_channels(dataset);  // an unknown name fails now, listing the known ones
+  (void)dataset_entry(dataset);  // an unknown name fails now, listing the known ones
   DataPipelineOptions d = read_data_flags(r);
   d.download = r.count("download") > 0;
   d.mirror = r["download-mirror"].as<std::string>();
@@ -138,14 +139,14 @@ int run_bench(int argc, char** argv) {
     ("memory-breakdown", "after each row, what was in use at its peak memory, by the phase and layer that allocated it")
     ("profile", "start the CUDA profiler for each configuration's timed steps only (nsys --capture-range=cudaProfilerApi, ncu --profile-from-start off)")
     ("json", "also write the rows, the GPU and library versions and the date to this file", cxxopts::value<std::string>()->default_value(""))
-    ("dataset", "include the input pipeline: every step takes its batch from this dataset as train reads it (cifar10 | lsun | mnist | fashion-mnist | imagenet | folder | lfw | fake; default: one synthetic batch resident on the GPU)", cxxopts::value<std::string>()->default_value(""))
+    ("dataset", "include the input pipeline: every step takes its batch from this dataset as train reads it (" + dataset_choices() + "; default: one synthetic batch resident on the GPU)", cxxopts::value<std::string>()->default_value(""))
     ("dataroot", "with --dataset: path to it", cxxopts::value<std::string>()->default_value("./"))
     ("classes", "with --dataset lsun: its classes", cxxopts::value<std::string>()->default_value("bedroom"))
     ("workers", "with --dataset: the host loader's decoding threads", cxxopts::value<int>()->default_value("2"))
     ("data-on", "with --dataset: auto | host | gpu, where batches are assembled (auto: on the GPU when the dataset fits)", cxxopts::value<std::string>()->default_value("auto"))
     ("cache-dir", "with --dataset: decoded-image cache (folder-like and lsun datasets)", cxxopts::value<std::string>()->default_value(""))
     ("skip-bad-images", "with --dataset: skip undecodable images instead of stopping")
-    ("download", "with --dataset: fetch it into --dataroot first (cifar10, mnist, fashion-mnist), md5-checked")
+    ("download", "with --dataset: fetch it into --dataroot first (" + downloadable_datasets() + "), md5-checked")
     ("download-mirror", "with --download: base URL to download from (else $GANENGINE_DATASET_MIRROR, else the official sites)", cxxopts::value<std::string>()->default_value(""))
     ("device", "cuda | cuda:K", cxxopts::value<std::string>()->default_value("cuda:0"))
     ("h,help", "show this help");
@@ -208,7 +209,8 @@ int run_bench(int argc, char** argv) {
     dataset = open_pipeline_dataset(*data);
     run.net.nc = dataset->channels();
   }
-  run.input = data ? "--dataset " + data->dataset + (data->dataset == "fake" ? "" : " from " + data->dataroot) +
+  run.input = data ? "--dataset " + data->dataset +
+                         (dataset_entry(data->dataset).reads_files ? " from " + data->dataroot : "") +
                          ": the input pipeline train uses, each step's batch and noise drawn as train draws them "
                          "(an epoch's last, partial batch left out)"
                    : "one synthetic batch and one noise batch resident on the GPU (no input pipeline; --dataset "

@@ -8,7 +8,7 @@
 
 #include "cli/arguments.h"
 #include "cli/commands.h"
-#include "ganengine/backend.h"
+#include "core/backend.h"
 #include "ganengine/data_pipeline.h"
 
 namespace ge::cli {
@@ -17,7 +17,7 @@ int run_bench_data(int argc, char** argv) {
   cxxopts::Options o("ganengine bench-data", "Measure the input pipeline's images/s for a dataset.");
   // clang-format off
   o.add_options()
-    ("dataset", "cifar10 | lsun | mnist | fashion-mnist | imagenet | folder | lfw | fake", cxxopts::value<std::string>()->default_value("fake"))
+    ("dataset", dataset_choices(), cxxopts::value<std::string>()->default_value("fake"))
     ("dataroot", "path to dataset", cxxopts::value<std::string>()->default_value("./"))
     ("classes", "lsun classes", cxxopts::value<std::string>()->default_value("bedroom"))
     ("imageSize", "image side", cxxopts::value<int>()->default_value("64"))

@@ -6,7 +6,7 @@
 #include <ctime>
 
 #include "cli/commands.h"
-#include "ganengine/step_flops.h"
+#include "train/step_flops.h"
 #include "io/json.h"
 
 namespace ge::cli {

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "ganengine/amp.h"
-#include "ganengine/gpu_measure.h"
+#include "runtime/gpu_measure.h"
 #include "ganengine/step_bench.h"
 
 namespace ge::cli {

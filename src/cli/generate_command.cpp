@@ -5,8 +5,8 @@
 
 #include "cli/arguments.h"
 #include "cli/commands.h"
-#include "ganengine/atomic_file.h"
-#include "ganengine/backend.h"
+#include "io/atomic_file.h"
+#include "core/backend.h"
 #include "ganengine/image_grid.h"
 #include "ganengine/safetensors.h"
 #include "ganengine/state_dict.h"

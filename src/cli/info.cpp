@@ -2,8 +2,9 @@
 #include <cstdio>
 
 #include "cli/commands.h"
-#include "ganengine/backend.h"
-#include "ganengine/process_group.h"
+#include "core/backend.h"
+#include "core/process_group.h"
+#include "core/tuning_policy.h"
 #include "ganengine/system_info.h"
 
 #include <random>
@@ -15,6 +16,10 @@ const char* version() { return "0.1.0"; }
 int run_info(int, char**) {
   std::printf("ganengine %s\n", version());
   for (const auto& line : system_info_lines()) std::printf("%s\n", line.c_str());
+  std::printf("tuning policy (GANENGINE_TUNING=key=value,... overrides; docs/performance.md):\n");
+  for (const auto& line : tuning().describe()) std::printf("  %s\n", line.c_str());
+  std::printf("convolution paths, tried in order (the first that applies runs the pass):\n");
+  for (const auto& line : gpu::describe_conv_paths()) std::printf("  %s\n", line.c_str());
   // Under mpirun (or GANENGINE_RANK ...): check the launch before training does, by sharing a
   // random id from rank 0 the way training shares NCCL's; every rank prints the same fingerprint.
   const ProcessGroupInfo pg = detect_process_group();

@@ -7,7 +7,8 @@
 
 #include "cli/arguments.h"
 #include "cli/commands.h"
-#include "ganengine/backend.h"
+#include "core/backend.h"
+#include "data/dataset_registry.h"
 #include "ganengine/data.h"
 #include "ganengine/train_loop.h"
 
@@ -63,7 +64,7 @@ int run_train(int argc, char** argv) {
                      "defaults;\nkebab-case spellings work too (--batch-size, --image-size, --opt-level, --manual-seed).");
   // clang-format off
   o.add_options("main_amp.py")
-    ("dataset", "cifar10 | lsun | mnist | fashion-mnist | imagenet | folder | lfw | fake", cxxopts::value<std::string>()->default_value("cifar10"))
+    ("dataset", dataset_choices(), cxxopts::value<std::string>()->default_value("cifar10"))
     ("dataroot", "path to dataset", cxxopts::value<std::string>()->default_value("./"))
     ("workers", "number of data loading threads", cxxopts::value<int>()->default_value("2"))
     ("batchSize", "input batch size", cxxopts::value<int64_t>()->default_value("64"))
@@ -97,10 +98,10 @@ int run_train(int argc, char** argv) {
     ("resume", "continue exactly from a training_state.safetensors", cxxopts::value<std::string>()->default_value(""))
     ("print-precision", "print the dtype each layer stores and computes in, then exit")
     ("no-progress", "no progress line on the terminal")
-    ("download", "fetch the dataset into --dataroot first (cifar10, mnist, fashion-mnist), md5-checked")
+    ("download", "fetch the dataset into --dataroot first (" + downloadable_datasets() + "), md5-checked")
     ("download-mirror", "base URL to download from (else $GANENGINE_DATASET_MIRROR, else the official sites)", cxxopts::value<std::string>()->default_value(""))
     ("skip-bad-images", "skip (and count) undecodable images instead of stopping")
-    ("cache-dir", "keep decoded images of lsun/imagenet/folder/lfw here, reused while the source is unchanged", cxxopts::value<std::string>()->default_value(""))
+    ("cache-dir", "keep decoded images of " + join_names(dataset_names(is_image_files), "/") + " here, reused while the source is unchanged", cxxopts::value<std::string>()->default_value(""))
     ("data-on", "auto | host | gpu: keep the decoded dataset on the GPU and build batches there (auto: when it fits)", cxxopts::value<std::string>()->default_value("auto"))
     ("debug-force-overflow", "test hook: STEP:LOSS[,...] makes loss LOSS (0,1,2) overflow at STEP", cxxopts::value<std::string>())
     ("cuda-graph", "GPU (the default there): after 3 eager warm-up steps, replay each training step as one captured CUDA graph (a batch of another size, like an epoch's last, runs eagerly)")

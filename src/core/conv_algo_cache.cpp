@@ -1,4 +1,4 @@
-#include "ganengine/conv_algo_cache.h"
+#include "core/conv_algo_cache.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -9,7 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "ganengine/atomic_file.h"
+#include "io/atomic_file.h"
 #include "ganengine/error.h"
 
 namespace ge {

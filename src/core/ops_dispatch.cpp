@@ -1,7 +1,7 @@
 // ge::ops: argument checks shared by both backends, then dispatch on the device.
 #include <atomic>
 
-#include "ganengine/backend.h"
+#include "core/backend.h"
 
 namespace ge {
 

@@ -1,4 +1,4 @@
-#include "ganengine/process_clock.h"
+#include "core/process_clock.h"
 
 #include <unistd.h>
 

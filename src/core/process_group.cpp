@@ -1,4 +1,4 @@
-#include "ganengine/process_group.h"
+#include "core/process_group.h"
 
 #include <dlfcn.h>
 #include <sys/stat.h>
@@ -10,9 +10,9 @@
 #include <iterator>
 #include <thread>
 
-#include "ganengine/atomic_file.h"
+#include "io/atomic_file.h"
 #include "ganengine/error.h"
-#include "ganengine/process_clock.h"
+#include "core/process_clock.h"
 
 namespace ge {
 namespace {

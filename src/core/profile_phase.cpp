@@ -1,7 +1,7 @@
 #include <string>
 #include <vector>
 
-#include "ganengine/profiling.h"
+#include "runtime/profiling.h"
 
 namespace ge {
 

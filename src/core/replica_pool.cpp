@@ -1,4 +1,4 @@
-#include "ganengine/replica_pool.h"
+#include "core/replica_pool.h"
 
 #include "ganengine/error.h"
 

@@ -1,6 +1,6 @@
 #include "ganengine/system_info.h"
 
-#include "ganengine/backend.h"
+#include "core/backend.h"
 
 namespace ge {
 

@@ -4,9 +4,9 @@
 #include <sstream>
 
 #include "ganengine/allocator.h"
-#include "ganengine/half_bits.h"
-#include "ganengine/pinned_memory.h"
-#include "ganengine/round_from_double.h"
+#include "core/half_bits.h"
+#include "runtime/pinned_memory.h"
+#include "core/round_from_double.h"
 
 namespace ge {
 

@@ -1,10 +1,10 @@
 // .gecache headers: fixed little-endian fields, the name, and an MD5 of all of it, so that a
 // damaged header is told apart from one written for another source.
-#include "cache_file_format.h"
+#include "data/cache_file_format.h"
 
 #include <cstring>
 
-#include "ganengine/md5.h"
+#include "data/md5.h"
 
 namespace ge {
 namespace {

@@ -4,11 +4,11 @@
 
 #include <sys/stat.h>
 
-#include "cifar10_pickle.h"
-#include "file_stamp.h"
+#include "data/cifar10_pickle.h"
+#include "data/file_stamp.h"
 #include "ganengine/error.h"
-#include "image_fit.h"
-#include "read_only_file.h"
+#include "data/image_fit.h"
+#include "data/read_only_file.h"
 
 namespace ge {
 namespace {

@@ -3,7 +3,7 @@
 // numpy.core.multiarray._reconstruct, then a BUILD whose state tuple carries shape, dtype and
 // the raw bytes). Nothing is ever called or imported: globals are only names. Large strings
 // are not loaded, only located, so finding the 30 MB image buffer reads a few kilobytes.
-#include "cifar10_pickle.h"
+#include "data/cifar10_pickle.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -5,7 +5,7 @@
 #pragma once
 #include <cstdint>
 
-#include "read_only_file.h"
+#include "data/read_only_file.h"
 
 namespace ge {
 

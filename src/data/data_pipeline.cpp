@@ -2,13 +2,14 @@
 
 #include <iostream>
 
-#include "ganengine/dataset_cache.h"
-#include "ganengine/download.h"
+#include "data/dataset_cache.h"
+#include "data/dataset_registry.h"
+#include "data/download.h"
 #include "ganengine/error.h"
-#include "ganengine/gpu_resident.h"
+#include "data/gpu_resident.h"
 
 #ifdef GE_WITH_CUDA
-#include "ganengine/cuda_check.h"
+#include "runtime/cuda_check.h"
 #endif
 
 namespace ge {
@@ -34,23 +35,19 @@ int64_t gpu_resident_budget_bytes(Device device) {
   return 0;
 }
 
-namespace {
-bool cacheable(const std::string& name) {
-  return name == "lsun" || name == "imagenet" || name == "folder" || name == "lfw";
-}
-}  // namespace
-
 std::unique_ptr<Dataset> open_pipeline_dataset(const DataPipelineOptions& opt) {
   if (opt.download) {
     if (!dataset_has_download(opt.dataset))
-      fail("--download works for cifar10, mnist and fashion-mnist, not for --dataset ", opt.dataset);
+      fail("--download works for ", join_names(dataset_names(is_downloadable), ", ", " and "), ", not for --dataset ",
+           opt.dataset);
     download_dataset(opt.dataset, opt.dataroot, opt.mirror, &std::cerr);
   }
   std::unique_ptr<Dataset> dataset =
       open_dataset(opt.dataset, opt.dataroot, opt.image_size, opt.classes, opt.seed, opt.skip_bad_images);
   if (!opt.cache_dir.empty()) {
-    if (!cacheable(opt.dataset))
-      fail("--cache-dir is for datasets decoded from image files (lsun, imagenet, folder, lfw), not ", opt.dataset);
+    if (!dataset_entry(opt.dataset).image_files)
+      fail("--cache-dir is for datasets decoded from image files (", join_names(dataset_names(is_image_files), ", "),
+           "), not ", opt.dataset);
     dataset = std::make_unique<CachedDataset>(std::move(dataset), opt.cache_dir, opt.workers);
   }
   return dataset;

@@ -1,6 +1,6 @@
 // CachedDataset: use the cache file when its header matches the source, else decode the source
 // once into a new one, then serve every read from a read-only memory mapping of it.
-#include "ganengine/dataset_cache.h"
+#include "data/dataset_cache.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -14,11 +14,11 @@
 #include <cstring>
 #include <filesystem>
 
-#include "cache_file_format.h"
-#include "dataset_cache_build.h"
-#include "ganengine/atomic_file.h"
+#include "data/cache_file_format.h"
+#include "data/dataset_cache_build.h"
+#include "io/atomic_file.h"
 #include "ganengine/error.h"
-#include "ganengine/md5.h"
+#include "data/md5.h"
 
 namespace ge {
 

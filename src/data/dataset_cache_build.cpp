@@ -1,6 +1,6 @@
 // write_decoded_images: chunks of images decoded by a few threads, written by the caller.
 // Writing a chunk takes milliseconds against seconds of decoding, so no overlap is needed.
-#include "dataset_cache_build.h"
+#include "data/dataset_cache_build.h"
 
 #include <unistd.h>
 

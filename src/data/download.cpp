@@ -1,6 +1,6 @@
-// download_dataset: the official tables (URLs and MD5s as torchvision has them), and the
-// fetch -> verify -> rename -> unpack sequence that never leaves a partial file in place.
-#include "ganengine/download.h"
+// download_dataset: the fetch -> verify -> rename -> unpack sequence that never leaves a
+// partial file in place. The official files of each dataset are in its registry entry.
+#include "data/download.h"
 
 #include <unistd.h>
 
@@ -9,11 +9,12 @@
 #include <ostream>
 #include <system_error>
 
-#include "ganengine/atomic_file.h"
+#include "io/atomic_file.h"
 #include "ganengine/error.h"
-#include "ganengine/md5.h"
-#include "http_fetch.h"
-#include "tar_gz.h"
+#include "data/dataset_registry.h"
+#include "data/md5.h"
+#include "data/http_fetch.h"
+#include "data/tar_gz.h"
 
 namespace ge {
 namespace {
@@ -117,37 +118,18 @@ bool all_present(const fs::path& dataroot, const std::vector<std::string>& paths
 }  // namespace
 
 DownloadPlan official_download_plan(const std::string& dataset) {
-  DownloadPlan plan;
+  const DatasetEntry* entry = find_dataset(dataset);
+  if (!entry || !entry->downloadable())
+    fail("--download: no download for --dataset '", dataset, "'; ganengine downloads ",
+         join_names(dataset_names(is_downloadable), ", ", " and "), " (put the other datasets under --dataroot by hand)");
+  DownloadPlan plan = entry->download_plan();
   plan.dataset = dataset;
-  if (dataset == "cifar10") {
-    plan.mirrors = {"https://www.cs.toronto.edu/~kriz/"};
-    plan.files = {{"cifar-10-binary.tar.gz", "c32a1d4ab5d03f1284b67883e8d87530"}};
-    plan.extract = true;
-    std::vector<std::string> batches;
-    for (int b = 1; b <= 5; ++b) batches.push_back("cifar-10-batches-bin/data_batch_" + std::to_string(b) + ".bin");
-    plan.present_when = {batches};
-    return plan;
-  }
-  const std::string images = "train-images-idx3-ubyte";
-  if (dataset == "mnist") {
-    plan.mirrors = {"https://ossci-datasets.s3.amazonaws.com/mnist/", "http://yann.lecun.com/exdb/mnist/"};
-    plan.folder = "MNIST/raw";
-    plan.files = {{images + ".gz", "f68b3c2dcbeaaa9fbdd348bbdeb94873"}};
-  } else if (dataset == "fashion-mnist") {
-    plan.mirrors = {"http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"};
-    plan.folder = "FashionMNIST/raw";
-    plan.files = {{images + ".gz", "8d4fb7e6c68d591d4c3dfef9ec88bf0d"}};
-  } else {
-    fail("--download: no download for --dataset '", dataset,
-         "'; ganengine downloads cifar10, mnist and fashion-mnist (put the other datasets under --dataroot by hand)");
-  }
-  // Where MnistDataset looks: torchvision's folder (downloaded or extracted), or dataroot itself.
-  plan.present_when = {{plan.folder + "/" + images + ".gz"}, {plan.folder + "/" + images}, {images + ".gz"}, {images}};
   return plan;
 }
 
 bool dataset_has_download(const std::string& dataset) {
-  return dataset == "cifar10" || dataset == "mnist" || dataset == "fashion-mnist";
+  const DatasetEntry* entry = find_dataset(dataset);
+  return entry && entry->downloadable();
 }
 
 void download_dataset(const DownloadPlan& plan, const std::string& dataroot, const std::string& mirror,

@@ -6,7 +6,7 @@
 
 #include "ganengine/batch_source.h"
 #include "ganengine/error.h"
-#include "ganengine/philox.h"
+#include "core/philox.h"
 
 namespace ge {
 namespace {

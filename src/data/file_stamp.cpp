@@ -1,5 +1,5 @@
 // FileStamp: stat() in the form fingerprints use.
-#include "file_stamp.h"
+#include "data/file_stamp.h"
 
 #include <sys/stat.h>
 

@@ -1,6 +1,6 @@
 // GpuResidentSource: read the whole dataset once on worker threads, keep it on the device as
 // u8, and build every batch there with one kernel (kernels/cuda/gather_normalize.cu).
-#include "ganengine/gpu_resident.h"
+#include "data/gpu_resident.h"
 
 #include <algorithm>
 #include <atomic>
@@ -19,7 +19,7 @@
 
 #ifdef GE_WITH_CUDA
 #include "cuda/gather_normalize.h"
-#include "ganengine/cuda_context.h"
+#include "runtime/cuda_context.h"
 #endif
 
 namespace ge {

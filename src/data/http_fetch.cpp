@@ -1,5 +1,5 @@
 // fetch_url_to_file: libcurl's easy interface, reached through dlsym so nothing links it.
-#include "http_fetch.h"
+#include "data/http_fetch.h"
 
 #include <curl/curl.h>
 #include <dlfcn.h>

@@ -1,5 +1,5 @@
 // read_idx_images: one pass through gzread; gzip or not is zlib's business, the layout ours.
-#include "idx_images.h"
+#include "data/idx_images.h"
 
 #include <zlib.h>
 

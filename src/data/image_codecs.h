@@ -7,7 +7,7 @@
 #include <string>
 
 #include "ganengine/error.h"
-#include "ganengine/image_decode.h"
+#include "data/image_decode.h"
 
 namespace ge::codecs {
 

@@ -1,6 +1,6 @@
 // decode_image / probe_image: read the file, recognise its format by the magic bytes, hand it
 // to that format's codec (image_decode_*.cpp).
-#include "ganengine/image_decode.h"
+#include "data/image_decode.h"
 
 #include <sys/stat.h>
 
@@ -11,7 +11,7 @@
 #include <cstring>
 #include <memory>
 
-#include "image_codecs.h"
+#include "data/image_codecs.h"
 
 namespace ge {
 

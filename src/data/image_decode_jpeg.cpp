@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "image_codecs.h"
+#include "data/image_codecs.h"
 
 namespace ge::codecs {
 

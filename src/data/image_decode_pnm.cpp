@@ -4,7 +4,7 @@
 // Plain-text (P1-P3), bitmap (P4) and PAM (P7) files are refused with a clear message.
 #include <cmath>
 
-#include "image_codecs.h"
+#include "data/image_codecs.h"
 
 namespace ge::codecs {
 

@@ -3,7 +3,7 @@
 // RGB, grey and palette files this is PIL's result; 16-bit samples are rounded to 8 bits by
 // libtiff where PIL keeps the high byte (at most 1 level apart).
 // Built without libtiff (GE_WITH_TIFF unset), TIFF files are refused with a clear message.
-#include "image_codecs.h"
+#include "data/image_codecs.h"
 
 #ifdef GE_WITH_TIFF
 #include <tiffio.h>

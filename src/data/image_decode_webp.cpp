@@ -7,7 +7,7 @@
 #include <cstring>
 #include <memory>
 
-#include "image_codecs.h"
+#include "data/image_codecs.h"
 
 namespace ge::codecs {
 

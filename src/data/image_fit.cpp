@@ -1,10 +1,10 @@
 // fit_image: Resize(size) [+ CenterCrop(size)] through image_transform.h's PIL-exact versions.
-#include "image_fit.h"
+#include "data/image_fit.h"
 
 #include <cstring>
 
 #include "ganengine/error.h"
-#include "ganengine/image_transform.h"
+#include "data/image_transform.h"
 
 namespace ge {
 

@@ -8,11 +8,11 @@
 
 #include "ganengine/data.h"
 #include "ganengine/error.h"
-#include "ganengine/image_decode.h"
-#include "ganengine/image_transform.h"
-#include "ganengine/md5.h"
-#include "file_stamp.h"
-#include "image_folder_scan.h"
+#include "data/image_decode.h"
+#include "data/image_transform.h"
+#include "data/md5.h"
+#include "data/file_stamp.h"
+#include "data/image_folder_scan.h"
 
 namespace ge {
 

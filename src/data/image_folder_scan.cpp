@@ -6,7 +6,7 @@
 // else (files, links to files, broken links) counts as a file. Unreadable subdirectories are
 // skipped, as os.walk skips them. Unlike os.walk we visit a directory once even when symlinks
 // form a loop.
-#include "image_folder_scan.h"
+#include "data/image_folder_scan.h"
 
 #include <sys/stat.h>
 

@@ -4,7 +4,7 @@
 // arithmetic in the same order,
 // same fixed-point rounding, so the bytes agree exactly. This file is built without FMA
 // contraction (-ffp-contract=off), which that agreement needs.
-#include "ganengine/image_transform.h"
+#include "data/image_transform.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,7 +1,7 @@
 // LmdbReader: a cursor walk at open for the key index, then one short read transaction per value.
 // With MDB_NOLOCK there is no reader table, so a transaction costs a look at the meta pages and
 // any number of threads may hold one at a time.
-#include "lmdb_reader.h"
+#include "data/lmdb_reader.h"
 
 #include <lmdb.h>
 #include <sys/stat.h>

@@ -9,7 +9,7 @@
 #include "ganengine/batch_source.h"
 #include "ganengine/data.h"
 #include "ganengine/error.h"
-#include "ganengine/replica_pool.h"
+#include "core/replica_pool.h"
 
 namespace ge {
 namespace {

@@ -3,11 +3,11 @@
 
 #include <algorithm>
 
-#include "file_stamp.h"
+#include "data/file_stamp.h"
 #include "ganengine/error.h"
-#include "ganengine/image_decode.h"
-#include "image_fit.h"
-#include "lmdb_reader.h"
+#include "data/image_decode.h"
+#include "data/image_fit.h"
+#include "data/lmdb_reader.h"
 
 namespace ge {
 namespace {

@@ -1,7 +1,7 @@
 // MD5 as RFC 1321 specifies it: 64 steps per 64-byte block over four 32-bit words, message
 // padded with 0x80, zeros and the bit length (little-endian). Written here rather than taken
 // from a library so that the binaries need no libcrypto on the GPU hosts.
-#include "ganengine/md5.h"
+#include "data/md5.h"
 
 #include <algorithm>
 #include <cerrno>

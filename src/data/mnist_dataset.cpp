@@ -3,10 +3,10 @@
 
 #include <sys/stat.h>
 
-#include "file_stamp.h"
+#include "data/file_stamp.h"
 #include "ganengine/error.h"
-#include "idx_images.h"
-#include "image_fit.h"
+#include "data/idx_images.h"
+#include "data/image_fit.h"
 
 namespace ge {
 namespace {

@@ -1,5 +1,5 @@
 // ReadOnlyFile: open + fstat once, then pread, which keeps no file position and so needs no lock.
-#include "read_only_file.h"
+#include "data/read_only_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

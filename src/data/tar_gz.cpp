@@ -2,7 +2,7 @@
 // followed by its data padded to 512 bytes; two zero blocks end the archive. GNU long names
 // ('L' entries) are honoured, pax headers ('x', 'g') skipped: the release needs neither, but
 // tar programs emit them for long paths.
-#include "tar_gz.h"
+#include "data/tar_gz.h"
 
 #include <zlib.h>
 

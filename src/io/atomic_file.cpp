@@ -1,7 +1,7 @@
-// Atomic file replacement: the AtomicFile class (src/io/atomic_file.h, used by the
-// safetensors writer) and the public helpers of ganengine/atomic_file.h share one recipe:
+// Atomic file replacement: the AtomicFile class (used by the safetensors writer) and the
+// write_file_atomically helpers (atomic_file.h) share one recipe:
 // write "<path>.tmp.<pid>", fsync, rename over path, fsync the directory.
-#include "atomic_file.h"
+#include "io/atomic_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "ganengine/atomic_file.h"
+#include "io/atomic_file.h"
 #include "ganengine/error.h"
 
 namespace ge {

@@ -1,8 +1,13 @@
-// Files that appear whole or not at all. Output is written to "<path>.tmp.<pid>", flushed to
-// disk, and renamed over path only when complete: a crash or error mid-write never leaves a
-// truncated checkpoint where a good one was, and a failed write removes its temporary.
+// Files that appear whole or not at all, and the directories they go into.
+//
+// Everything the engine writes for a user (image grids, checkpoints, weights) goes through
+// here: the bytes are written to "<path>.tmp.<pid>" in the same directory, flushed and
+// fsynced, then renamed over path. A crash or error mid-write therefore never leaves a
+// truncated file where a good one was, and a failed write removes its temporary.
 #pragma once
 #include <cstddef>
+#include <cstdio>
+#include <functional>
 #include <string>
 
 namespace ge {
@@ -32,5 +37,19 @@ class AtomicFile {
   int fd_ = -1;
   bool committed_ = false;
 };
+
+// Replaces (or creates) path with exactly these bytes. Throws ge::Error naming path, the OS
+// error and a hint when that is impossible; path is then left as it was.
+void write_file_atomically(const std::string& path, const std::string& bytes);
+
+// The same for output produced piece by piece: writer streams into the temporary file. If
+// writer throws, the temporary is removed, path is left as it was and the exception goes on
+// unchanged. Write errors writer leaves on the stream (ferror) are detected and reported.
+void write_file_atomically(const std::string& path, const std::function<void(std::FILE*)>& writer);
+
+// mkdir -p: creates dir and any missing parents. Throws ge::Error when a component exists but
+// is not a directory, when a directory cannot be created, or when dir ends up not writable.
+// An empty dir means the current directory and does nothing.
+void ensure_directory(const std::string& dir);
 
 }  // namespace ge

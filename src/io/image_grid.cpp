@@ -18,9 +18,9 @@
 #include <cstring>
 #include <vector>
 
-#include "ganengine/atomic_file.h"
+#include "io/atomic_file.h"
 #include "ganengine/error.h"
-#include "ganengine/half_bits.h"
+#include "core/half_bits.h"
 
 namespace ge {
 namespace {

@@ -1,4 +1,4 @@
-#include "json.h"
+#include "io/json.h"
 
 #include <charconv>
 #include <cmath>

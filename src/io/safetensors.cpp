@@ -13,8 +13,8 @@
 #include <limits>
 #include <vector>
 
-#include "atomic_file.h"
-#include "json.h"
+#include "io/atomic_file.h"
+#include "io/json.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "safetensors data is little-endian; this build reads and writes it as host memory");

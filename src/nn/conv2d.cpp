@@ -1,4 +1,5 @@
 #include "ganengine/concurrent_region.h"
+#include "core/tuning_policy.h"
 #include "ganengine/nn.h"
 
 namespace ge::nn {
@@ -18,8 +19,8 @@ Conv2d::Conv2d(int64_t in, int64_t out, int kernel, int stride, int pad, bool tr
   weight_.model_grad = Tensor::zeros(shape, policy.compute_dtype, where.device, where.format);
   weight_.grad = Tensor::zeros(shape, DType::F32, where.device, where.format);
   // Half-precision NHWC convolutions reach Tensor Cores only with channel counts that are
-  // multiples of 8; cuDNN otherwise pads internally or falls back to slow kernels (on the H200
-  // the 3-channel layers' passes ran at 0-33% Tensor Core activity). So the layer pads with
+  // multiples of 8; cuDNN otherwise pads internally or falls back to slow kernels (the 3-channel
+  // layers' passes ran at a fraction of Tensor Core activity). So the layer pads with
   // zeros itself: inputs and weights up, outputs and gradients back down. Zeros add nothing.
   // One output channel stays unpadded: D's last layer is a dot product per image, which the
   // GPU backend computes by hand (kernels/cuda/conv_scalar.h) without the padding and trimming
@@ -94,11 +95,9 @@ Tensor Conv2d::forward(const Tensor& x_in, bool training) {
   // (and cuDNN any count in f32). Padded, the noise and the weight are copied in the forward
   // and the weight's gradient trimmed in the backward: four kernels on G's chain. Unpadded,
   // cuBLAS runs its kernels for 4-byte aligned rows, slower than its 16-byte aligned ones: a
-  // net gain at batch 64, a loss from 256 on (H200, session 18, side by side: O3 steps 2.1%
-  // shorter at 64 with the record-copy change; unpadded at every batch 0.3% longer at 1024).
-  constexpr int64_t kUnpaddedGemmBelowBatch = 256;
+  // net gain at small batches, a loss at large ones (the tuning policy's cut-over).
   const int64_t in_run =
-      transposed_ && H == 1 && W == 1 && p_.pad == 0 && N < kUnpaddedGemmBelowBatch ? in_ : in_padded_;
+      transposed_ && H == 1 && W == 1 && p_.pad == 0 && N < tuning().unpadded_gemm_below_batch ? in_ : in_padded_;
   if (transposed_) x = padded(x, N, in_run);
   const Shape wp = padded_weight_shape(in_run);
   Tensor w = padded(compute_weight(), wp[0], wp[1]);
@@ -161,8 +160,8 @@ Tensor Conv2d::backward(Tensor dy_in, bool want_param_grads, bool want_input_gra
     dy = ops::converted(dy_in, policy_.compute_dtype, where_.format, where_.device);
   // A convolution's backward passes read every output channel of dy. A transposed convolution's
   // output gradient is the x side of both (ops.h), which the GPU's 8-channel kernels read with
-  // its own channels: G's last layer's 3, without a padding copy (side by side on the H200, O2/O3
-  // steps 0.8-1.1% shorter at batch 256 and 1024 than padding it to 8 first).
+  // its own channels: G's last layer's 3, without a padding copy (faster than padding it to 8
+  // first: docs/performance.md).
   if (!transposed_) dy = padded(dy, dy.dim(0), out_padded_);
   // With a fused activation dy is its output's gradient (unless the next network's first layer
   // has taken it through the activation: receives_gradient_through_activation). Only one

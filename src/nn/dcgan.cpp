@@ -38,8 +38,7 @@ std::unique_ptr<Sequential> make_generator(const NetConfig& cfg, const Precision
   for (; mult > 1; mult /= 2) block(cfg.ngf * mult, cfg.ngf * mult / 2, 2, 1);
   net->add(std::make_unique<Conv2d>(cfg.ngf, cfg.nc, 4, 2, 1, true, policy, where));
   net->add(std::make_unique<ActivationLayer>(ops::Activation::Tanh));
-  net->fuse_activations();
-  net->link_moments();
+  net->fuse();
   return net;
 }
 
@@ -55,8 +54,7 @@ std::unique_ptr<Sequential> make_discriminator(const NetConfig& cfg, const Preci
     net->add(std::make_unique<ActivationLayer>(ops::Activation::LeakyReLU, 0.2f));
   }
   net->add(std::make_unique<Conv2d>(cfg.ndf * mult, 1, 4, 1, 0, false, policy, where));
-  net->fuse_activations();
-  net->link_dots();
+  net->fuse();
   return net;
 }
 

@@ -1,5 +1,6 @@
 #include "ganengine/nn.h"
-#include "ganengine/profiling.h"
+#include "nn/fusion_plan.h"
+#include "runtime/profiling.h"
 
 namespace ge::nn {
 
@@ -29,55 +30,23 @@ Tensor Sequential::backward(const Tensor& dy, bool want_param_grads, bool want_i
   return g;
 }
 
-void Sequential::fuse_activations() {
-  for (size_t i = 0; i + 1 < layers_.size(); ++i) {
-    auto* act = dynamic_cast<ActivationLayer*>(layers_[i + 1].get());
-    if (!act) continue;
-    const ops::FusedActivation fused{act->kind(), act->slope()};
-    if (auto* bn = dynamic_cast<BatchNorm2d*>(layers_[i].get())) {
-      if (act->kind() == ops::Activation::Tanh) continue;  // BatchNorm's kernels fuse ReLU and LeakyReLU only
-      bn->fuse_activation(fused);
-    } else if (auto* conv = dynamic_cast<Conv2d*>(layers_[i].get()); conv && conv->can_fuse_activation()) {
-      conv->fuse_activation(fused);
-    } else {
-      continue;
-    }
-    act->set_fused_into_previous(true);
-  }
-}
-
-void Sequential::link_moments() {
-  for (size_t i = 0; i + 1 < layers_.size(); ++i)
-    if (auto* conv = dynamic_cast<Conv2d*>(layers_[i].get()); conv && conv->transposed())
-      conv->form_moments_for(dynamic_cast<BatchNorm2d*>(layers_[i + 1].get()));
-}
-
-void Sequential::link_dots() {
-  for (size_t i = 0; i + 2 < layers_.size(); ++i) {
-    auto* bn = dynamic_cast<BatchNorm2d*>(layers_[i].get());
-    auto* act = dynamic_cast<ActivationLayer*>(layers_[i + 1].get());
-    auto* head = dynamic_cast<Conv2d*>(layers_[i + 2].get());
-    if (bn && bn->fused() && act && head && head->can_take_dots()) bn->form_dots_for(head);
-  }
+void Sequential::fuse() {
+  fusion_ = plan_fusion(*this);
+  apply_fusion(fusion_, *this);
 }
 
 std::unique_ptr<Sequential> Sequential::twin() const {
   auto t = std::make_unique<Sequential>();
   for (const auto& layer : layers_) t->add(layer->twin());
-  // Where this network's convolutions hand their moments on, the twin's hand theirs to the twin's
-  // BatchNorms (Conv2d::twin drops the link to this network's).
-  for (size_t i = 0; i + 1 < layers_.size(); ++i)
-    if (auto* conv = dynamic_cast<const Conv2d*>(layers_[i].get()); conv && conv->moments_for())
-      static_cast<Conv2d*>(t->layers_[i].get())->form_moments_for(dynamic_cast<BatchNorm2d*>(t->layers_[i + 1].get()));
-  for (size_t i = 0; i + 2 < layers_.size(); ++i)
-    if (auto* bn = dynamic_cast<const BatchNorm2d*>(layers_[i].get()); bn && bn->dots_for())
-      static_cast<BatchNorm2d*>(t->layers_[i].get())->form_dots_for(static_cast<Conv2d*>(t->layers_[i + 2].get()));
+  // Layer::twin keeps each layer's own fusions and drops its links to this network's layers.
+  t->fusion_ = fusion_;
+  apply_fusion(t->fusion_, *t);
   return t;
 }
 
 void Sequential::set_update_running_stats(bool on) {
   for (auto& layer : layers_)
-    if (auto* bn = dynamic_cast<BatchNorm2d*>(layer.get())) bn->set_update_running_stats(on);
+    if (layer->layer_kind() == LayerKind::BatchNorm) static_cast<BatchNorm2d*>(layer.get())->set_update_running_stats(on);
 }
 
 std::vector<Param*> Sequential::params() {

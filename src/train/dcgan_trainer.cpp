@@ -3,8 +3,9 @@
 #include "ganengine/trainer.h"
 
 #include "ganengine/concurrent_region.h"
-#include "ganengine/env_choice.h"
-#include "ganengine/profiling.h"
+#include "core/tuning_policy.h"
+#include "nn/fusion_plan.h"
+#include "runtime/profiling.h"
 
 namespace ge {
 
@@ -25,13 +26,7 @@ DcganTrainer::DcganTrainer(const TrainerConfig& cfg) : cfg_(cfg), where_(nn::Pla
   // writes the input gradient of G's pass through D (the fake batch is both Tanh's output and
   // D's input): one op and three passes over the fake batch's gradient less.
   // (The layer list keeps the activation after the convolution that runs it: Sequential.)
-  auto& g_layers = G_->layers();
-  auto* g_last = g_layers.size() >= 2 ? dynamic_cast<nn::Conv2d*>(g_layers[g_layers.size() - 2].get()) : nullptr;
-  auto* d_first = dynamic_cast<nn::Conv2d*>(D_->layers().front().get());
-  if (g_last && d_first && g_last->fused_activation()) {
-    d_first->take_input_gradient_through(*g_last->fused_activation());
-    g_last->receives_gradient_through_activation(true);
-  }
+  nn::apply_step_fusion(nn::plan_step_fusion(*G_, *D_), *G_, *D_);
   if (cfg_.sync_batchnorm) {
     if (!cfg_.replicas) fail("--sync-bn synchronises BatchNorm across replicas: it needs --ngpu > 1 or mpirun");
     ReplicaGroup* group = cfg_.replicas;
@@ -128,8 +123,7 @@ void DcganTrainer::scaled_backward(nn::Sequential& d, const Tensor& logits, floa
 }
 
 bool DcganTrainer::optimizer_unscales(const std::vector<nn::Param*>& params) const {
-  static const bool on = env_choice("GANENGINE_ADAM_UNSCALE", {"on", "off"}) == "on";
-  if (!on || !cfg_.optimizer_unscales_last_loss || cfg_.policy.dynamic_loss_scale ||
+  if (!cfg_.optimizer_unscales_last_loss || cfg_.policy.dynamic_loss_scale ||
       cfg_.replicas)
     return false;
   for (nn::Param* p : params)
@@ -256,14 +250,10 @@ void DcganTrainer::step_body(const Tensor& real, const Tensor& noise) {
 }
 
 namespace {
-// A TrainerConfig::LaneChoice, Auto resolved by its environment variable's value (read once per
-// process by the caller), then by the batch's images x height x width.
-bool lanes_wanted(TrainerConfig::LaneChoice choice, const std::string& env, const Tensor& real, int64_t max_pixels) {
+// A TrainerConfig::LaneChoice, Auto resolved by the batch's images x height x width against the
+// tuning policy's bound.
+bool lanes_wanted(TrainerConfig::LaneChoice choice, const Tensor& real, int64_t max_pixels) {
   using Choice = TrainerConfig::LaneChoice;
-  if (choice == Choice::Auto) {
-    if (env == "on") choice = Choice::On;
-    if (env == "off") choice = Choice::Off;
-  }
   if (choice == Choice::Auto) return real.dim(0) * real.dim(2) * real.dim(3) <= max_pixels;
   return choice == Choice::On;
 }
@@ -273,24 +263,20 @@ bool DcganTrainer::use_side_lane(const Tensor& real) const {
   // Its all-reduces would run on both lanes at once over one NCCL communicator, which NCCL does
   // not order.
   if (!cfg_.device.is_cuda() || cfg_.sync_batchnorm) return false;
-  static const std::string env = env_choice("GANENGINE_SIDE_LANE", {"auto", "on", "off"});
-  return lanes_wanted(cfg_.side_lane, env, real, TrainerConfig::side_lane_max_pixels(cfg_.policy.compute_dtype));
+  return lanes_wanted(cfg_.side_lane, real, tuning().side_lane_max_pixels(cfg_.policy.compute_dtype == DType::F32));
 }
 
 bool DcganTrainer::use_fake_branch(const Tensor& real) const {
   if (cfg_.replicas) return false;  // each pass all-reduces its overflow flag: both would at once
-  static const std::string env = env_choice("GANENGINE_FAKE_BRANCH", {"auto", "on", "off"});
-  return lanes_wanted(cfg_.fake_branch, env, real, TrainerConfig::kFakeBranchMaxPixels);
+  return lanes_wanted(cfg_.fake_branch, real, tuning().fake_branch_max_pixels);
 }
 
 bool DcganTrainer::use_side_hold(const Tensor& real) const {
-  static const std::string env = env_choice("GANENGINE_SIDE_HOLD", {"auto", "on", "off"});
-  return lanes_wanted(cfg_.side_hold, env, real, TrainerConfig::kSideHoldMaxPixels);
+  return lanes_wanted(cfg_.side_hold, real, tuning().side_hold_max_pixels);
 }
 
 bool DcganTrainer::use_branch_side_below(const Tensor& real) const {
-  static const std::string env = env_choice("GANENGINE_BRANCH_SIDE_BELOW", {"auto", "on", "off"});
-  return lanes_wanted(cfg_.branch_side_below, env, real, TrainerConfig::kBranchSideBelowMaxPixels);
+  return lanes_wanted(cfg_.branch_side_below, real, tuning().branch_side_below_max_pixels);
 }
 
 void DcganTrainer::average_grads(nn::Sequential& net) {
@@ -380,8 +366,8 @@ void DcganTrainer::graph_step(const Tensor& real_in, const Tensor& noise_in) {
       warm_steps_ = 1;
       // The input buffers the graph will read are made now, before the warm-up steps: made at
       // capture time they would take cached blocks of the sizes the step itself needs (the real
-      // batch has the shape of G's output), and the capture would find none left
-      // (first H200 run: "allocation of 25165824 bytes during CUDA graph capture" at batch 1024).
+      // batch has the shape of G's output), and the capture would find none left ("allocation of
+      // ... bytes during CUDA graph capture").
       static_real_ = bound_shapes ? bound_real_
                                   : Tensor::empty(real_in.shape(), real_in.dtype(), cfg_.device, real_in.format());
       static_noise_ = bound_shapes ? bound_noise_

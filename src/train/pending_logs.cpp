@@ -1,4 +1,4 @@
-#include "ganengine/pending_logs.h"
+#include "train/pending_logs.h"
 
 namespace ge {
 

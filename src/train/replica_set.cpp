@@ -1,7 +1,7 @@
-#include "ganengine/replica_set.h"
+#include "train/replica_set.h"
 
 #include "ganengine/error.h"
-#include "ganengine/nccl_group.h"
+#include "runtime/nccl_group.h"
 
 namespace ge {
 

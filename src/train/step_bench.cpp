@@ -5,12 +5,12 @@
 #include <cmath>
 
 #include "ganengine/allocator.h"
-#include "ganengine/backend.h"
-#include "ganengine/gpu_measure.h"
-#include "ganengine/replica_set.h"
-#include "ganengine/profiling.h"
-#include "ganengine/step_flops.h"
-#include "ganengine/training_noise.h"
+#include "core/backend.h"
+#include "runtime/gpu_measure.h"
+#include "train/replica_set.h"
+#include "runtime/profiling.h"
+#include "train/step_flops.h"
+#include "train/training_noise.h"
 
 namespace ge {
 

@@ -1,4 +1,4 @@
-#include "ganengine/step_flops.h"
+#include "train/step_flops.h"
 
 namespace ge {
 

@@ -1,28 +1,36 @@
+// run_training in stages: the topology of replicas and processes, the data pipelines, the
+// trainers, the resume, a header, then TrainingLoop's epochs with their logs, samples and
+// checkpoints.
 #include "ganengine/train_loop.h"
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <sstream>
+#include <memory>
+#include <string>
+#include <vector>
 
-#include "ganengine/atomic_file.h"
-#include "ganengine/backend.h"
+#include "io/atomic_file.h"
+#include "core/backend.h"
 #include "ganengine/image_grid.h"
-#include "ganengine/nccl_group.h"
-#include "ganengine/process_group.h"
-#include "ganengine/conv_algo_cache.h"
-#include "ganengine/replica_set.h"
-#include "ganengine/pending_logs.h"
-#include "ganengine/process_clock.h"
-#include "ganengine/profiling.h"
+#include "runtime/nccl_group.h"
+#include "core/process_group.h"
+#include "core/conv_algo_cache.h"
+#include "core/tuning_policy.h"
+#include "nn/fusion_plan.h"
+#include "train/replica_set.h"
+#include "train/pending_logs.h"
+#include "core/process_clock.h"
+#include "runtime/profiling.h"
 #include "ganengine/safetensors.h"
 #include "ganengine/state_dict.h"
-#include "ganengine/training_noise.h"
+#include "train/training_noise.h"
 #include "ganengine/training_state.h"
 
 namespace ge {
@@ -181,57 +189,71 @@ void print_network(const char* title, nn::Sequential& net) {
     std::printf("  main.%-3zu %-48s %s\n", i, layers[i]->describe().c_str(), layers[i]->precision().c_str());
 }
 
-}  // namespace
 
-void print_precision(const TrainOptions& opt, int nc) {
-  TrainerConfig cfg = trainer_config(opt, nc);
-  std::printf("precision policy (%s):\n", opt_level_name(opt.opt_level));
-  for (auto& line : cfg.policy.describe()) std::printf("  %s\n", line.c_str());
-  DcganTrainer trainer(cfg);
-  print_network("Generator", trainer.generator());
-  print_network("Discriminator", trainer.discriminator());
+// ---- run_training's stages, in the order it runs them ----
+
+// Where the run's replicas are, and who speaks for them.
+struct Topology {
+  int replicas = 1;     // in this process, one per GPU
+  ProcessGroupInfo pg;  // several processes (mpirun): one replica each, process_group.h
+  bool multi_process = false;
+  int world = 1;        // shares of every batch
+  bool writer = true;   // rank 0 prints and writes the files for all
+};
+
+Topology resolve_topology(const TrainOptions& opt) {
+  Topology t;
+  const int R = t.replicas = opt.ngpu;
+  if (R < 1 || R > 64) fail("--ngpu ", R, " (expected 1..64)");
+  t.pg = detect_process_group();
+  t.multi_process = t.pg.size > 1;
+  if (t.multi_process && R > 1)
+    fail("--ngpu ", R, " in each of ", t.pg.size, " processes: with mpirun every process drives one GPU; drop --ngpu");
+  if (R > 1 && !opt.device.is_cuda()) fail("--ngpu ", R, " trains on GPUs: drop --device cpu or use --ngpu 1");
+  if (t.multi_process && !opt.device.is_cuda())
+    fail("training over ", t.pg.size, " processes needs GPUs (--device cuda)");
+  t.world = t.multi_process ? t.pg.size : R;
+  t.writer = t.pg.rank == 0;
+  if (opt.sync_bn && t.world == 1)
+    fail("--sync-bn synchronises BatchNorm across GPUs: it needs --ngpu 2 or more, or several processes (mpirun)");
+  if (t.world > 1 && opt.batch_size % t.world != 0)
+    fail("--batchSize ", opt.batch_size, " must split evenly over the ", t.world, " GPUs (",
+         opt.batch_size / t.world * t.world, " or ", (opt.batch_size / t.world + 1) * t.world, " would)");
+  return t;
 }
 
-int run_training(const TrainOptions& opt) {
-  const int R = opt.ngpu;  // replicas in this process, one per GPU
-  if (R < 1 || R > 64) fail("--ngpu ", R, " (expected 1..64)");
-  // Several processes (mpirun): one replica each, process_group.h.
-  const ProcessGroupInfo pg = detect_process_group();
-  const bool multi_process = pg.size > 1;
-  if (multi_process && R > 1)
-    fail("--ngpu ", R, " in each of ", pg.size, " processes: with mpirun every process drives one GPU; drop --ngpu");
-  if (R > 1 && !opt.device.is_cuda()) fail("--ngpu ", R, " trains on GPUs: drop --device cpu or use --ngpu 1");
-  if (multi_process && !opt.device.is_cuda()) fail("training over ", pg.size, " processes needs GPUs (--device cuda)");
-  const int world = multi_process ? pg.size : R;  // shares of every batch
-  const bool writer = pg.rank == 0;               // prints and writes the files for all
-  if (opt.sync_bn && world == 1)
-    fail("--sync-bn synchronises BatchNorm across GPUs: it needs --ngpu 2 or more, or several processes (mpirun)");
-  if (world > 1 && opt.batch_size % world != 0)
-    fail("--batchSize ", opt.batch_size, " must split evenly over the ", world, " GPUs (", opt.batch_size / world * world,
-         " or ", (opt.batch_size / world + 1) * world, " would)");
-  // Other ranks say nothing on stdout; their errors still reach stderr.
-  if (!writer && !std::freopen("/dev/null", "w", stdout)) fail("rank ", pg.rank, ": cannot silence stdout");
+// Other ranks say nothing on stdout; their errors still reach stderr.
+void silence_other_ranks(const Topology& t) {
+  if (!t.writer && !std::freopen("/dev/null", "w", stdout)) fail("rank ", t.pg.rank, ": cannot silence stdout");
+}
+
+void check_loop_options(const TrainOptions& opt) {
   if (opt.batch_size < 1) fail("--batchSize ", opt.batch_size, " (expected a positive number)");
   if (opt.niter < 1) fail("--niter ", opt.niter, " (expected at least 1)");
   if (opt.sample_interval < 1 || opt.log_interval < 1) fail("--sample-interval and --log-interval must be >= 1");
   if (opt.batch_size * opt.nz > kMaxNoiseValuesPerStep)
     fail("--batchSize x --nz is too large (", opt.batch_size * opt.nz, " noise values per step, at most ",
          kMaxNoiseValuesPerStep, ")");
-  ensure_directory(opt.outf);
-  // Replica k runs on the k-th GPU from --device on; NCCL first, so a missing GPU or NCCL fails
-  // before any data is read.
+}
+
+// Replica k runs on the k-th GPU from --device on; under mpirun, on the process's local GPU.
+std::vector<Device> replica_devices(const TrainOptions& opt, const Topology& t) {
   std::vector<Device> devices;
-  for (int k = 0; k < R; ++k)
-    devices.push_back(multi_process ? Device::cuda(pg.local_rank)
-                                    : (R == 1 ? opt.device : Device::cuda(opt.device.index + k)));
-  std::unique_ptr<ReplicaSet> replicas;
-  if (multi_process) {
-    std::vector<std::unique_ptr<ReplicaGroup>> group;
-    group.push_back(make_nccl_group(share_unique_id(pg, nccl_unique_id), pg.rank, pg.size, devices[0]));
-    replicas = std::make_unique<ReplicaSet>(devices, std::move(group));
-  } else {
-    replicas = ReplicaSet::on_gpus(devices);
-  }
+  for (int k = 0; k < t.replicas; ++k)
+    devices.push_back(t.multi_process ? Device::cuda(t.pg.local_rank)
+                                      : (t.replicas == 1 ? opt.device : Device::cuda(opt.device.index + k)));
+  return devices;
+}
+
+// NCCL comes first, so that a missing GPU or NCCL fails before any data is read.
+std::unique_ptr<ReplicaSet> join_replicas(const std::vector<Device>& devices, const Topology& t) {
+  if (!t.multi_process) return ReplicaSet::on_gpus(devices);
+  std::vector<std::unique_ptr<ReplicaGroup>> group;
+  group.push_back(make_nccl_group(share_unique_id(t.pg, nccl_unique_id), t.pg.rank, t.pg.size, devices[0]));
+  return std::make_unique<ReplicaSet>(devices, std::move(group));
+}
+
+DataPipelineOptions pipeline_options(const TrainOptions& opt) {
   DataPipelineOptions data;
   data.dataset = opt.dataset;
   data.dataroot = opt.dataroot;
@@ -248,231 +270,401 @@ int run_training(const TrainOptions& opt) {
   data.device = opt.device;
   data.gpu_dtype = resolve_policy(opt.opt_level, opt.amp).compute_dtype;
   data.gpu_format = nn::Placement::for_device(opt.device, data.gpu_dtype).format;
-  // Every replica draws the same global batch from its own source on its own GPU and takes its
-  // share: no copies between GPUs, and the same batches whatever the number of replicas.
-  const auto t_data = std::chrono::steady_clock::now();
+  return data;
+}
+
+// Every replica draws the same global batch from its own source on its own GPU and takes its
+// share: no copies between GPUs, and the same batches whatever the number of replicas.
+std::vector<DataPipeline> open_pipelines(DataPipelineOptions data, const std::vector<Device>& devices) {
   std::vector<DataPipeline> pipelines;
   for (const Device& d : devices) {
     data.device = d;
     pipelines.push_back(open_data_pipeline(data));
   }
-  const double data_prep_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_data).count();
-  DataPipeline& pipeline = pipelines[0];
-  const Dataset* dataset = pipeline.dataset.get();
-  BatchSource& batches = *pipeline.source;
-  const TrainerConfig cfg = trainer_config(opt, dataset->channels());
-  replicas->make_trainers(cfg);
-  const std::vector<std::unique_ptr<DcganTrainer>>& trainers = replicas->trainers();
-  DcganTrainer& trainer = replicas->trainer(0);  // replica 0 logs, samples and saves for all
-  for (auto& t : trainers) {
+  return pipelines;
+}
+
+// What the training loop runs on, filled in by the stages before it.
+struct RunSetup {
+  Topology topo;
+  std::vector<Device> devices;
+  std::unique_ptr<ReplicaSet> replicas;
+  std::vector<DataPipeline> pipelines;  // one per replica; replica 0's stands for the run
+  double data_prep_s = 0;               // the time it took to open them
+  TrainerConfig cfg;
+  RunIdentity identity;
+  Tensor fixed_noise;  // the noise of the fake sample grids
+  RunPosition start;   // where this run begins: at the start, or where a resumed one stopped
+
+  const Dataset& dataset() const { return *pipelines[0].dataset; }
+  BatchSource& batches() const { return *pipelines[0].source; }
+};
+
+// One trainer per replica, each from --netG and --netD's weights when given.
+void build_trainers(const TrainOptions& opt, RunSetup& run) {
+  run.cfg = trainer_config(opt, run.dataset().channels());
+  run.replicas->make_trainers(run.cfg);
+  for (auto& t : run.replicas->trainers()) {
     if (!opt.netG.empty()) nn::load_state_dict(t->generator(), load_safetensors(opt.netG).tensors, opt.netG);
     if (!opt.netD.empty()) nn::load_state_dict(t->discriminator(), load_safetensors(opt.netD).tensors, opt.netD);
   }
+}
 
-  const RunIdentity identity{opt.dataset,  opt_level_name(opt.opt_level), dtype_name(cfg.policy.half), opt.batch_size,
-                             opt.image_size, opt.nz, opt.ngf, opt.ndf, dataset->channels(), opt.manual_seed};
-  Tensor fixed_noise = Tensor::empty({opt.batch_size, opt.nz, 1, 1}, DType::F32, opt.device);
-  ops::fill_normal(fixed_noise, opt.manual_seed, kFixedNoiseRegion);
-  RunPosition pos;
-  if (!opt.resume.empty()) {
-    pos = load_training_state(opt.resume, trainer, fixed_noise, identity);
-    for (int k = 1; k < R; ++k) {
-      Tensor scratch = fixed_noise.clone();
-      load_training_state(opt.resume, replicas->trainer(k), scratch, identity);
-    }
-    std::printf("resumed from %s at epoch %lld, iteration %lld (step %lld)\n", opt.resume.c_str(),
-                static_cast<long long>(pos.epoch), static_cast<long long>(pos.iteration),
-                static_cast<long long>(pos.global_step));
+// The run's identity and fixed noise, and its starting position: --resume's state, loaded into
+// every replica (the saved fixed noise replaces the drawn one), else the very beginning.
+void start_or_resume(const TrainOptions& opt, RunSetup& run) {
+  run.identity = RunIdentity{opt.dataset, opt_level_name(opt.opt_level), dtype_name(run.cfg.policy.half),
+                             opt.batch_size, opt.image_size, opt.nz, opt.ngf, opt.ndf, run.dataset().channels(),
+                             opt.manual_seed};
+  run.fixed_noise = Tensor::empty({opt.batch_size, opt.nz, 1, 1}, DType::F32, opt.device);
+  ops::fill_normal(run.fixed_noise, opt.manual_seed, kFixedNoiseRegion);
+  if (opt.resume.empty()) return;
+  run.start = load_training_state(opt.resume, run.replicas->trainer(0), run.fixed_noise, run.identity);
+  for (int k = 1; k < run.topo.replicas; ++k) {
+    Tensor scratch = run.fixed_noise.clone();
+    load_training_state(opt.resume, run.replicas->trainer(k), scratch, run.identity);
   }
+  std::printf("resumed from %s at epoch %lld, iteration %lld (step %lld)\n", opt.resume.c_str(),
+              static_cast<long long>(run.start.epoch), static_cast<long long>(run.start.iteration),
+              static_cast<long long>(run.start.global_step));
+}
 
-  const int64_t per_epoch = batches.batches_per_epoch();
+// The global step the run stops before: the end of --niter epochs, or --max-steps when sooner.
+int64_t stop_step(const TrainOptions& opt, int64_t per_epoch) {
   const int64_t total_steps = per_epoch * opt.niter;
-  const int64_t stop_at = opt.max_steps >= 0 ? std::min<int64_t>(opt.max_steps, total_steps) : total_steps;
+  return opt.max_steps >= 0 ? std::min<int64_t>(opt.max_steps, total_steps) : total_steps;
+}
+
+void print_data_parallel(const TrainOptions& opt, const RunSetup& run) {
+  const Topology& t = run.topo;
+  char where[96];
+  if (t.multi_process)
+    std::snprintf(where, sizeof where, "%d processes (%s), one GPU each", t.pg.size,
+                  t.pg.launcher == "mpi" ? "mpirun" : "GANENGINE_RANK");
+  else
+    std::snprintf(where, sizeof where, "%d replicas on cuda:%d..%d", t.replicas, run.devices.front().index,
+                  run.devices.back().index);
+  std::printf("data parallel: %s (NCCL %s), %lld images each per step; %s\n", where, nccl_version().c_str(),
+              static_cast<long long>(opt.batch_size / t.world),
+              opt.sync_bn ? "BatchNorm statistics over all replicas (--sync-bn)"
+                          : "BatchNorm statistics per replica, replica 0's running statistics are saved");
+}
+
+void print_run_header(const TrainOptions& opt, const RunSetup& run) {
+  const Dataset& dataset = run.dataset();
+  const int64_t per_epoch = run.batches().batches_per_epoch();
+  const int64_t to_go = std::max<int64_t>(0, stop_step(opt, per_epoch) - run.start.global_step);
   std::printf("ganengine train: %s (%lld images, %lld batches of %lld per epoch), %s on %s, %lld steps to go\n"
               "data: %s\n",
-              dataset->name().c_str(), static_cast<long long>(dataset->size()), static_cast<long long>(per_epoch),
+              dataset.name().c_str(), static_cast<long long>(dataset.size()), static_cast<long long>(per_epoch),
               static_cast<long long>(opt.batch_size), opt_level_name(opt.opt_level), opt.device.str().c_str(),
-              static_cast<long long>(std::max<int64_t>(0, stop_at - pos.global_step)), batches.describe().c_str());
-  if (world > 1) {
-    char where[96];
-    if (multi_process)
-      std::snprintf(where, sizeof where, "%d processes (%s), one GPU each", pg.size,
-                    pg.launcher == "mpi" ? "mpirun" : "GANENGINE_RANK");
-    else
-      std::snprintf(where, sizeof where, "%d replicas on cuda:%d..%d", R, devices.front().index, devices.back().index);
-    std::printf("data parallel: %s (NCCL %s), %lld images each per step; %s\n", where, nccl_version().c_str(),
-                static_cast<long long>(opt.batch_size / world),
-                opt.sync_bn ? "BatchNorm statistics over all replicas (--sync-bn)"
-                            : "BatchNorm statistics per replica, replica 0's running statistics are saved");
-  }
+              static_cast<long long>(to_go), run.batches().describe().c_str());
+  if (run.topo.world > 1) print_data_parallel(opt, run);
   std::fflush(stdout);
+}
 
-  const std::string state_path = join_path(opt.outf, "training_state.safetensors");
-  MetricsLog metrics(join_path(opt.outf, "metrics.jsonl"), pos.global_step);
-  OverflowSummary overflows;
-  const bool tty = opt.progress && isatty(fileno(stderr));
-  g_interrupted = 0;
-  auto prev_handler = std::signal(SIGINT, on_interrupt);
+// The epoch loop and everything along it: every replica's steps, the console lines and
+// metrics.jsonl, sample grids, each epoch's weights and training state, and SIGINT, which
+// stops the run after saving where it was.
+class TrainingLoop {
+ public:
+  TrainingLoop(const TrainOptions& opt, RunSetup& run);
+  int run();  // the exit code
 
+ private:
   using clock = std::chrono::steady_clock;
-  const auto t_start = clock::now();
-  auto seconds_since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
-  int64_t steps_this_run = 0, images_this_run = 0;
-  int64_t step = pos.global_step;
-  int exit_code = 0;
 
-  // A logged step's record, once it has reached the host: the console line, metrics.jsonl, the
-  // overflow summary, the loss-scale floor check and the progress line.
-  auto log_record = [&](const PendingLog& at, const StepRecord& r) {
-    overflows.add(r, at.step);
-    const double elapsed = seconds_since(t_start);
-    const double ips = at.images / std::max(elapsed, 1e-9);
-    std::printf("[%lld/%d][%lld/%lld] Loss_D: %.4f Loss_G: %.4f D(x): %.4f D(G(z)): %.4f / %.4f  scale: %g %g %g\n",
-                static_cast<long long>(at.epoch), opt.niter, static_cast<long long>(at.iteration),
-                static_cast<long long>(per_epoch), r.errD_real + r.errD_fake, r.errG, r.D_x, r.D_G_z1, r.D_G_z2,
-                r.scale[0], r.scale[1], r.scale[2]);
-    metrics.add(json_record(at.step, at.epoch, at.iteration, r, ips));
-    if (writer) overflows.maybe_print(elapsed, r, false);
-    if (exit_code == 0 && cfg.policy.dynamic_loss_scale &&
-        (r.scale[0] <= cfg.policy.min_loss_scale || r.scale[1] <= cfg.policy.min_loss_scale ||
-         r.scale[2] <= cfg.policy.min_loss_scale)) {
-      std::fprintf(stderr,
-                   "ganengine train: a loss scale reached its floor %g at step %lld: the gradients overflow even "
-                   "at the smallest scale, so training has diverged (losses or weights are no longer finite). "
-                   "Try a lower --lr, --opt-level O1/O2 instead of O3, or --half bf16; the last good weights are "
-                   "the latest netG/netD_epoch files.\n",
-                   cfg.policy.min_loss_scale, static_cast<long long>(at.step));
-      exit_code = 3;
-    }
-    if (tty) {
-      const double rate = (at.step + 1 - pos.global_step) / std::max(elapsed, 1e-9);
-      std::fprintf(stderr, "\r\033[K%lld/%lld steps  %.0f img/s  ETA %s", static_cast<long long>(at.step + 1),
-                   static_cast<long long>(stop_at), ips, format_duration((stop_at - at.step - 1) / rate).c_str());
-      std::fflush(stderr);
-    }
-    std::fflush(stdout);
-  };
-  PendingLogs logs(trainer, log_record);
-  auto save_epoch_outputs = [&](int64_t epoch, const RunPosition& next) {
-    logs.drain();
-    if (!writer) return;
-    save_safetensors(epoch_file(opt.outf, "netG_epoch_%d.safetensors", epoch), nn::state_dict(trainer.generator()));
-    save_safetensors(epoch_file(opt.outf, "netD_epoch_%d.safetensors", epoch), nn::state_dict(trainer.discriminator()));
-    save_training_state(state_path, trainer, fixed_noise, next, identity);
-    metrics.flush();
-  };
-  Tensor interrupt_flag;
-  bool agreed_interrupt = false;
-  auto agree_on_interrupt = [&] {
-    if (!interrupt_flag.defined()) interrupt_flag = Tensor::zeros({1}, DType::F32, devices[0]);
-    interrupt_flag.copy_from(Tensor::from_doubles({g_interrupted ? 1.0 : 0.0}, {1}, DType::F32));
-    replicas->group(0).all_reduce_max(interrupt_flag);
-    agreed_interrupt = interrupt_flag.to_doubles()[0] != 0;
-  };
-  auto interrupted = [&] { return multi_process ? agreed_interrupt : g_interrupted != 0; };
-  auto save_samples = [&](const Tensor& real, int64_t epoch) {
-    if (!writer) return;
-    save_image_grid(real, join_path(opt.outf, "real_samples.png"));
-    // As in the example, G runs on the fixed noise in training mode (batch statistics); unlike
-    // the example, this leaves G's running statistics alone, so writing samples (which a stop
-    // or resume adds) never changes the run: a resumed run stays bitwise the uninterrupted one.
-    trainer.generator().set_update_running_stats(false);
-    Tensor fake = trainer.generator().forward(fixed_noise, true);
-    trainer.generator().set_update_running_stats(true);
-    save_image_grid(fake, epoch_file(opt.outf, "fake_samples_epoch_%03d.png", epoch));
-  };
+  bool run_epoch(int64_t epoch, int64_t first);
+  bool train_step(int64_t epoch, int64_t i, const Tensor& real);
+  bool skip_small_batch(const Tensor& real) const;
+  void replica_step(int k, int64_t epoch, int64_t i, const Tensor& real);
+  void check_replicas();
+  void report_first_step() const;
+  void log_step(int64_t epoch, int64_t i);
+  void on_record(const PendingLog& at, const StepRecord& r);
+  void check_scale_floor(const PendingLog& at, const StepRecord& r);
+  void draw_progress(const PendingLog& at, double images_per_s, double elapsed) const;
+  void save_samples(const Tensor& real, int64_t epoch);
+  void save_epoch_outputs(int64_t epoch, const RunPosition& next);
+  void agree_on_interrupt();
+  bool interrupted() const;
+  double seconds_since_start() const { return std::chrono::duration<double>(clock::now() - t_start_).count(); }
+  int finish();
 
-  for (int64_t epoch = pos.epoch; epoch < opt.niter && step < stop_at && !interrupted(); ++epoch) {
-    const int64_t first = epoch == pos.epoch ? pos.iteration : 0;
-    Tensor last_real;
-    bool last_sampled = false;
-    int64_t i = first;
-    for (; i < per_epoch && step < stop_at && !interrupted(); ++i) {
-      Tensor real = batches.batch(epoch, i);
-      // The test hook forces the overflow on replica 0 only: the flags combined across the
-      // replicas must make every replica skip.
-      for (auto& [at, loss] : opt.force_overflow)
-        if (at == step) trainer.force_overflow_next_step(static_cast<LossId>(loss));
-      if (step == opt.profile_steps.first) profiler_start();
-      auto replica_step = [&](int k) {
-        const Device d = devices[static_cast<size_t>(k)];
-        const Tensor global = k == 0 ? real : pipelines[static_cast<size_t>(k)].source->batch(epoch, i);
-        Tensor noise = Tensor::empty({global.dim(0), opt.nz, 1, 1}, DType::F32, d);
-        fill_step_noise(noise, opt.manual_seed, step);
-        if (world == 1) {
-          trainer.step(global, noise);
-          return;
-        }
-        // torch.chunk's split: full batches split evenly; a last, partial batch weights each
-        // replica's gradients and losses by its share, so the step averages over images.
-        const int64_t n = global.dim(0), chunk = (n + world - 1) / world, share = pg.rank + k;
-        const int64_t begin = std::min<int64_t>(n, share * chunk), end = std::min<int64_t>(n, begin + chunk);
-        replicas->trainer(k).set_replica_weight(static_cast<double>(end - begin) * world / n);
-        replicas->trainer(k).step(global.slice0(begin, end), noise.slice0(begin, end));
-      };
-      if (world > 1 && (real.dim(0) + world - 1) / world * (world - 1) >= real.dim(0)) {
-        if (writer)
-          std::fprintf(stderr, "ganengine train: skipping a last batch of %lld images: too few to give each of the %d "
-                       "GPUs one\n", static_cast<long long>(real.dim(0)), world);
-        continue;
-      }
-      replicas->run(replica_step);
-      if (opt.check_replicas && R > 1) check_replicas_identical(trainers, step);
-      if (opt.check_replicas && multi_process) check_ranks_identical(trainer, replicas->group(0), step);
-      if (step == opt.profile_steps.second) {
-        synchronize(opt.device);  // the window holds the steps' device work, not only its launches
-        profiler_stop();
-      }
-      ++step;
-      if (++steps_this_run == 1) {
-        // Start-up cost as a user sees it (the "process start to first step"): one wait
-        // for the device, once per run.
-        synchronize(opt.device);
-        std::printf("first step done %.2f s after process start (%.2f s of it opening the dataset)",
-                    seconds_since_process_start(), data_prep_s);
-        const ConvAlgoCache& algos = process_conv_algo_cache();
-        if (opt.device.is_cuda())
-          std::printf("; cuDNN algorithms: %d searched, %d from %s", algos.searches(), algos.hits(),
-                      algos.path().empty() ? "(no cache file)" : algos.path().c_str());
-        std::printf("\n");
-      }
-      images_this_run += real.dim(0);
-      last_real = real;
-      const bool log_now = (i % opt.log_interval == 0) || i + 1 == per_epoch || step == stop_at;
-      if (log_now) {
-        logs.push(step - 1, epoch, i, images_this_run);
-        // Processes stop together: an interrupt any of them saw is agreed on at every log point
-        // (a collective and a host synchronisation, so only with several processes).
-        if (multi_process) agree_on_interrupt();
-      }
-      if (exit_code) break;
-      last_sampled = i % opt.sample_interval == 0;
-      if (last_sampled) {
-        save_samples(real, epoch);
-        logs.drain();
-        if (writer) metrics.flush();
-      }
+  const TrainOptions& opt_;
+  RunSetup& run_;
+  const Topology& topo_;
+  ReplicaSet& replicas_;
+  DcganTrainer& trainer_;  // replica 0 logs, samples and saves for all
+  const int64_t per_epoch_;
+  const int64_t stop_at_;
+  const std::string state_path_;
+  MetricsLog metrics_;
+  OverflowSummary overflows_;
+  const bool tty_;
+  PendingLogs logs_;
+  void (*prev_sigint_)(int) = nullptr;
+  clock::time_point t_start_;
+  int64_t step_;
+  int64_t steps_this_run_ = 0, images_this_run_ = 0;
+  int exit_code_ = 0;
+  Tensor interrupt_flag_;
+  bool agreed_interrupt_ = false;
+};
+
+TrainingLoop::TrainingLoop(const TrainOptions& opt, RunSetup& run)
+    : opt_(opt),
+      run_(run),
+      topo_(run.topo),
+      replicas_(*run.replicas),
+      trainer_(run.replicas->trainer(0)),
+      per_epoch_(run.batches().batches_per_epoch()),
+      stop_at_(stop_step(opt, per_epoch_)),
+      state_path_(join_path(opt.outf, "training_state.safetensors")),
+      metrics_(join_path(opt.outf, "metrics.jsonl"), run.start.global_step),
+      tty_(opt.progress && isatty(fileno(stderr))),
+      logs_(trainer_, [this](const PendingLog& at, const StepRecord& r) { on_record(at, r); }),
+      step_(run.start.global_step) {}
+
+int TrainingLoop::run() {
+  g_interrupted = 0;
+  prev_sigint_ = std::signal(SIGINT, on_interrupt);
+  t_start_ = clock::now();
+  const RunPosition& start = run_.start;
+  for (int64_t epoch = start.epoch; epoch < opt_.niter && step_ < stop_at_ && !interrupted(); ++epoch)
+    if (!run_epoch(epoch, epoch == start.epoch ? start.iteration : 0)) break;
+  return finish();
+}
+
+// Epoch `epoch` from batch `first` on, then its samples and weights. False when the run ends
+// at once, without them (a loss scale reached its floor).
+bool TrainingLoop::run_epoch(int64_t epoch, int64_t first) {
+  Tensor last_real;
+  bool last_sampled = false;
+  int64_t i = first;
+  for (; i < per_epoch_ && step_ < stop_at_ && !interrupted(); ++i) {
+    const Tensor real = run_.batches().batch(epoch, i);
+    if (!train_step(epoch, i, real)) continue;
+    last_real = real;
+    log_step(epoch, i);
+    if (exit_code_) return false;
+    last_sampled = i % opt_.sample_interval == 0;
+    if (last_sampled) {
+      save_samples(real, epoch);
+      logs_.drain();
+      if (topo_.writer) metrics_.flush();
     }
-    if (exit_code) break;
-    // The epoch is over, or the run stops inside it: its samples and weights are written.
-    if (last_real.defined() && !last_sampled) save_samples(last_real, epoch);
-    RunPosition next{i == per_epoch ? epoch + 1 : epoch, i == per_epoch ? 0 : i, step};
-    save_epoch_outputs(epoch, next);
   }
-  std::signal(SIGINT, prev_handler);
-  if (tty) std::fprintf(stderr, "\n");
-  logs.drain();
-  if (steps_this_run > 0) {
-    if (writer) overflows.maybe_print(1e18, trainer.record(), true);
-    const double elapsed = seconds_since(t_start);
-    std::printf("done: %lld steps in %.1f s (%.1f images/s); outputs in %s\n", static_cast<long long>(steps_this_run),
-                elapsed, images_this_run / std::max(elapsed, 1e-9), opt.outf.c_str());
+  // The epoch is over, or the run stops inside it: its samples and weights are written.
+  if (last_real.defined() && !last_sampled) save_samples(last_real, epoch);
+  save_epoch_outputs(epoch, RunPosition{i == per_epoch_ ? epoch + 1 : epoch, i == per_epoch_ ? 0 : i, step_});
+  return true;
+}
+
+// Global step step_ on batch i of the epoch, every replica taking its share. False when the
+// batch is skipped, too small to share.
+bool TrainingLoop::train_step(int64_t epoch, int64_t i, const Tensor& real) {
+  // The test hook forces the overflow on replica 0 only: the flags combined across the
+  // replicas must make every replica skip.
+  for (auto& [at, loss] : opt_.force_overflow)
+    if (at == step_) trainer_.force_overflow_next_step(static_cast<LossId>(loss));
+  if (step_ == opt_.profile_steps.first) profiler_start();
+  if (skip_small_batch(real)) return false;
+  replicas_.run([&](int k) { replica_step(k, epoch, i, real); });
+  check_replicas();
+  if (step_ == opt_.profile_steps.second) {
+    synchronize(opt_.device);  // the window holds the steps' device work, not only its launches
+    profiler_stop();
+  }
+  ++step_;
+  if (++steps_this_run_ == 1) report_first_step();
+  images_this_run_ += real.dim(0);
+  return true;
+}
+
+// A last batch too small to give each GPU an image is skipped.
+bool TrainingLoop::skip_small_batch(const Tensor& real) const {
+  const int world = topo_.world;
+  if (!(world > 1 && (real.dim(0) + world - 1) / world * (world - 1) >= real.dim(0))) return false;
+  if (topo_.writer)
+    std::fprintf(stderr, "ganengine train: skipping a last batch of %lld images: too few to give each of the %d "
+                 "GPUs one\n", static_cast<long long>(real.dim(0)), world);
+  return true;
+}
+
+// Replica k's part of the step, on its own thread when there are several.
+void TrainingLoop::replica_step(int k, int64_t epoch, int64_t i, const Tensor& real) {
+  const size_t at = static_cast<size_t>(k);
+  const Tensor global = k == 0 ? real : run_.pipelines[at].source->batch(epoch, i);
+  Tensor noise = Tensor::empty({global.dim(0), opt_.nz, 1, 1}, DType::F32, run_.devices[at]);
+  fill_step_noise(noise, opt_.manual_seed, step_);
+  const int world = topo_.world;
+  if (world == 1) {
+    trainer_.step(global, noise);
+    return;
+  }
+  // torch.chunk's split: full batches split evenly; a last, partial batch weights each
+  // replica's gradients and losses by its share, so the step averages over images.
+  const int64_t n = global.dim(0), chunk = (n + world - 1) / world, share = topo_.pg.rank + k;
+  const int64_t begin = std::min<int64_t>(n, share * chunk), end = std::min<int64_t>(n, begin + chunk);
+  replicas_.trainer(k).set_replica_weight(static_cast<double>(end - begin) * world / n);
+  replicas_.trainer(k).step(global.slice0(begin, end), noise.slice0(begin, end));
+}
+
+void TrainingLoop::check_replicas() {
+  if (!opt_.check_replicas) return;
+  if (topo_.replicas > 1) check_replicas_identical(replicas_.trainers(), step_);
+  if (topo_.multi_process) check_ranks_identical(trainer_, replicas_.group(0), step_);
+}
+
+// Start-up cost as a user sees it, from process start to the first step done: one wait for
+// the device, once per run.
+void TrainingLoop::report_first_step() const {
+  synchronize(opt_.device);
+  std::printf("first step done %.2f s after process start (%.2f s of it opening the dataset)",
+              seconds_since_process_start(), run_.data_prep_s);
+  const ConvAlgoCache& algos = process_conv_algo_cache();
+  if (opt_.device.is_cuda())
+    std::printf("; cuDNN algorithms: %d searched, %d from %s", algos.searches(), algos.hits(),
+                algos.path().empty() ? "(no cache file)" : algos.path().c_str());
+  std::printf("\n");
+}
+
+// Queues the record of the step just taken (step_ - 1, batch i) when it is one to log.
+void TrainingLoop::log_step(int64_t epoch, int64_t i) {
+  const bool log_now = (i % opt_.log_interval == 0) || i + 1 == per_epoch_ || step_ == stop_at_;
+  if (!log_now) return;
+  logs_.push(step_ - 1, epoch, i, images_this_run_);
+  // Processes stop together: an interrupt any of them saw is agreed on at every log point
+  // (a collective and a host synchronisation, so only with several processes).
+  if (topo_.multi_process) agree_on_interrupt();
+}
+
+// A logged step's record, once it has reached the host: the console line, metrics.jsonl, the
+// overflow summary, the loss-scale floor check and the progress line.
+void TrainingLoop::on_record(const PendingLog& at, const StepRecord& r) {
+  overflows_.add(r, at.step);
+  const double elapsed = seconds_since_start();
+  const double ips = at.images / std::max(elapsed, 1e-9);
+  std::printf("[%lld/%d][%lld/%lld] Loss_D: %.4f Loss_G: %.4f D(x): %.4f D(G(z)): %.4f / %.4f  scale: %g %g %g\n",
+              static_cast<long long>(at.epoch), opt_.niter, static_cast<long long>(at.iteration),
+              static_cast<long long>(per_epoch_), r.errD_real + r.errD_fake, r.errG, r.D_x, r.D_G_z1, r.D_G_z2,
+              r.scale[0], r.scale[1], r.scale[2]);
+  metrics_.add(json_record(at.step, at.epoch, at.iteration, r, ips));
+  if (topo_.writer) overflows_.maybe_print(elapsed, r, false);
+  check_scale_floor(at, r);
+  if (tty_) draw_progress(at, ips, elapsed);
+  std::fflush(stdout);
+}
+
+// A dynamic loss scale at its floor means the run has diverged: it ends with exit code 3.
+void TrainingLoop::check_scale_floor(const PendingLog& at, const StepRecord& r) {
+  const PrecisionPolicy& policy = run_.cfg.policy;
+  const bool at_floor = r.scale[0] <= policy.min_loss_scale || r.scale[1] <= policy.min_loss_scale ||
+                        r.scale[2] <= policy.min_loss_scale;
+  if (exit_code_ != 0 || !policy.dynamic_loss_scale || !at_floor) return;
+  std::fprintf(stderr,
+               "ganengine train: a loss scale reached its floor %g at step %lld: the gradients overflow even "
+               "at the smallest scale, so training has diverged (losses or weights are no longer finite). "
+               "Try a lower --lr, --opt-level O1/O2 instead of O3, or --half bf16; the last good weights are "
+               "the latest netG/netD_epoch files.\n",
+               policy.min_loss_scale, static_cast<long long>(at.step));
+  exit_code_ = 3;
+}
+
+void TrainingLoop::draw_progress(const PendingLog& at, double images_per_s, double elapsed) const {
+  const double rate = (at.step + 1 - run_.start.global_step) / std::max(elapsed, 1e-9);
+  std::fprintf(stderr, "\r\033[K%lld/%lld steps  %.0f img/s  ETA %s", static_cast<long long>(at.step + 1),
+               static_cast<long long>(stop_at_), images_per_s, format_duration((stop_at_ - at.step - 1) / rate).c_str());
+  std::fflush(stderr);
+}
+
+void TrainingLoop::save_samples(const Tensor& real, int64_t epoch) {
+  if (!topo_.writer) return;
+  save_image_grid(real, join_path(opt_.outf, "real_samples.png"));
+  // As in the example, G runs on the fixed noise in training mode (batch statistics); unlike
+  // the example, this leaves G's running statistics alone, so writing samples (which a stop
+  // or resume adds) never changes the run: a resumed run stays bitwise the uninterrupted one.
+  trainer_.generator().set_update_running_stats(false);
+  Tensor fake = trainer_.generator().forward(run_.fixed_noise, true);
+  trainer_.generator().set_update_running_stats(true);
+  save_image_grid(fake, epoch_file(opt_.outf, "fake_samples_epoch_%03d.png", epoch));
+}
+
+void TrainingLoop::save_epoch_outputs(int64_t epoch, const RunPosition& next) {
+  logs_.drain();
+  if (!topo_.writer) return;
+  save_safetensors(epoch_file(opt_.outf, "netG_epoch_%d.safetensors", epoch), nn::state_dict(trainer_.generator()));
+  save_safetensors(epoch_file(opt_.outf, "netD_epoch_%d.safetensors", epoch),
+                   nn::state_dict(trainer_.discriminator()));
+  save_training_state(state_path_, trainer_, run_.fixed_noise, next, run_.identity);
+  metrics_.flush();
+}
+
+void TrainingLoop::agree_on_interrupt() {
+  if (!interrupt_flag_.defined()) interrupt_flag_ = Tensor::zeros({1}, DType::F32, run_.devices[0]);
+  interrupt_flag_.copy_from(Tensor::from_doubles({g_interrupted ? 1.0 : 0.0}, {1}, DType::F32));
+  replicas_.group(0).all_reduce_max(interrupt_flag_);
+  agreed_interrupt_ = interrupt_flag_.to_doubles()[0] != 0;
+}
+
+// With several processes, only the interrupt they agreed on counts, so that they stop together.
+bool TrainingLoop::interrupted() const { return topo_.multi_process ? agreed_interrupt_ : g_interrupted != 0; }
+
+int TrainingLoop::finish() {
+  std::signal(SIGINT, prev_sigint_);
+  if (tty_) std::fprintf(stderr, "\n");
+  logs_.drain();
+  if (steps_this_run_ > 0) {
+    if (topo_.writer) overflows_.maybe_print(1e18, trainer_.record(), true);
+    const double elapsed = seconds_since_start();
+    std::printf("done: %lld steps in %.1f s (%.1f images/s); outputs in %s\n",
+                static_cast<long long>(steps_this_run_), elapsed, images_this_run_ / std::max(elapsed, 1e-9),
+                opt_.outf.c_str());
   }
   if (interrupted()) {
-    std::printf("interrupted: state saved to %s; continue with --resume %s\n", state_path.c_str(), state_path.c_str());
+    std::printf("interrupted: state saved to %s; continue with --resume %s\n", state_path_.c_str(),
+                state_path_.c_str());
     return 130;
   }
-  return exit_code;
+  return exit_code_;
+}
+
+}  // namespace
+
+void print_precision(const TrainOptions& opt, int nc) {
+  TrainerConfig cfg = trainer_config(opt, nc);
+  std::printf("precision policy (%s):\n", opt_level_name(opt.opt_level));
+  for (auto& line : cfg.policy.describe()) std::printf("  %s\n", line.c_str());
+  DcganTrainer trainer(cfg);
+  print_network("Generator", trainer.generator());
+  print_network("Discriminator", trainer.discriminator());
+  std::printf("fusion across layers (src/nn/fusion_plan.h):\n");
+  for (const nn::Fusion& f : trainer.generator().fusion()) std::printf("  Generator: %s\n", f.describe().c_str());
+  for (const nn::Fusion& f : trainer.discriminator().fusion())
+    std::printf("  Discriminator: %s\n", f.describe().c_str());
+  for (const nn::Fusion& f : nn::plan_step_fusion(trainer.generator(), trainer.discriminator()))
+    std::printf("  Generator -> Discriminator: %s\n", f.describe().c_str());
+  std::printf("tuning policy (GANENGINE_TUNING overrides):\n");
+  for (const auto& line : tuning().describe()) std::printf("  %s\n", line.c_str());
+}
+
+int run_training(const TrainOptions& opt) {
+  RunSetup run;
+  run.topo = resolve_topology(opt);
+  silence_other_ranks(run.topo);
+  check_loop_options(opt);
+  ensure_directory(opt.outf);
+  run.devices = replica_devices(opt, run.topo);
+  run.replicas = join_replicas(run.devices, run.topo);
+  const DataPipelineOptions data = pipeline_options(opt);
+  const auto t_data = std::chrono::steady_clock::now();
+  run.pipelines = open_pipelines(data, run.devices);
+  run.data_prep_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_data).count();
+  build_trainers(opt, run);
+  start_or_resume(opt, run);
+  print_run_header(opt, run);
+  return TrainingLoop(opt, run).run();
 }
 
 }  // namespace ge

@@ -1,4 +1,4 @@
-#include "ganengine/training_noise.h"
+#include "train/training_noise.h"
 
 #include "ganengine/error.h"
 #include "ganengine/ops.h"

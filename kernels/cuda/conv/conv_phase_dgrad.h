@@ -1,0 +1,24 @@
+// The backward-data of the DCGAN's 128 -> 64-channel 4x4 stride-2 layer on 16 x 16 dy (D's
+// second layer at 64x64 images, and so G's fourth layer's forward), phase by phase on Hopper's
+// warpgroup MMA (sm90a/conv_phase_dgrad.cu).
+#pragma once
+#include "ganengine/ops.h"
+#include "ganengine/tensor.h"
+
+namespace ge {
+namespace gpu {
+
+// dx = backward_data(dy, w) when the shapes are exactly those (f16 NHWC, 16-byte aligned) on a
+// compute capability 9.0 device; false (nothing run) otherwise. With `moments`, also dx's
+// per-channel moments as the BatchNorm after G's layer takes them
+// (ops::conv_transpose2d_forward_moments): a (3, splits, 64) f32 tensor of each part's count,
+// mean and sum of squared deviations, of the values as rounded to half.
+bool conv2d_backward_data_phases_applies(const Tensor& dy, const Tensor& w, const Tensor& dx, const Conv2dParams& p);
+bool conv2d_backward_data_phases(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p,
+                                 Tensor* moments = nullptr);
+
+// Whether `device` has compute capability 9.0, where the kernel's sm_90a code runs.
+bool device_is_sm90(int device);
+
+}  // namespace gpu
+}  // namespace ge

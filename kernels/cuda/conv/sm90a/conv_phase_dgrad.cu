@@ -1,0 +1,441 @@
+// dx = backward-data(dy, w) of a 4x4, stride-2, pad-1 convolution with 64 channels in dx and 128
+// in dy, dy 16 x 16 (the DCGAN's second layer at 64x64 images, whose backward-data is also G's
+// fourth layer's forward), on Hopper's warpgroup MMA. cuDNN's best kernel for this shape (an
+// implicit GEMM of 256 x 64 tiles) leaves the Tensor Cores idle much of the time: docs/performance.md.
+//
+// Output pixel (2a + pa, 2b + pb) takes exactly four taps, two rows by two columns: row
+// a + pa + th - 1 with kernel row kh = 3 - pa - 2 th (th = 0, 1), columns alike. So each output
+// phase (pa, pb) is a 16 x 16 grid computed as a GEMM with M = 64 output channels, N = the
+// phase's 256 pixels and K = 4 taps x 128 channels, written transposed (d = w^T dy^T) so that the
+// 64 channels fill the MMA's M and the pixels its N:
+//  - an image's dy (64 KiB) sits in shared memory once, with a zero border, as 16-byte pieces in
+//    [channel group of 8][row + 1][column + 1] order, so that the 8 pixels a..a+7 of a row (any
+//    shift by a tap) are one 128-byte core matrix and rows are a fixed stride apart: a tap is
+//    only a descriptor's start address;
+//  - a phase is two MMAs of N = 128 (columns 0..7 and 8..15 of its grid) per 16 channels of a
+//    tap: 32 steps of two m64n128k16;
+//  - w arrives as register fragments, rearranged once per call by phase_weights_kernel into the
+//    order each thread loads them in (16 bytes a thread a step, from L2), kAhead steps ahead;
+//  - persistent blocks of two warpgroups, one an SM, each warpgroup taking half of an item's
+//    phases; the next item's dy loads into a second tile meanwhile; results leave through
+//    shared-memory stages (stmatrix, transposed) as whole 128-byte pixels, stored to dx while the
+//    warpgroup's next phase runs;
+//  - as G's fourth layer, the kernel also forms its output's per-channel moments for the
+//    BatchNorm after it (from the values as rounded to half), so that pass need not read dx.
+// Compiled for sm_90a only (wgmma): CMakeLists.txt builds this folder apart.
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <initializer_list>
+
+#include "cuda/conv/conv_phase_dgrad.h"
+#include "cuda/copy_async.cuh"
+#include "cuda/cuda_util.cuh"
+#include "cuda/kernel_launch.cuh"
+
+namespace ge {
+namespace gpu {
+namespace {
+
+constexpr int kChannels = 64;      // dx's: the MMA's M
+constexpr int kSide = 16;          // dy's height and width
+constexpr int kPitch = kSide + 2;  // a row with its zero border
+constexpr int kPlane = kPitch * kPitch;
+constexpr int kWarpgroup = 128;
+// Weight fragments are loaded kAhead MMA steps before their step; each step waits for the one
+// kInFlight steps back, whose fragment's registers are then reloaded. 7 and 1 were the fastest of
+// the pairs timed (docs/performance.md).
+constexpr int kAhead = 7;
+constexpr int kInFlight = 1;
+constexpr int kThreads = 2 * kWarpgroup;  // a block: two warpgroups
+
+template <int K>
+constexpr int kSteps = 4 * K / 16;  // per phase: taps x 16-channel slices
+
+// The results of one MMA half (128 pixels x 64 channels) on their way out: a pixel a 128-byte
+// row, its 16-byte chunk c at position c ^ (pixel % 8), so that stmatrix's eight rows and the
+// stores' reads of a row fall in different banks. A warpgroup has two, one for each half: a
+// phase's results wait there while the warpgroup's next phase runs, its threads storing them to
+// dx between that phase's first MMA steps (PendingStores).
+constexpr size_t kStageBytes = size_t{128} * kChannels * 2;
+constexpr size_t kWarpgroupStageBytes = 2 * kStageBytes;
+
+template <int K>
+constexpr size_t kTileBytes = size_t{K / 8} * kPlane * 16;
+template <int K>
+constexpr size_t kShared = 2 * kTileBytes<K> + 2 * kWarpgroupStageBytes;
+static_assert(kShared<128> <= 227 * 1024, "two dy tiles and four stages fit an H100/H200 block");
+
+// Kernel row (or column) of tap t of phase p; it reads dy row (column) a + p + t - 1.
+__host__ __device__ constexpr int tap_kernel_index(int p, int t) { return 3 - p - 2 * t; }
+
+// frag[((phase * 4 + tap) * K/16 + slice) * 128 + thread]: the 8 halves thread `thread` holds
+// of the A operand (64 x 16: A[c][k] = w[16 slice + k][kh][kw][c], w in K x 4 x 4 x 64 order) in
+// the m16n8k16 fragment order: rows r = 16 warp + lane/4 and r + 8, columns 2 (lane % 4) + {0, 1}
+// and those + 8; registers {a0 a1} {a2 a3} {a4 a5} {a6 a7} = (r, k) (r, k+1) | (r+8, k) (r+8, k+1) |
+// (r, k+8) (r, k+9) | (r+8, k+8) (r+8, k+9).
+template <int K>
+__global__ void phase_weights_kernel(const __half* w, uint4* frag) {
+  await_previous_kernel();
+  const int total = 16 * (K / 16) * kWarpgroup;
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= total) return;
+  const int thread = i % kWarpgroup, slice = (i / kWarpgroup) % (K / 16), phase_tap = i / kWarpgroup / (K / 16);
+  const int phase = phase_tap / 4, tap = phase_tap % 4;
+  const int kh = tap_kernel_index(phase / 2, tap / 2), kw = tap_kernel_index(phase % 2, tap % 2);
+  const int lane = thread % 32, r = 16 * (thread / 32) + lane / 4, k = 2 * (lane % 4);
+  auto at = [&](int row, int col) { return w[((16 * slice + col) * 16 + kh * 4 + kw) * kChannels + row]; };
+  const __half h[8] = {at(r, k),     at(r, k + 1), at(r + 8, k),     at(r + 8, k + 1),
+                       at(r, k + 8), at(r, k + 9), at(r + 8, k + 8), at(r + 8, k + 9)};
+  uint4 out;
+  out.x = static_cast<uint32_t>(__half_as_ushort(h[0])) | static_cast<uint32_t>(__half_as_ushort(h[1])) << 16;
+  out.y = static_cast<uint32_t>(__half_as_ushort(h[2])) | static_cast<uint32_t>(__half_as_ushort(h[3])) << 16;
+  out.z = static_cast<uint32_t>(__half_as_ushort(h[4])) | static_cast<uint32_t>(__half_as_ushort(h[5])) << 16;
+  out.w = static_cast<uint32_t>(__half_as_ushort(h[6])) | static_cast<uint32_t>(__half_as_ushort(h[7])) << 16;
+  frag[i] = out;
+}
+
+// A shared-memory matrix descriptor without swizzling: start address, the byte distance between
+// core matrices along K (leading) and along N (stride), each in 16-byte units.
+__device__ __forceinline__ uint64_t smem_descriptor(uint32_t address, uint32_t leading, uint32_t stride) {
+  return static_cast<uint64_t>((address >> 4) & 0x3fff) | static_cast<uint64_t>((leading >> 4) & 0x3fff) << 16 |
+         static_cast<uint64_t>((stride >> 4) & 0x3fff) << 32;
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
+
+__device__ __forceinline__ uint32_t pack_halves(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// Four 8x8 half matrices from the warp's fragments (lane l holds row l/4, columns 2 (l%4) and
+// + 1 of each), stored transposed: lane 8j + k gives the address of row k of matrix j's transpose.
+__device__ __forceinline__ void store_matrices_transposed(uint32_t address, uint32_t m0, uint32_t m1, uint32_t m2,
+                                                          uint32_t m3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(address), "r"(m0),
+               "r"(m1), "r"(m2), "r"(m3)
+               : "memory");
+}
+
+// One wgmma.mma_async m64n128k16, d (+)= a * b in f32 from f16: a (64 x 16) in registers in the
+// m16n8k16 fragment order per warp (warp w holds rows 16w .. 16w + 15), b (16 x 128) K-major in
+// shared memory through its descriptor, d (64 x 128) in the warpgroup's 64 accumulators a thread.
+// accumulate false: d = a * b.
+__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], const uint4& a, uint64_t b_desc, bool accumulate) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, "
+      "%24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, "
+      "%46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "{%64, %65, %66, %67}, %68, p, 1, 1, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
+        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
+        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]),
+        "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]),
+        "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),
+        "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(b_desc), "r"(static_cast<int>(accumulate)));
+}
+
+// Named barrier `id` over the 128 threads of one warpgroup (0 is __syncthreads').
+__device__ __forceinline__ void warpgroup_barrier(int id) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(kWarpgroup) : "memory");
+}
+
+// A thread's running count, mean and sum of squared deviations of the values it wrote of its
+// two channels (rows 16 warp + lane / 4 and + 8 of the MMA), for the BatchNorm after G's layer.
+struct ThreadMoments {
+  float n = 0.f, mean[2] = {0.f, 0.f}, m2[2] = {0.f, 0.f};
+  // Chan et al.'s combination with a part of count nb, mean mb and squared deviations m2b.
+  __device__ __forceinline__ void merge(int j, float nb, float mb, float m2b) {
+    const float total = n + nb, share = nb / total, delta = mb - mean[j];
+    mean[j] += delta * share;
+    m2[j] += m2b + delta * delta * n * share;
+  }
+};
+
+// Adds one MMA half's results, as rounded to half for dx (words[k]: d[2k], d[2k + 1]), to the
+// thread's moments: each channel's 32 values in two passes (their mean, then their squared
+// deviations from it), then merged.
+__device__ __forceinline__ void add_moments(const uint32_t (&words)[32], ThreadMoments& m) {
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {  // channel row g (words 2i) and g + 8 (words 2i + 1)
+    float2 v[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) v[i] = __half22float2(*reinterpret_cast<const __half2*>(&words[2 * i + j]));
+    float sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) sum += v[i].x + v[i].y;
+    const float mean = sum * (1.f / 32.f);
+    float m2 = 0.f;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const float a = v[i].x - mean, b = v[i].y - mean;
+      m2 = fmaf(a, a, m2);
+      m2 = fmaf(b, b, m2);
+    }
+    m.merge(j, 32.f, mean, m2);
+  }
+  m.n += 32.f;
+}
+
+// A phase's results in its warpgroup's stages, still to be stored to dx: stored right after the
+// MMAs that formed them, they would hold up the next MMAs; stored between the next phase's MMA
+// steps, they overlap those MMAs.
+struct PendingStores {
+  static constexpr int kPerThread = 16;  // 2 halves x 128 pixels x 8 chunks / 128 threads
+  __half* out = nullptr;                 // the phase's image in dx; nullptr: nothing pending
+  int pa = 0, pb = 0;
+  // Thread t's store i: half i / 8, pixel t / 8 + 16 (i % 8) of that half (pixel = 8 a + column
+  // within the half), chunk t % 8.
+  __device__ __forceinline__ void store(const char* stage, int t, int i) const {
+    const int half = i / 8, pixel = t / 8 + 16 * (i % 8), part = t % 8;
+    const int a_row = pixel / 8, b = 8 * half + pixel % 8;
+    const uint4 v =
+        *reinterpret_cast<const uint4*>(stage + half * kStageBytes + pixel * 128 + (part ^ (pixel % 8)) * 16);
+    *reinterpret_cast<uint4*>(out + ((2 * a_row + pa) * (2 * kSide) + 2 * b + pb) * kChannels + 8 * part) = v;
+  }
+};
+
+// Phases first .. first + count - 1 of one image by one warpgroup (thread t of 128): 32 MMA steps
+// each from the dy tile at shared address `tile`, then the results into the warpgroup's stages
+// (`stage`), pending until the next phase (of this item or the next) stores them into dx's image
+// `out`. The weight fragments run kAhead steps ahead across phases (a warpgroup's phases are
+// consecutive, and so are their fragments).
+template <int K, bool kMoments>
+__device__ __forceinline__ void compute_phases(uint32_t tile, int first, int count, const uint4* __restrict__ frag,
+                                               __half* __restrict__ out, char* stage, int t, int barrier,
+                                               ThreadMoments& moments, PendingStores& pending) {
+  constexpr int kRing = kAhead + kInFlight;
+  static_assert(kSteps<K> % kRing == 0, "a phase's steps must fill the ring whole");
+  const uint4* fp = frag + static_cast<size_t>(first) * kSteps<K> * kWarpgroup + t;
+  uint4 a[kRing];
+#pragma unroll
+  for (int s = 0; s < kAhead; ++s) a[s] = __ldg(fp + s * kWarpgroup);
+  // Lane 8 j + k's row of each stmatrix: pixel 8 i + 8 (j / 2) + k (so pixel % 8 is k), chunk
+  // 2 warp + j % 2 (channels 16 warp + 8 (j % 2) ...).
+  const int warp = t / 32, lane = t % 32, j = lane / 8, k = lane % 8;
+  const uint32_t stage_row = shared_address(stage) + (8 * (j / 2) + k) * 128 + ((2 * warp + j % 2) ^ k) * 16;
+#pragma unroll 1
+  for (int phase = first; phase < first + count; ++phase, fp += kSteps<K> * kWarpgroup) {
+    const int pa = phase / 2, pb = phase % 2;
+    const bool next = phase + 1 < first + count;
+    // Tap (th, tw) of 16-channel slice `slice` starts at piece 2 slice kPlane + (pa + th) kPitch +
+    // pb + tw of the tile: the phase's descriptor plus a constant of the step.
+    const uint64_t phase_desc = smem_descriptor(tile + 16u * (pa * kPitch + pb), 16 * kPlane, 16 * kPitch);
+    float d0[64], d1[64];
+#pragma unroll
+    for (int s = 0; s < kSteps<K>; ++s) {
+      const int tap = s / (K / 16), slice = s % (K / 16);
+      const uint64_t desc = phase_desc + (2 * slice * kPlane + (tap / 2) * kPitch + tap % 2);  // 16-byte units
+      wgmma_fence();
+      wgmma_m64n128k16(d0, a[s % kRing], desc, s > 0);
+      wgmma_m64n128k16(d1, a[s % kRing], desc + 8, s > 0);  // columns 8..15: 8 pieces on
+      wgmma_commit();
+      wgmma_wait<kInFlight>();  // step s - kInFlight's MMAs are done: its fragment's registers are free
+      if (s + kAhead < kSteps<K> || next) a[(s + kAhead) % kRing] = __ldg(fp + (s + kAhead) * kWarpgroup);
+      if (s < PendingStores::kPerThread && pending.out) pending.store(stage, t, s);
+    }
+    wgmma_wait<0>();
+    warpgroup_barrier(barrier);  // every thread's pending stores have read the stages
+    // Into the stages: stmatrix writes each MMA half's 64 x 128 results transposed (a row of 64
+    // channels per pixel), for each pixel's 128 bytes to go to dx whole. Matrices of one store:
+    // n8 blocks i and i + 1 (pixel rows i, i + 1 of the phase grid's half), channels 16 warp + 0..7
+    // and + 8..15; registers d[4i], d[4i + 1] hold (channel 16 warp + lane/4, pixels 2 (lane % 4), + 1).
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const float(&d)[64] = half ? d1 : d0;
+      uint32_t words[32];  // the results as dx holds them: d[2k], d[2k + 1] rounded to half
+#pragma unroll
+      for (int k = 0; k < 32; ++k) words[k] = pack_halves(d[2 * k], d[2 * k + 1]);
+      if constexpr (kMoments) add_moments(words, moments);
+#pragma unroll
+      for (int i = 0; i < 16; i += 2)
+        store_matrices_transposed(stage_row + half * kStageBytes + 8 * i * 128, words[2 * i], words[2 * i + 1],
+                                  words[2 * i + 2], words[2 * i + 3]);
+    }
+    warpgroup_barrier(barrier);  // the stages are whole
+    pending.out = out;
+    pending.pa = pa;
+    pending.pb = pb;
+  }
+}
+
+// Persistent blocks of two warpgroups, one block an SM: item `item` is image item /
+// (4 / phases_per_item) and its phases_per_item phases from (item % (4 / phases_per_item)) *
+// phases_per_item, half of them for each warpgroup. The next item's dy loads into the other tile
+// while this one's MMAs run. With kMoments, block b also writes the count, mean and squared
+// deviations of each channel's values it wrote to moments[field][b][channel], fields in that order
+// (a fixed tree: the threads' running moments, the four threads of a row group, the two
+// warpgroups).
+template <int K, bool kMoments>
+__global__ void __launch_bounds__(kThreads, 1)
+    phase_dgrad_kernel(const __half* __restrict__ dy, const uint4* __restrict__ frag, __half* __restrict__ dx,
+                       int images, int phases_per_item, float* __restrict__ moments) {
+  extern __shared__ __align__(128) uint4 smem[];  // two tiles of [K/8][kPitch][kPitch] 16-byte pieces, two stages
+  constexpr int kGroups = K / 8;
+  constexpr int kTilePieces = kGroups * kPlane;
+  auto tile = [&](int k) { return smem + (k % 2) * kTilePieces; };  // item k's
+  const int tid = threadIdx.x, wg = tid / kWarpgroup, t = tid % kWarpgroup;
+  char* stage = reinterpret_cast<char*>(smem + 2 * kTilePieces) + wg * kWarpgroupStageBytes;
+  const int items_per_image = 4 / phases_per_item, items = images * items_per_image;
+  // The borders stay zero; the interiors take each item's dy.
+  for (int i = tid; i < 2 * kTilePieces; i += kThreads) {
+    const int q = i % kPlane, row = q / kPitch, col = q % kPitch;
+    if (row == 0 || row == kPitch - 1 || col == 0 || col == kPitch - 1) smem[i] = make_uint4(0, 0, 0, 0);
+  }
+  await_previous_kernel();
+  auto load = [&](int item, uint4* into) {
+    const char* src =
+        reinterpret_cast<const char*>(dy + static_cast<size_t>(item / items_per_image) * kSide * kSide * K);
+    for (int q = tid; q < kSide * kSide * kGroups; q += kThreads) {
+      const int pixel = q / kGroups, group = q % kGroups;
+      copy_async_16(&into[group * kPlane + (pixel / kSide + 1) * kPitch + pixel % kSide + 1], src + size_t{16} * q,
+                    true);
+    }
+    copy_async_commit();
+  };
+  ThreadMoments thread_moments;
+  PendingStores pending;
+  int item = blockIdx.x;
+  if (item < items) load(item, tile(0));
+  for (int k = 0; item < items; ++k, item += gridDim.x) {
+    copy_async_wait<0>();
+    // Written through the generic proxy, read by the MMAs through the async one.
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();  // this item's tile is in; the previous item's, the other one, is no longer read
+    if (item + static_cast<int>(gridDim.x) < items) load(item + gridDim.x, tile(k + 1));
+    const int image = item / items_per_image, mine = phases_per_item / 2;
+    const int first = item % items_per_image * phases_per_item + wg * mine;
+    __half* out = dx + static_cast<size_t>(image) * (2 * kSide) * (2 * kSide) * kChannels;
+    compute_phases<K, kMoments>(shared_address(tile(k)), first, mine, frag, out, stage, t, 1 + wg, thread_moments,
+                                pending);
+  }
+  if (pending.out) {  // the last phase's results
+#pragma unroll
+    for (int i = 0; i < PendingStores::kPerThread; ++i) pending.store(stage, t, i);
+    warpgroup_barrier(1 + wg);  // read before the moments below reuse the stage
+  }
+  if constexpr (kMoments) {
+    ThreadMoments& m = thread_moments;
+#pragma unroll
+    for (int lanes = 1; lanes <= 2; lanes *= 2) {
+      const float nb = __shfl_xor_sync(0xffffffffu, m.n, lanes);
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const float mb = __shfl_xor_sync(0xffffffffu, m.mean[j], lanes);
+        const float m2b = __shfl_xor_sync(0xffffffffu, m.m2[j], lanes);
+        m.merge(j, nb, mb, m2b);
+      }
+      m.n += nb;
+    }
+    // Each warpgroup's 64 channels through its own stage, free after its last item.
+    float* mine = reinterpret_cast<float*>(stage);
+    const int lane = t % 32, warp = t / 32;
+    if (lane % 4 == 0)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int c = 16 * warp + lane / 4 + 8 * j;
+        mine[c] = m.n;
+        mine[kChannels + c] = m.mean[j];
+        mine[2 * kChannels + c] = m.m2[j];
+      }
+    __syncthreads();
+    if (tid < kChannels) {
+      const float* first = reinterpret_cast<const float*>(reinterpret_cast<char*>(smem + 2 * kTilePieces));
+      const float* second =
+          reinterpret_cast<const float*>(reinterpret_cast<char*>(smem + 2 * kTilePieces) + kWarpgroupStageBytes);
+      ThreadMoments total;
+      total.n = first[tid];
+      total.mean[0] = first[kChannels + tid];
+      total.m2[0] = first[2 * kChannels + tid];
+      total.merge(0, second[tid], second[kChannels + tid], second[2 * kChannels + tid]);
+      total.n += second[tid];
+      const size_t at = static_cast<size_t>(blockIdx.x) * kChannels + tid, field = size_t{gridDim.x} * kChannels;
+      moments[at] = total.n;
+      moments[field + at] = total.mean[0];
+      moments[2 * field + at] = total.m2[0];
+    }
+  }
+}
+
+// moments: the kernel's per-block moments, (3, blocks, 64) f32, where asked for (nullptr: none).
+template <int K, bool kMoments>
+void launch_phase_dgrad(const Tensor& dy, const Tensor& w, Tensor& dx, Tensor* moments) {
+  cudaStream_t stream = stream_of(dx);
+  Tensor frag = Tensor::empty({16 * (K / 16) * kWarpgroup * 8}, DType::F16, dx.device());
+  const int total = 16 * (K / 16) * kWarpgroup;
+  launch_kernel(phase_weights_kernel<K>, static_cast<unsigned>(ceil_div(total, 256)), 256, 0, stream,
+                w.data_as<__half>(), static_cast<uint4*>(frag.data()));
+  CUDA_CHECK_LAUNCH();
+  auto kernel = phase_dgrad_kernel<K, kMoments>;
+  const int device = dx.device().index;
+  set_function_attribute_once(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kShared<K>),
+                              device);
+  // An item is an image's four phases, or two of them where the images are fewer than the SMs.
+  const int sms = sm_count(device);
+  const int images = static_cast<int>(dy.dim(0));
+  const int phases_per_item = images >= sms ? 4 : 2;
+  const int items = images * (4 / phases_per_item);
+  const int blocks = std::min(items, sms);
+  float* moments_out = nullptr;
+  if (kMoments) {
+    *moments = Tensor::empty({3, blocks, kChannels}, DType::F32, dx.device());
+    moments_out = moments->data_as<float>();
+  }
+  launch_kernel(kernel, static_cast<unsigned>(blocks), kThreads, kShared<K>, stream, dy.data_as<__half>(),
+                static_cast<const uint4*>(frag.data()), dx.data_as<__half>(), images, phases_per_item, moments_out);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+// The kernels above are built for sm_90a, which runs on compute capability 9.0 only.
+bool device_is_sm90(int device) {
+  static int known[64] = {};  // 0: not asked yet, 1: 9.0, 2: another
+  if (device < 0 || device >= 64) return false;
+  if (!known[device]) {
+    int major = 0, minor = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    known[device] = major == 9 && minor == 0 ? 1 : 2;
+  }
+  return known[device] == 1;
+}
+
+bool conv2d_backward_data_phases_applies(const Tensor& dy, const Tensor& w, const Tensor& dx, const Conv2dParams& p) {
+  if (dy.dtype() != DType::F16 || w.dtype() != DType::F16 || dx.dtype() != DType::F16) return false;
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&dy, &w, &dx})
+    if (t->rank() != 4 || t->format() != MemoryFormat::NHWC || reinterpret_cast<uintptr_t>(t->data()) % 16 != 0)
+      return false;
+  if (p.stride != 2 || p.pad != 1 || w.dim(0) != 128 || w.dim(1) != kChannels || w.dim(2) != 4 || w.dim(3) != 4 ||
+      dy.dim(1) != 128 || dy.dim(2) != kSide || dy.dim(3) != kSide || dx.dim(0) != dy.dim(0) ||
+      dx.dim(1) != kChannels || dx.dim(2) != 2 * kSide || dx.dim(3) != 2 * kSide)
+    return false;
+  return device_is_sm90(dx.device().index);
+}
+
+bool conv2d_backward_data_phases(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p,
+                                 Tensor* moments) {
+  if (!conv2d_backward_data_phases_applies(dy, w, dx, p)) return false;
+  if (moments)
+    launch_phase_dgrad<128, true>(dy, w, dx, moments);
+  else
+    launch_phase_dgrad<128, false>(dy, w, dx, nullptr);
+  return true;
+}
+
+}  // namespace gpu
+}  // namespace ge

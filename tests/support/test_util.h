@@ -1,0 +1,68 @@
+// Shared helpers for the doctest suites.
+#pragma once
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/backend.h"
+#include "ganengine/tensor.h"
+
+namespace ge::test {
+
+#if GE_WITH_CUDA
+// Sets the GPU's one-launch BatchNorm choice (gpu::set_cluster_batchnorm) for a scope.
+struct ClusterChoice {
+  explicit ClusterChoice(gpu::ClusterBatchNorm c) { gpu::set_cluster_batchnorm(c); }
+  ~ClusterChoice() { gpu::set_cluster_batchnorm(gpu::ClusterBatchNorm::Auto); }
+};
+#endif
+
+// GPU cases call this first. With no usable GPU it prints the marker CTest turns into "skipped".
+#define GE_REQUIRE_GPU()                                                         \
+  do {                                                                           \
+    if (!::ge::cuda_available()) {                                               \
+      MESSAGE("GPU test skipped: no CUDA device present (or built without CUDA)"); \
+      return;                                                                    \
+    }                                                                            \
+  } while (0)
+
+// Multi-GPU cases: skipped (and counted as skipped) on machines with fewer GPUs.
+#define GE_REQUIRE_GPUS(n)                                                                   \
+  do {                                                                                       \
+    if (::ge::cuda_device_count() < (n)) {                                                   \
+      MESSAGE("GPU test skipped: needs ", (n), " CUDA devices, found ", ::ge::cuda_device_count()); \
+      return;                                                                                \
+    }                                                                                        \
+  } while (0)
+
+// Fresh random values for every run unless GE_TEST_SEED is set; printed on failure.
+std::mt19937_64& rng();
+std::vector<double> random_values(int64_t n, double lo = -1.0, double hi = 1.0);
+Tensor random_tensor(const Shape& shape, DType dtype, Device device = Device::cpu(),
+                     MemoryFormat format = MemoryFormat::NCHW, double lo = -1.0, double hi = 1.0);
+
+// ||a - b|| / ||b|| over logical values; NaN anywhere gives +inf (never passes).
+double rel_error(const std::vector<double>& a, const std::vector<double>& b);
+double rel_error(const Tensor& a, const Tensor& b);
+double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b);
+
+// Same shape, dtype and memory format, and the same bytes (on any devices): bitwise equality,
+// NaNs included.
+bool same_bytes(const Tensor& a, const Tensor& b);
+
+// Fills a tensor with NaN (floating) or 0xAB bytes, so an element an op forgot to write fails.
+void poison(Tensor& t);
+// A new tensor of like's shape, dtype and memory format on `device`, poisoned.
+Tensor poisoned_like(const Tensor& like, Device device);
+
+// Tolerance relative to the tensor norm for results computed in dtype.
+double tolerance_for(DType t);
+
+std::string data_path(const std::string& name);  // tests/goldens/<name> ($GE_TEST_DATA_DIR overrides)
+std::string ganengine_binary();                  // the built CLI ($GE_BINARY overrides)
+
+}  // namespace ge::test
