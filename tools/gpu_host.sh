@@ -29,7 +29,7 @@
 #   time limits in seconds: SUITE_LIMIT [480] TESTS_LIMIT [300] SANITIZE_LIMIT [300, per tool]
 #     BENCH_LIMIT [480] FIRST_STEP_LIMIT [90, per run] TRAIN_LIMIT [480] DATASETS_LIMIT [300]
 #     NCU_LIMIT [180, per batch size] AB_LIMIT [180, per run]
-#   SANITIZE_TOOLS [memcheck,racecheck,initcheck,synccheck]
+#   SANITIZE_TOOLS [memcheck,racecheck,initcheck,synccheck] SANITIZE_LEAKS [0; 1: memcheck's leak check]
 #   BENCH_PT_ARGS [--time-budget 120]: more options for tools/bench_pytorch.py
 #   FIRST_STEP_BATCHES [64,1024]
 #   AB_ROUNDS [3] AB_BATCHES [64,256,1024] AB_OPT_LEVELS [O2,O3] AB_ARGS (more `bench` options)
@@ -89,6 +89,13 @@ for s in "${steps[@]}"; do
   case "${s%%$'\t'*}" in
     suite | tests | sanitize) need+=(ganengine ganengine_tests) ;;
     bench | first-step | train | datasets | ncu) need+=(ganengine) ;;
+    ab)
+      for v in ${s#*$'\t'}; do
+        bin=${v#*=}
+        bin=${bin%%:*}
+        [ -d "$bin" ] && bin=$bin/ganengine
+        [ -x "$bin" ] || die "ab: ${v%%=*}: $bin is not an executable"
+      done ;;
   esac
 done
 ((${#need[@]} == 0)) || ge_require_binaries "${need[@]}" || exit 2
@@ -126,16 +133,18 @@ step_sanitize() {
   mkdir -p "$OUT/sanitize"
   IFS=, read -ra tools <<<"${SANITIZE_TOOLS:-memcheck,racecheck,initcheck,synccheck}"
   for tool in "${tools[@]}"; do
+    # Leaks only when asked: cuBLAS's handle and the caching allocator live until exit.
     local extra=()
-    [ "$tool" = memcheck ] && extra=(--leak-check full)
+    [ "$tool" = memcheck ] && [ "${SANITIZE_LEAKS:-0}" = 1 ] && extra=(--leak-check full)
     timeout "${SANITIZE_LIMIT:-300}" compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 3 \
       "$GE_BIN_DIR/ganengine_tests" -tc="$pattern" >"$OUT/sanitize/$tool.log" 2>&1
     rc=$?
     # Exit 3: the sanitizer found errors; 124: the time limit; else the tests' own status.
-    echo "$tool: exit $rc; $(grep -E "ERROR SUMMARY" "$OUT/sanitize/$tool.log" | tail -1);" \
+    echo "$tool: exit $rc; $(grep -E "(ERROR|RACECHECK) SUMMARY" "$OUT/sanitize/$tool.log" | tail -1);" \
       "$(grep -E "^\[doctest\] test cases" "$OUT/sanitize/$tool.log" | tail -1)"
-    ((rc == 0)) || { result=1; grep -m 8 -E "^========= (Invalid|Race|Uninitialized|Barrier|Error|  )" \
-      "$OUT/sanitize/$tool.log" | cut -c1-160; }
+    # The first reports, one line each (their backtraces are in the log).
+    ((rc == 0)) || { result=1; grep -E "^========= [A-Z]" "$OUT/sanitize/$tool.log" \
+      | grep -vE "COMPUTE-SANITIZER|SUMMARY" | head -8 | cut -c1-160; }
   done
   return $result
 }

@@ -23,7 +23,7 @@ db=$build/compile_commands.json
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # The files: those named, else the host .cpp sources of the compilation database.
-python3 - "$db" "$root" "$@" >"$work/files" <<'PY'
+python3 - "$db" "$root" "$@" >"$work/files" <<'PY' || exit 2
 import json, os, sys
 db, root, named = sys.argv[1], sys.argv[2], sys.argv[3:]
 entries = {os.path.normpath(os.path.join(e["directory"], e["file"])) for e in json.load(open(db))}
@@ -45,14 +45,15 @@ count=$(wc -l <"$work/files")
 # lifted: compiler warnings are the compiler's business (GE_WERROR), not clang-tidy's.
 start=$SECONDS
 export CLANG_TIDY build work root
-xargs -r -P"${TIDY_JOBS:-$(nproc)}" -I{} bash -c '
-  f={}
+xargs -r -n 1 -P"${TIDY_JOBS:-$(nproc)}" bash -c '
+  f=$1
   log=$work/$(echo "${f#$root/}" | tr / _).log
   "$CLANG_TIDY" -p "$build" --quiet --header-filter="^$root/(include|src|kernels|tests)/" --extra-arg=-Wno-error \
-    "$f" >"$log" 2>&1 || echo "$f" >>"$work/failed"' <"$work/files"
+    "$f" >"$log" 2>&1 || echo "$f" >>"$work/failed"' "$0" <"$work/files"
 
 # Findings, each once (a header's are seen from every file that includes it), by file.
-cat "$work"/*.log | grep -E '^[^ ].*:[0-9]+:[0-9]+: (warning|error): ' | sed "s|^$root/||" | sort -t: -k1,1 -k2,2n -k3,3n -u >"$work/findings" || true
+cat "$work"/*.log | grep -E '^[^ ].*:[0-9]+:[0-9]+: (warning|error): ' | sed "s|^$root/||" | sort -u \
+  | sort -t: -k1,1 -k2,2n -k3,3n >"$work/findings" || true
 n=$(wc -l <"$work/findings")
 if ((n)); then
   cat "$work/findings"
@@ -60,10 +61,15 @@ if ((n)); then
   echo "clang-tidy findings by check:"
   sed -E 's/.*\[([^],]+).*\]$/\1/' "$work/findings" | sort | uniq -c | sort -rn
 fi
-if [ -f "$work/failed" ] && ((n == 0)); then
-  # clang-tidy failed without a finding: a file that does not compile, say. Show why.
-  echo "clang-tidy failed on:"
-  while read -r f; do echo "== $f"; tail -20 "$work/$(echo "${f#$root/}" | tr / _).log"; done <"$work/failed"
+if [ -f "$work/failed" ]; then
+  # clang-tidy failed on a file without a finding there (a crash, a bad compile command): why.
+  while read -r f; do
+    log=$work/$(echo "${f#$root/}" | tr / _).log
+    grep -qE ': (warning|error): ' "$log" && continue
+    echo "clang-tidy failed on $f:"
+    tail -20 "$log"
+    n=$((n + 1))
+  done <"$work/failed"
 fi
 echo "tidy: $count files, $n findings, $((SECONDS - start)) s"
 [ ! -f "$work/failed" ] && ((n == 0))

@@ -13,8 +13,8 @@ void* device_alloc(Device d, size_t bytes);
 void device_free(Device d, void* p, size_t bytes);
 
 struct AllocatorStats {
-  size_t cuda_malloc_calls = 0;   // cudaMalloc calls so far
-  size_t bytes_reserved = 0;      // held from the driver, in use or cached
+  size_t cuda_malloc_calls = 0;  // cudaMalloc calls so far
+  size_t bytes_reserved = 0;     // held from the driver, in use or cached
   size_t bytes_in_use = 0;
   size_t peak_bytes_in_use = 0;
 };

@@ -17,9 +17,9 @@ const char* opt_level_name(OptLevel l);
 struct AmpOverrides {
   std::optional<bool> keep_batchnorm_fp32;
   std::optional<bool> master_weights;
-  std::optional<std::string> loss_scale;  // "dynamic" or a number
-  DType half = DType::F16;                // --half fp16|bf16
-  bool allow_tf32 = false;                // --tf32: lets O0's fp32 convolutions use TF32
+  std::optional<std::string> loss_scale;      // "dynamic" or a number
+  DType half = DType::F16;                    // --half fp16|bf16
+  bool allow_tf32 = false;                    // --tf32: lets O0's fp32 convolutions use TF32
   float min_loss_scale = 1.52587890625e-05f;  // 2^-16
 };
 

@@ -47,8 +47,8 @@ class CudaGraph {
 
  private:
   int device_ = -1;
-  CUgraph_st* graph_ = nullptr;      // cudaGraph_t
-  CUgraphExec_st* exec_ = nullptr;   // cudaGraphExec_t
+  CUgraph_st* graph_ = nullptr;     // cudaGraph_t
+  CUgraphExec_st* exec_ = nullptr;  // cudaGraphExec_t
   GraphPoolId pool_ = 0;
   bool pinned_workspace_ = false;
   size_t nodes_ = 0;

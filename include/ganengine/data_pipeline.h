@@ -26,7 +26,7 @@ struct DataPipelineOptions {
   std::string cache_dir;  // decoded-image cache for folder-like and LSUN datasets ("" = none)
   DataPlacement placement = DataPlacement::Auto;
   Device device = Device::cpu();
-  DType gpu_dtype = DType::F32;  // what GPU-resident batches are built in (the compute dtype)
+  DType gpu_dtype = DType::F32;                  // what GPU-resident batches are built in (the compute dtype)
   MemoryFormat gpu_format = MemoryFormat::NHWC;  // and their layout (the networks' placement)
 };
 

@@ -10,7 +10,7 @@ namespace ge {
 enum class DType : uint8_t { F32, F16, BF16, U8, I64, F64 };
 
 size_t dtype_size(DType t);
-const char* dtype_name(DType t);          // "f32", "f16", "bf16", "u8", "i64", "f64"
+const char* dtype_name(DType t);                 // "f32", "f16", "bf16", "u8", "i64", "f64"
 DType dtype_from_name(const std::string& name);  // throws ge::Error on unknown names
 bool is_floating(DType t);
 
@@ -29,7 +29,7 @@ struct Device {
   bool is_cuda() const { return kind == Kind::CUDA; }
   bool operator==(const Device& o) const { return kind == o.kind && (is_cpu() || index == o.index); }
   bool operator!=(const Device& o) const { return !(*this == o); }
-  std::string str() const;                 // "cpu", "cuda:0"
+  std::string str() const;                    // "cpu", "cuda:0"
   static Device parse(const std::string& s);  // "cpu", "cuda", "cuda:1"; throws ge::Error
 };
 

@@ -27,10 +27,10 @@ struct Placement {
 };
 
 struct Param {
-  std::string name;    // state_dict suffix: "weight" or "bias"
-  Tensor value;        // the model's copy, in the stored dtype (f32, or half at O2/O3)
-  Tensor master;       // f32 master copy when the policy keeps one, else undefined
-  Tensor model_grad;   // gradient of the latest backward, in value's compute dtype (still scaled)
+  std::string name;   // state_dict suffix: "weight" or "bias"
+  Tensor value;       // the model's copy, in the stored dtype (f32, or half at O2/O3)
+  Tensor master;      // f32 master copy when the policy keeps one, else undefined
+  Tensor model_grad;  // gradient of the latest backward, in value's compute dtype (still scaled)
   // f32 gradient the optimizer reads: unscaled, summed over this step's losses (but the last
   // one's where the optimizer unscales that itself: TrainerConfig::optimizer_unscales_last_loss)
   Tensor grad;
@@ -40,7 +40,7 @@ struct Param {
 // A named non-trainable state tensor (running statistics) or counter.
 struct Buffer {
   std::string name;
-  Tensor* tensor = nullptr;  // running_mean / running_var
+  Tensor* tensor = nullptr;    // running_mean / running_var
   int64_t* counter = nullptr;  // num_batches_tracked
 };
 

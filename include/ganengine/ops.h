@@ -40,8 +40,7 @@ namespace ops {
 void conv2d_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p);
 void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p);
 // dw = beta * dw + grad; beta is 0 (overwrite) or 1 (accumulate).
-void conv2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw, const Conv2dParams& p,
-                            float beta = 0.f);
+void conv2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw, const Conv2dParams& p, float beta = 0.f);
 
 // GPU convolution algorithms: off (the default), cuDNN's fastest algorithm for each shape, which
 // may accumulate with atomics and so differ from run to run in the last bits; on, only algorithms
@@ -54,8 +53,8 @@ bool deterministic_convolutions();
 // It is the adjoint of conv2d, so each of its passes is one of conv2d's.
 void conv_transpose2d_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p);
 void conv_transpose2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p);
-void conv_transpose2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw,
-                                      const Conv2dParams& p, float beta = 0.f);
+void conv_transpose2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw, const Conv2dParams& p,
+                                      float beta = 0.f);
 
 // ---- BatchNorm2d. x, y, dy, dx: activations (f32/f16/bf16, NCHW or NHWC).
 // gamma, beta, running_mean, running_var: (C) in f32 (keep_batchnorm_fp32) or the activation's
@@ -74,12 +73,11 @@ struct BatchNormSync {
   Tensor total_count;
 };
 
-void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                             Tensor& running_mean, Tensor& running_var, float momentum, float eps,
-                             Tensor& y, Tensor& save_mean, Tensor& save_invstd,
-                             const BatchNormSync* sync = nullptr);
-void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                            const Tensor& running_mean, const Tensor& running_var, float eps, Tensor& y);
+void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                             Tensor& running_var, float momentum, float eps, Tensor& y, Tensor& save_mean,
+                             Tensor& save_invstd, const BatchNormSync* sync = nullptr);
+void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
+                            const Tensor& running_var, float eps, Tensor& y);
 // dgamma, dbeta have gamma's dtype and are overwritten.
 void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,
                         const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
@@ -99,10 +97,10 @@ struct FusedActivation {
 // The backward takes the activation's output y and the gradient dy of that output, and beta as
 // the forward had it (the GPU's gradient sums recompute y from x, gamma and beta instead of
 // reading it: bitwise the same gradient, one activation-sized read less).
-void batchnorm_activation_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                        Tensor& running_mean, Tensor& running_var, float momentum, float eps,
-                                        const FusedActivation& act, Tensor& y, Tensor& save_mean,
-                                        Tensor& save_invstd, const BatchNormSync* sync = nullptr);
+void batchnorm_activation_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                                        Tensor& running_var, float momentum, float eps, const FusedActivation& act,
+                                        Tensor& y, Tensor& save_mean, Tensor& save_invstd,
+                                        const BatchNormSync* sync = nullptr);
 // ---- BatchNorm statistics formed by the layer before it, as it writes its output (G's fourth
 // transposed convolution on Hopper, kernels/cuda/conv/conv_phase_dgrad.h: the statistics pass's
 // read of the layer's output is saved). conv_transpose2d_forward_moments writes y as
@@ -176,8 +174,7 @@ void conv_transpose2d_activation_forward(const Tensor& x, const Tensor& w, Tenso
                                          const FusedActivation& act);
 const char* activation_name(Activation a);
 void activation_forward(Activation a, const Tensor& x, Tensor& y, float negative_slope = 0.2f);
-void activation_backward(Activation a, const Tensor& y, const Tensor& dy, Tensor& dx,
-                         float negative_slope = 0.2f);
+void activation_backward(Activation a, const Tensor& y, const Tensor& dy, Tensor& dx, float negative_slope = 0.2f);
 
 // ---- BCEWithLogits with mean reduction against a constant label (1 = real, 0 = fake).
 // logits: any floating dtype, numel N. loss: f32 (1): mean of max(x,0) - x*t + log1p(exp(-|x|)).
@@ -220,8 +217,8 @@ void write_with_channels(Tensor& t, int64_t channels, const std::function<void(T
 // Dynamic loss scaler state: f32 scale (1), i32-as-f32 clean-step counter (1).
 struct ScalerConfig {
   bool dynamic = true;
-  int growth_interval = 2000;     // clean steps before doubling
-  float max_scale = 16777216.f;   // 2^24
+  int growth_interval = 2000;            // clean steps before doubling
+  float max_scale = 16777216.f;          // 2^24
   float min_scale = 1.52587890625e-05f;  // 2^-16
 };
 // Apex update_scale on the device: on overflow scale = max(min, scale/2) and counter = 0,

@@ -20,9 +20,9 @@ struct StepBenchConfig {
   AmpOverrides amp;
   int64_t batch = 64;
   Device device = Device::cuda(0);
-  int warmup = 20;   // untimed steps first: allocation, cuDNN algorithm choice, clocks
-  int steps = 50;    // steps per timed window
-  int windows = 5;   // timed windows; the median is reported
+  int warmup = 20;  // untimed steps first: allocation, cuDNN algorithm choice, clocks
+  int steps = 50;   // steps per timed window
+  int windows = 5;  // timed windows; the median is reported
   uint64_t seed = 2809;
   // TrainerConfig::cuda_graph: the step is captured during the warm-up (after the trainer's own
   // eager warm-up steps) and every timed step is a replay. warmup must leave room for that.
@@ -50,19 +50,19 @@ struct StepBenchResult {
   std::vector<double> window_ms_per_step;  // each window's ms / steps, in order
   double ms_per_step = 0;                  // median over the windows
   double images_per_s = 0;
-  int64_t step_flops = 0;                  // dcgan_step_flops (convolutions only)
-  double tflops = 0;                       // step_flops / time per step
-  size_t peak_alloc_bytes = 0;             // caching allocator's peak while this configuration ran
-  size_t workspace_bytes = 0;              // cuDNN workspace held for the timed steps (outside the allocator)
+  int64_t step_flops = 0;       // dcgan_step_flops (convolutions only)
+  double tflops = 0;            // step_flops / time per step
+  size_t peak_alloc_bytes = 0;  // caching allocator's peak while this configuration ran
+  size_t workspace_bytes = 0;   // cuDNN workspace held for the timed steps (outside the allocator)
   // The number to compare with PyTorch's max_memory_allocated, which counts its cuDNN workspaces.
   size_t peak_mem_bytes() const { return peak_alloc_bytes + workspace_bytes; }
-  size_t device_used_bytes = 0;            // cudaMemGetInfo after the windows, whole device
-  StepRecord last;                         // the last step's losses and scales
-  bool finite = true;                      // the last step's losses were all finite
-  DcganTrainer::GraphStats graph;          // with cuda_graph: one capture, every timed step a replay
-  std::string memory_breakdown;            // with StepBenchConfig::memory_breakdown
-  std::string data;                        // where the real batches came from (one line)
-  double data_prepare_s = 0;               // opening the sources (a GPU-resident one decodes the whole dataset)
+  size_t device_used_bytes = 0;    // cudaMemGetInfo after the windows, whole device
+  StepRecord last;                 // the last step's losses and scales
+  bool finite = true;              // the last step's losses were all finite
+  DcganTrainer::GraphStats graph;  // with cuda_graph: one capture, every timed step a replay
+  std::string memory_breakdown;    // with StepBenchConfig::memory_breakdown
+  std::string data;                // where the real batches came from (one line)
+  double data_prepare_s = 0;       // opening the sources (a GPU-resident one decodes the whole dataset)
 };
 
 // Builds a fresh trainer (returning the previous configurations' cached GPU memory to the

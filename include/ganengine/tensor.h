@@ -61,7 +61,9 @@ class Tensor {
 
   void* data() const { return static_cast<char*>(storage_->ptr) + offset_bytes_; }
   template <class T>
-  T* data_as() const { return static_cast<T*>(data()); }
+  T* data_as() const {
+    return static_cast<T*>(data());
+  }
 
   // Copies of the same bytes: to another device, or (same device) a new buffer.
   Tensor to(Device device) const;
@@ -95,8 +97,7 @@ class Tensor {
 };
 
 // Physical offset of logical element (n, c, h, w) of a 4-D tensor of shape (N, C, H, W).
-inline int64_t offset4(MemoryFormat f, int64_t C, int64_t H, int64_t W, int64_t n, int64_t c,
-                       int64_t h, int64_t w) {
+inline int64_t offset4(MemoryFormat f, int64_t C, int64_t H, int64_t W, int64_t n, int64_t c, int64_t h, int64_t w) {
   return f == MemoryFormat::NCHW ? ((n * C + c) * H + h) * W + w : ((n * H + h) * W + w) * C + c;
 }
 

@@ -21,23 +21,23 @@ struct TrainOptions {
   int niter = 25;
   double lr = 0.0002;
   double beta1 = 0.5;
-  int ngpu = 1;             // replicas in this process, one per GPU from --device on (data parallel)
+  int ngpu = 1;                 // replicas in this process, one per GPU from --device on (data parallel)
   bool check_replicas = false;  // --check-replicas: compare every replica's weights after each step
   bool sync_bn = false;         // --sync-bn: BatchNorm statistics over all replicas (TrainerConfig::sync_batchnorm)
-  std::string netG, netD;  // continue from these weights
+  std::string netG, netD;       // continue from these weights
   std::string outf = ".";
   uint64_t manual_seed = 2809;
   std::string classes = "bedroom";
   OptLevel opt_level = OptLevel::O1;
   AmpOverrides amp;
   Device device = Device::cpu();
-  int log_interval = 1;     // the example prints every iteration
+  int log_interval = 1;  // the example prints every iteration
   int sample_interval = 100;
-  int64_t max_steps = -1;   // stop early (after this many steps in total, resumed ones included)
-  std::string resume;       // training-state file
-  bool progress = true;     // the progress line (only drawn on a terminal)
+  int64_t max_steps = -1;  // stop early (after this many steps in total, resumed ones included)
+  std::string resume;      // training-state file
+  bool progress = true;    // the progress line (only drawn on a terminal)
   std::vector<std::pair<int64_t, int>> force_overflow;  // test hook: (global step, loss id)
-  std::pair<int64_t, int64_t> profile_steps{-1, -1};  // --profile-steps A:B (global steps, inclusive)
+  std::pair<int64_t, int64_t> profile_steps{-1, -1};    // --profile-steps A:B (global steps, inclusive)
   bool cuda_graph = false;  // TrainerConfig::cuda_graph (the CLI turns it on for GPUs unless --no-cuda-graph)
   // The input pipeline's own flags: --download, --download-mirror, --skip-bad-images,
   // --cache-dir, --data-on.

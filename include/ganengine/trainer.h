@@ -78,8 +78,8 @@ enum LossId { kLossDReal = 0, kLossDFake = 1, kLossG = 2 };
 struct StepRecord {
   float errD_real = 0, errD_fake = 0, errG = 0;
   float D_x = 0, D_G_z1 = 0, D_G_z2 = 0;  // mean probabilities
-  std::array<bool, 3> overflow{};          // found a non-finite gradient in loss i
-  std::array<float, 3> scale{};            // loss scales after this step's update
+  std::array<bool, 3> overflow{};         // found a non-finite gradient in loss i
+  std::array<float, 3> scale{};           // loss scales after this step's update
   bool skipped_D() const { return overflow[0] || overflow[1]; }
 };
 
@@ -112,10 +112,10 @@ class DcganTrainer {
 
   // What the CUDA graph mode did so far (all zero without TrainerConfig::cuda_graph).
   struct GraphStats {
-    int64_t eager_steps = 0;  // warm-up steps and steps of another shape
-    int64_t captures = 0;     // 0 or 1
-    int64_t replays = 0;      // graph launches, the one right after the capture included
-    size_t nodes = 0;         // nodes of the captured graph
+    int64_t eager_steps = 0;     // warm-up steps and steps of another shape
+    int64_t captures = 0;        // 0 or 1
+    int64_t replays = 0;         // graph launches, the one right after the capture included
+    size_t nodes = 0;            // nodes of the captured graph
     size_t memsets_hoisted = 0;  // cuDNN workspace memsets moved off BatchNorm chains (CudaGraph)
     size_t roots_joined = 0;     // graph roots made to wait for its root of highest priority (CudaGraph)
   };
@@ -145,9 +145,9 @@ class DcganTrainer {
   // fn's device work on the calling lane's side lane while a concurrent region is open, else
   // in place.
   void on_side_lane(const std::function<void()>& fn);
-  bool use_side_lane(const Tensor& real) const;    // TrainerConfig::side_lane for this batch
-  bool use_fake_branch(const Tensor& real) const;  // TrainerConfig::fake_branch, with the side lane
-  bool use_side_hold(const Tensor& real) const;    // TrainerConfig::side_hold, with the side lane
+  bool use_side_lane(const Tensor& real) const;          // TrainerConfig::side_lane for this batch
+  bool use_fake_branch(const Tensor& real) const;        // TrainerConfig::fake_branch, with the side lane
+  bool use_side_hold(const Tensor& real) const;          // TrainerConfig::side_hold, with the side lane
   bool use_branch_side_below(const Tensor& real) const;  // TrainerConfig::branch_side_below
   void graph_step(const Tensor& real, const Tensor& noise);
   // What must not change between capture and replay: the inputs' shapes, dtypes and layouts,
@@ -166,8 +166,8 @@ class DcganTrainer {
   std::unique_ptr<nn::Sequential> G_, D_;
   std::unique_ptr<Adam> optG_, optD_;
   std::array<Tensor, 3> scaler_;
-  Tensor record_;      // f32 (12) on the device, read by record()
-  Tensor no_skip_;     // f32 (1) zero: static loss scales never skip a step (Apex)
+  Tensor record_;   // f32 (12) on the device, read by record()
+  Tensor no_skip_;  // f32 (1) zero: static loss scales never skip a step (Apex)
   std::array<bool, 3> forced_{};
   // D's and G's last loss's gradients left for their optimizer to unscale (optimizer_unscales).
   std::array<std::optional<ops::PendingGrads>, 2> pending_;
@@ -176,13 +176,13 @@ class DcganTrainer {
   // CUDA graph mode (TrainerConfig::cuda_graph).
   GraphStats graph_stats_;
   GraphSignature warm_signature_, graph_signature_;
-  int warm_steps_ = 0;                    // consecutive eager steps with warm_signature_
-  Tensor static_real_, static_noise_;     // the graph's inputs: fixed addresses
-  Tensor bound_real_, bound_noise_;       // bind_graph_inputs: the caller's, used as the graph's inputs
+  int warm_steps_ = 0;                 // consecutive eager steps with warm_signature_
+  Tensor static_real_, static_noise_;  // the graph's inputs: fixed addresses
+  Tensor bound_real_, bound_noise_;    // bind_graph_inputs: the caller's, used as the graph's inputs
   // num_batches_tracked is host state: a replay adds what one captured step added.
   std::vector<int64_t*> graph_counters_;
   std::vector<int64_t> graph_counter_steps_;
-  std::unique_ptr<CudaGraph> graph_;      // last member: destroyed first, while the rest still lives
+  std::unique_ptr<CudaGraph> graph_;  // last member: destroyed first, while the rest still lives
 };
 
 }  // namespace ge

@@ -7,8 +7,8 @@
 // Every element is read before it is written, so y may alias x and dx may alias dy.
 #include <cmath>
 
-#include "cpu/cpu_util.h"
 #include "core/backend.h"
+#include "cpu/cpu_util.h"
 
 namespace ge {
 namespace cpu {
@@ -17,12 +17,9 @@ namespace {
 template <class Real>
 Real forward_one(ops::Activation a, Real x, Real slope) {
   switch (a) {
-    case ops::Activation::ReLU:
-      return std::isnan(x) ? x : (x > Real(0) ? x : Real(0));  // NaN propagates, as clamp_min
-    case ops::Activation::LeakyReLU:
-      return x > Real(0) ? x : x * slope;
-    case ops::Activation::Tanh:
-      return std::tanh(x);
+    case ops::Activation::ReLU: return std::isnan(x) ? x : (x > Real(0) ? x : Real(0));  // NaN propagates, as clamp_min
+    case ops::Activation::LeakyReLU: return x > Real(0) ? x : x * slope;
+    case ops::Activation::Tanh: return std::tanh(x);
   }
   return x;
 }
@@ -30,12 +27,9 @@ Real forward_one(ops::Activation a, Real x, Real slope) {
 template <class Real>
 Real backward_one(ops::Activation a, Real y, Real dy, Real slope) {
   switch (a) {
-    case ops::Activation::ReLU:
-      return y > Real(0) ? dy : Real(0);
-    case ops::Activation::LeakyReLU:
-      return y > Real(0) ? dy : dy * slope;
-    case ops::Activation::Tanh:
-      return dy * (Real(1) - y * y);
+    case ops::Activation::ReLU: return y > Real(0) ? dy : Real(0);
+    case ops::Activation::LeakyReLU: return y > Real(0) ? dy : dy * slope;
+    case ops::Activation::Tanh: return dy * (Real(1) - y * y);
   }
   return dy;
 }
@@ -78,8 +72,7 @@ void activation_forward(ops::Activation a, const Tensor& x, Tensor& y, float neg
     forward_as<float>(a, x, y, negative_slope);
 }
 
-void activation_backward(ops::Activation a, const Tensor& y, const Tensor& dy, Tensor& dx,
-                         float negative_slope) {
+void activation_backward(ops::Activation a, const Tensor& y, const Tensor& dy, Tensor& dx, float negative_slope) {
   require_cpu_floating(y, "activation y");
   require_cpu_floating(dy, "activation dy");
   require_cpu_floating(dx, "activation dx");

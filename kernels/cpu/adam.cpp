@@ -7,9 +7,9 @@
 // parameters and moments are half: computed in fp32, rounded once.
 #include <cmath>
 
-#include "cpu/cpu_util.h"
 #include "core/adam_math.h"
 #include "core/backend.h"
+#include "cpu/cpu_util.h"
 
 namespace ge {
 namespace cpu {
@@ -41,8 +41,7 @@ void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
   for (size_t i = 0; i < n; ++i) {
     for (const Tensor* t : {&params[i], &grads[i], &exp_avg[i], &exp_avg_sq[i]}) {
       require_cpu_floating(*t, "adam tensor");
-      GE_CHECK(t->numel() == params[i].numel(), "adam_step: ", t->str(), " does not match param ",
-               params[i].str());
+      GE_CHECK(t->numel() == params[i].numel(), "adam_step: ", t->str(), " does not match param ", params[i].str());
     }
     if (!half_copies.empty() && half_copies[i].defined()) {
       require_cpu_floating(half_copies[i], "adam half copy");

@@ -2,8 +2,8 @@
 // finite check, scaling in place, and Apex's dynamic loss-scale update.
 #include <cmath>
 
-#include "cpu/cpu_util.h"
 #include "core/backend.h"
+#include "cpu/cpu_util.h"
 
 namespace ge {
 namespace cpu {
@@ -13,8 +13,7 @@ namespace cpu {
 // incoming (scaled) grads, and an overflow there is what the scaler reacts to.
 void unscale_grads(const std::vector<Tensor>& src, const std::vector<Tensor>& dst, const Tensor& scale,
                    Tensor& found_inf, bool accumulate) {
-  GE_CHECK(src.size() == dst.size(), "unscale_grads: ", src.size(), " sources but ", dst.size(),
-           " destinations");
+  GE_CHECK(src.size() == dst.size(), "unscale_grads: ", src.size(), " sources but ", dst.size(), " destinations");
   require_cpu_floating(scale, "unscale scale");
   require_cpu_floating(found_inf, "unscale found_inf");
   const float inv_scale = static_cast<float>(1.0 / load_as_double(scale.data(), scale.dtype(), 0));
@@ -22,8 +21,8 @@ void unscale_grads(const std::vector<Tensor>& src, const std::vector<Tensor>& ds
   for (size_t t = 0; t < src.size(); ++t) {
     require_cpu_floating(src[t], "unscale src");
     require_cpu_floating(dst[t], "unscale dst");
-    GE_CHECK(src[t].numel() == dst[t].numel(), "unscale_grads: src ", src[t].str(), " and dst ",
-             dst[t].str(), " differ in size");
+    GE_CHECK(src[t].numel() == dst[t].numel(), "unscale_grads: src ", src[t].str(), " and dst ", dst[t].str(),
+             " differ in size");
     Tensor out = dst[t];  // a handle to the same storage: dst is written through it
     for (int64_t i = 0; i < src[t].numel(); ++i) {
       // Checked after the conversion to fp32: an f64 value beyond fp32's range is an overflow too.
@@ -44,8 +43,7 @@ void scale_inplace(const Tensor& t, float factor) {
   const bool wide = computes_in_double(t.dtype());
   for (int64_t i = 0; i < t.numel(); ++i) {
     const double v = load_as_double(t.data(), t.dtype(), i);  // element-wise: layout irrelevant
-    const double scaled = wide ? v * static_cast<double>(factor)
-                               : static_cast<double>(static_cast<float>(v) * factor);
+    const double scaled = wide ? v * static_cast<double>(factor) : static_cast<double>(static_cast<float>(v) * factor);
     store_from_double(out.data(), out.dtype(), i, scaled);
   }
 }

@@ -11,8 +11,8 @@
 #include <initializer_list>
 #include <vector>
 
-#include "cpu/cpu_util.h"
 #include "core/backend.h"
+#include "cpu/cpu_util.h"
 
 namespace ge {
 namespace cpu {
@@ -45,10 +45,9 @@ void put(Tensor& t, int64_t i, double v) { store_from_double(t.data(), t.dtype()
 
 }  // namespace
 
-void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                             Tensor& running_mean, Tensor& running_var, float momentum, float eps,
-                             Tensor& y, Tensor& save_mean, Tensor& save_invstd, const ops::FusedActivation* act,
-                             const ops::BatchNormSync* sync) {
+void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                             Tensor& running_var, float momentum, float eps, Tensor& y, Tensor& save_mean,
+                             Tensor& save_invstd, const ops::FusedActivation* act, const ops::BatchNormSync* sync) {
   check_activation(x, "batchnorm x");
   check_activation(y, "batchnorm y");
   require_same_shape(x, y, "x", "y");
@@ -105,9 +104,8 @@ void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor&
     const double var = m2[static_cast<size_t>(c)] / count;
     const double invstd = 1.0 / std::sqrt(var + static_cast<double>(eps));
     const double g = at(gamma, c), b = at(beta, c);
-    for_each_in_channel(x.shape(), c, [&](int64_t i) {
-      store_logical(y, i, (load_logical(x, i) - mu) * invstd * g + b);
-    });
+    for_each_in_channel(x.shape(), c,
+                        [&](int64_t i) { store_logical(y, i, (load_logical(x, i) - mu) * invstd * g + b); });
 
     put(save_mean, c, mu);
     put(save_invstd, c, invstd);
@@ -123,9 +121,8 @@ void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor&
   if (act) cpu::activation_forward(act->kind, y, y, act->negative_slope);
 }
 
-void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                            const Tensor& running_mean, const Tensor& running_var, float eps,
-                            Tensor& y, const ops::FusedActivation* act) {
+void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
+                            const Tensor& running_var, float eps, Tensor& y, const ops::FusedActivation* act) {
   check_activation(x, "batchnorm x");
   check_activation(y, "batchnorm y");
   require_same_shape(x, y, "x", "y");
@@ -139,8 +136,7 @@ void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& 
     const int64_t c = nc % C;
     const double invstd = 1.0 / std::sqrt(at(running_var, c) + static_cast<double>(eps));
     const double mean = at(running_mean, c), g = at(gamma, c), b = at(beta, c);
-    for (int64_t i = nc * HW; i < (nc + 1) * HW; ++i)
-      store_logical(y, i, (load_logical(x, i) - mean) * invstd * g + b);
+    for (int64_t i = nc * HW; i < (nc + 1) * HW; ++i) store_logical(y, i, (load_logical(x, i) - mean) * invstd * g + b);
   });
   if (act) cpu::activation_forward(act->kind, y, y, act->negative_slope);
 }

@@ -7,8 +7,8 @@
 // gradient checks can read the loss at full precision.
 #include <cmath>
 
-#include "cpu/cpu_util.h"
 #include "core/backend.h"
+#include "cpu/cpu_util.h"
 
 namespace ge {
 namespace cpu {
@@ -60,8 +60,7 @@ void bce_with_logits_backward(const Tensor& logits, float target, const Tensor& 
   require_cpu_floating(scale, "bce scale");
   require_cpu_floating(dlogits, "bce dlogits");
   GE_CHECK(scale.numel() == 1, "bce scale must hold one value, got ", scale.str());
-  GE_CHECK(dlogits.numel() == logits.numel(), "bce dlogits ", dlogits.str(), " does not match logits ",
-           logits.str());
+  GE_CHECK(dlogits.numel() == logits.numel(), "bce dlogits ", dlogits.str(), " does not match logits ", logits.str());
   const double s = load_as_double(scale.data(), scale.dtype(), 0);
   if (computes_in_double(logits.dtype()))
     backward_as<double>(logits, target, s, dlogits);

@@ -3,10 +3,10 @@
 // destination type, to nearest even, so the result equals the GPU's single rounding.
 #include <cstring>
 
-#include "cpu/cpu_util.h"
 #include "core/backend.h"
 #include "core/half_bits.h"
 #include "core/round_from_double.h"
+#include "cpu/cpu_util.h"
 
 namespace ge {
 namespace cpu {
@@ -44,8 +44,8 @@ void cast(const Tensor& src, Tensor& dst) {
   if (n == 0) return;
   const bool linear = same_layout(src, dst);
   // In place works element by element only: a layout change would read what it already wrote.
-  GE_CHECK(!src.same_storage(dst) || (linear && dtype_size(src.dtype()) == dtype_size(dst.dtype())),
-           "cast: src ", src.str(), " and dst ", dst.str(), " share storage");
+  GE_CHECK(!src.same_storage(dst) || (linear && dtype_size(src.dtype()) == dtype_size(dst.dtype())), "cast: src ",
+           src.str(), " and dst ", dst.str(), " share storage");
   if (linear && src.dtype() == dst.dtype()) {
     std::memmove(dst.data(), src.data(), src.nbytes());
     return;

@@ -8,8 +8,8 @@
 // Each pass is parallel over output planes that no other iteration writes.
 #include <vector>
 
-#include "cpu/cpu_util.h"
 #include "core/backend.h"
+#include "cpu/cpu_util.h"
 
 namespace ge {
 namespace cpu {
@@ -23,19 +23,16 @@ struct ConvGeometry {
   int64_t stride, pad;
 };
 
-ConvGeometry make_geometry(const Shape& x, const Shape& w, const Shape& y, const Conv2dParams& p,
-                           const char* pass) {
+ConvGeometry make_geometry(const Shape& x, const Shape& w, const Shape& y, const Conv2dParams& p, const char* pass) {
   GE_CHECK(x.size() == 4 && w.size() == 4 && y.size() == 4, pass, ": tensors must be 4-D");
   GE_CHECK(p.stride >= 1 && p.pad >= 0, pass, ": bad stride ", p.stride, " / pad ", p.pad);
   ConvGeometry g{x[0], x[1], x[2], x[3], w[0], w[2], w[3], y[2], y[3], p.stride, p.pad};
   GE_CHECK(w[1] == g.C, pass, ": filter has ", w[1], " input channels, activations have ", g.C);
-  GE_CHECK(y[0] == g.N && y[1] == g.K, pass, ": output shape ", shape_str(y), " does not match N=", g.N,
-           " K=", g.K);
+  GE_CHECK(y[0] == g.N && y[1] == g.K, pass, ": output shape ", shape_str(y), " does not match N=", g.N, " K=", g.K);
   const int64_t expect_p = (g.H + 2 * g.pad - g.R) / g.stride + 1;
   const int64_t expect_q = (g.W + 2 * g.pad - g.S) / g.stride + 1;
-  GE_CHECK(g.P == expect_p && g.Q == expect_q, pass, ": output ", g.P, "x", g.Q, " but input ", g.H, "x",
-           g.W, " with kernel ", g.R, "x", g.S, " stride ", g.stride, " pad ", g.pad, " gives ", expect_p,
-           "x", expect_q);
+  GE_CHECK(g.P == expect_p && g.Q == expect_q, pass, ": output ", g.P, "x", g.Q, " but input ", g.H, "x", g.W,
+           " with kernel ", g.R, "x", g.S, " stride ", g.stride, " pad ", g.pad, " gives ", expect_p, "x", expect_q);
   return g;
 }
 
@@ -127,8 +124,7 @@ void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const C
 
 // grad[k,c,r,s] = sum_{n,p,q} dy[n,k,p,q] * x[n,c, p*stride-pad+r, q*stride-pad+s];
 // dw = beta * dw + grad, in double, rounded once.
-void conv2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw, const Conv2dParams& p,
-                            float beta) {
+void conv2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw, const Conv2dParams& p, float beta) {
   check_operands(x, dy, dw);
   const ConvGeometry g = make_geometry(x.shape(), dw.shape(), dy.shape(), p, "conv2d_backward_filter");
   const std::vector<double> xs = load_all_logical(x);

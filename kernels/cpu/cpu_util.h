@@ -21,8 +21,7 @@ inline void require_cpu_floating(const Tensor& t, const char* what) {
 }
 
 inline void require_same_shape(const Tensor& a, const Tensor& b, const char* what_a, const char* what_b) {
-  GE_CHECK(a.shape() == b.shape(), what_a, " ", a.str(), " and ", what_b, " ", b.str(),
-           " must have the same shape");
+  GE_CHECK(a.shape() == b.shape(), what_a, " ", a.str(), " and ", what_b, " ", b.str(), " must have the same shape");
 }
 
 // Physical element offset of the i-th element in logical order (NCHW for 4-D tensors,
@@ -55,8 +54,8 @@ inline std::vector<double> load_all_logical(const Tensor& t) {
 
 // Writes values (logical order) into t, rounding each once to t's dtype.
 inline void store_all_logical(Tensor& t, const std::vector<double>& values) {
-  GE_CHECK(static_cast<int64_t>(values.size()) == t.numel(), "value count ", values.size(),
-           " does not match ", t.str());
+  GE_CHECK(static_cast<int64_t>(values.size()) == t.numel(), "value count ", values.size(), " does not match ",
+           t.str());
   for (int64_t i = 0; i < t.numel(); ++i) store_logical(t, i, values[static_cast<size_t>(i)]);
 }
 

@@ -1,8 +1,8 @@
 // copy_padded on the CPU: element by element in logical order, bytes moved as they are.
 #include <cstring>
 
-#include "cpu/cpu_util.h"
 #include "core/backend.h"
+#include "cpu/cpu_util.h"
 
 namespace ge {
 namespace cpu {

@@ -1,10 +1,10 @@
 // CPU reference of the Philox draws. Element i (logical NCHW order, whatever the layout) takes
 // word i % 4 of block offset + i / 4, so the values depend only on (seed, offset, i) and match
 // the GPU bit for bit (see philox.h for why the arithmetic is spelled out).
-#include "cpu/cpu_util.h"
 #include "core/backend.h"
 #include "core/half_bits.h"
 #include "core/philox.h"
+#include "cpu/cpu_util.h"
 
 namespace ge {
 namespace cpu {

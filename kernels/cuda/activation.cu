@@ -3,9 +3,9 @@
 // in float and rounded once on store, 16 bytes per access where aligned. Reading before writing
 // each element makes in-place use (y == x, dx == dy) safe. NaN propagates (a NaN input gives a
 // NaN output, as in PyTorch), so an overflow upstream still reaches the loss scaler's check.
+#include "core/backend.h"
 #include "cuda/activation_math.cuh"
 #include "cuda/cuda_util.cuh"
-#include "core/backend.h"
 #include "cuda/kernel_launch.cuh"
 #include "cuda/vector_pack.cuh"
 

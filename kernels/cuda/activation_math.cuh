@@ -4,8 +4,8 @@
 #include <type_traits>
 
 #include "cuda/cuda_util.cuh"
-#include "ganengine/ops.h"
 #include "cuda/vector_pack.cuh"
+#include "ganengine/ops.h"
 
 namespace ge {
 namespace gpu {

@@ -10,9 +10,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "cuda/cuda_util.cuh"
 #include "core/adam_math.h"
 #include "core/backend.h"
+#include "cuda/cuda_util.cuh"
 #include "cuda/kernel_launch.cuh"
 #include "cuda/multi_tensor.cuh"
 #include "cuda/unscale_math.cuh"
@@ -196,11 +196,10 @@ void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
   std::vector<std::vector<const Tensor*>> buffers(kAdamBuffers);
   std::vector<size_t> relaid_copies;  // half copies in another memory format than their master
   for (size_t i = 0; i < n; ++i) {
-    GE_CHECK(params[i].device() == step.device() && params[i].dtype() == params[0].dtype() &&
-                 (params[i].dtype() == DType::F32 || params[i].dtype() == DType::F16 ||
-                  params[i].dtype() == DType::BF16),
-             "adam_step: parameters must share one of f32/f16/bf16 on ", step.device().str(), ", got ",
-             params[i].str());
+    GE_CHECK(
+        params[i].device() == step.device() && params[i].dtype() == params[0].dtype() &&
+            (params[i].dtype() == DType::F32 || params[i].dtype() == DType::F16 || params[i].dtype() == DType::BF16),
+        "adam_step: parameters must share one of f32/f16/bf16 on ", step.device().str(), ", got ", params[i].str());
     check_like(grads[i], params[i], DType::F32, "grad");
     check_like(exp_avg[i], params[i], params[i].dtype(), "exp_avg");
     check_like(exp_avg_sq[i], params[i], params[i].dtype(), "exp_avg_sq");
@@ -209,8 +208,8 @@ void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
       const Tensor& copy = half_copies[i];
       GE_CHECK(copy.device() == step.device() && copy.shape() == params[i].shape() &&
                    (copy.dtype() == DType::F16 || copy.dtype() == DType::BF16),
-               "adam_step: half copy must be f16/bf16 shaped like its parameter ", params[i].str(),
-               ", is ", copy.str());
+               "adam_step: half copy must be f16/bf16 shaped like its parameter ", params[i].str(), ", is ",
+               copy.str());
       if (same_element_order(copy, params[i]))
         half = &copy;
       else

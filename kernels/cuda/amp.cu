@@ -6,8 +6,8 @@
 //  - loss_scaler_update: Apex's dynamic scale rule, run by a single thread.
 #include <vector>
 
-#include "cuda/cuda_util.cuh"
 #include "core/backend.h"
+#include "cuda/cuda_util.cuh"
 #include "cuda/kernel_launch.cuh"
 #include "cuda/multi_tensor.cuh"
 #include "cuda/unscale_math.cuh"
@@ -55,16 +55,15 @@ __global__ void unscale_kernel(UnscaleTable table, const float* scale, float* fo
 template <class T>
 __global__ void scale_kernel(T* data, int64_t n, float factor) {
   await_previous_kernel();
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x)
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
     store_float(data + i, load_float(data + i) * factor);
 }
 
 // state = {scale, clean_steps}. Apex's update_scale: overflow halves the scale (not below the
 // floor) and restarts the count; growth_interval clean steps in a row double it (not above the
 // ceiling).
-__global__ void loss_scaler_update_kernel(float* state, const float* found_inf, int growth_interval,
-                                          float max_scale, float min_scale) {
+__global__ void loss_scaler_update_kernel(float* state, const float* found_inf, int growth_interval, float max_scale,
+                                          float min_scale) {
   await_previous_kernel();
   float scale = state[0];
   float clean_steps = state[1];
@@ -92,8 +91,7 @@ void check_f32_on_gpu(const Tensor& t, int64_t numel, const char* what) {
 
 void unscale_grads(const std::vector<Tensor>& src, const std::vector<Tensor>& dst, const Tensor& scale,
                    Tensor& found_inf, bool accumulate) {
-  GE_CHECK(src.size() == dst.size(), "unscale_grads: ", src.size(), " sources but ", dst.size(),
-           " destinations");
+  GE_CHECK(src.size() == dst.size(), "unscale_grads: ", src.size(), " sources but ", dst.size(), " destinations");
   check_f32_on_gpu(scale, 1, "unscale_grads scale");
   check_f32_on_gpu(found_inf, 1, "unscale_grads found_inf");
   std::vector<std::vector<const Tensor*>> buffers(2);
@@ -101,8 +99,7 @@ void unscale_grads(const std::vector<Tensor>& src, const std::vector<Tensor>& ds
     check_gpu_float(src[i], "unscale_grads src");
     check_f32_on_gpu(dst[i], src[i].numel(), "unscale_grads dst");
     GE_CHECK(same_element_order(src[i], dst[i]),
-             "unscale_grads: src and dst must store elements in the same order: ", src[i].str(), " vs ",
-             dst[i].str());
+             "unscale_grads: src and dst must store elements in the same order: ", src[i].str(), " vs ", dst[i].str());
     buffers[0].push_back(&src[i]);
     buffers[1].push_back(&dst[i]);
   }
@@ -130,8 +127,7 @@ void loss_scaler_update(Tensor& state, const Tensor& found_inf, const ops::Scale
   check_f32_on_gpu(state, 2, "loss_scaler_update state");
   check_f32_on_gpu(found_inf, 1, "loss_scaler_update found_inf");
   if (!cfg.dynamic) return;  // a static scale never changes
-  GE_CHECK(cfg.growth_interval > 0, "loss scaler growth_interval must be positive, is ",
-           cfg.growth_interval);
+  GE_CHECK(cfg.growth_interval > 0, "loss scaler growth_interval must be positive, is ", cfg.growth_interval);
   launch_kernel(loss_scaler_update_kernel, 1, 1, 0, stream_of(state), state.data_as<float>(),
                 found_inf.data_as<float>(), cfg.growth_interval, cfg.max_scale, cfg.min_scale);
   CUDA_CHECK_LAUNCH();

@@ -24,11 +24,11 @@
 // backward forms that layer's backward-data where it reads dy (OuterDy, batchnorm_math.cuh).
 #include <type_traits>
 
+#include "core/backend.h"
 #include "cuda/batchnorm_cluster.h"
 #include "cuda/batchnorm_math.cuh"
 #include "cuda/channel_reduce.cuh"
 #include "cuda/cuda_util.cuh"
-#include "core/backend.h"
 #include "cuda/image_dot.cuh"
 #include "cuda/kernel_launch.cuh"
 #include "cuda/vector_pack.cuh"
@@ -126,8 +126,8 @@ __global__ void sync_grads_coef_kernel(const float* sums, uint32_t C, const floa
 
 // Eval: mean and invstd from the running statistics, in the layout the normalise kernel reads.
 template <class P>
-__global__ void running_stats_kernel(const P* running_mean, const P* running_var, uint32_t C, float eps,
-                                     float* mean, float* invstd) {
+__global__ void running_stats_kernel(const P* running_mean, const P* running_var, uint32_t C, float eps, float* mean,
+                                     float* invstd) {
   const uint32_t c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= C) return;
   mean[c] = load_float(running_mean + c);
@@ -141,8 +141,7 @@ __global__ void running_stats_kernel(const P* running_mean, const P* running_var
 // The per-channel values of a pack's V elements: V neighbouring channels in NHWC (one vector
 // load when `vector_loads`, the host having checked alignment), one channel for all in NCHW.
 template <int V, class P>
-__device__ __forceinline__ void channel_values(const P* p, uint32_t c0, bool nhwc, bool vector_loads,
-                                               float (&out)[V]) {
+__device__ __forceinline__ void channel_values(const P* p, uint32_t c0, bool nhwc, bool vector_loads, float (&out)[V]) {
   if (!nhwc) {
     const float v = load_float(p + c0);
 #pragma unroll
@@ -296,22 +295,20 @@ int bn_pack_width(const ChannelGeometry& g, uint32_t n, std::initializer_list<co
 
 void check_activation_pair(const Tensor& a, const Tensor& b, const char* what) {
   check_gpu_float(a, what);
-  GE_CHECK(a.shape() == b.shape() && a.dtype() == b.dtype() && a.format() == b.format() &&
-               a.device() == b.device(),
-           "batchnorm: ", what, " tensors must share shape, dtype, format and device: ", a.str(),
-           " vs ", b.str());
+  GE_CHECK(a.shape() == b.shape() && a.dtype() == b.dtype() && a.format() == b.format() && a.device() == b.device(),
+           "batchnorm: ", what, " tensors must share shape, dtype, format and device: ", a.str(), " vs ", b.str());
 }
 
 void check_channel_vector(const Tensor& t, int64_t C, DType dtype, const Tensor& x, const char* what) {
-  GE_CHECK(t.defined() && t.device() == x.device() && t.numel() == C && t.dtype() == dtype, "batchnorm: ",
-           what, " must be ", dtype_name(dtype), " (", C, ") on ", x.device().str(), ", is ",
+  GE_CHECK(t.defined() && t.device() == x.device() && t.numel() == C && t.dtype() == dtype, "batchnorm: ", what,
+           " must be ", dtype_name(dtype), " (", C, ") on ", x.device().str(), ", is ",
            t.defined() ? t.str() : std::string("undefined"));
 }
 
 void check_params(const Tensor& x, const Tensor& gamma, const std::vector<const Tensor*>& same_as_gamma) {
   const DType p = gamma.dtype();
-  GE_CHECK(p == DType::F32 || p == x.dtype(), "batchnorm: parameters must be f32 or ", dtype_name(x.dtype()),
-           ", are ", gamma.str());
+  GE_CHECK(p == DType::F32 || p == x.dtype(), "batchnorm: parameters must be f32 or ", dtype_name(x.dtype()), ", are ",
+           gamma.str());
   check_channel_vector(gamma, x.dim(1), p, x, "gamma");
   for (const Tensor* t : same_as_gamma) check_channel_vector(*t, x.dim(1), p, x, "parameter/statistic");
 }
@@ -333,8 +330,7 @@ void launch_normalize(const Tensor& x, Tensor& y, const float* mean, const float
   const ops::Activation kind = fused ? act->kind : ops::Activation::ReLU;
   const float slope = fused ? act->negative_slope : 0.f;
   constexpr int W = kWidePack<T>;
-  const bool vector_loads =
-      packs_aligned<W, float>({mean, invstd}) && packs_aligned<W, P>({gamma.data(), beta.data()});
+  const bool vector_loads = packs_aligned<W, float>({mean, invstd}) && packs_aligned<W, P>({gamma.data(), beta.data()});
   if (bn_pack_width<T>(g, n, {x.data(), y.data()}) == W) {
     const unsigned blocks = elementwise_blocks(normalize_kernel<T, P, W>, n / W, x.device().index);
     launch_kernel(normalize_kernel<T, P, W>, blocks, kThreads, 0, stream, x.data_as<T>(), y.data_as<T>(), mean, invstd,
@@ -425,8 +421,8 @@ void batchnorm_forward_train_three_launches(const Tensor& x, const ChannelGeomet
                                             const ops::BatchNormSync* sync, const ImageDot* dot) {
   cudaStream_t stream = stream_of(x);
   const uint32_t splits = reduce_splits(g);
-  Tensor partials = Tensor::empty({static_cast<int64_t>(partials_floats<MeanVarAcc>(g, splits))}, DType::F32,
-                                  x.device());
+  Tensor partials =
+      Tensor::empty({static_cast<int64_t>(partials_floats<MeanVarAcc>(g, splits))}, DType::F32, x.device());
   float* scratch = partials.data_as<float>();
 
   GE_DISPATCH_FLOAT(x.dtype(), T, {
@@ -442,9 +438,8 @@ void batchnorm_forward_train_three_launches(const Tensor& x, const ChannelGeomet
                                     FinishSyncStatsLocal{g.C, local.data_as<float>(), first.data_as<float>()}, stream,
                                     vector_ok);
         sync->all_reduce_sum(first);
-        sync_stats_moved_kernel<<<blocks, kPerChannelThreads, 0, stream>>>(first.data_as<float>(), g.C,
-                                                                            local.data_as<float>(),
-                                                                            second.data_as<float>());
+        sync_stats_moved_kernel<<<blocks, kPerChannelThreads, 0, stream>>>(
+            first.data_as<float>(), g.C, local.data_as<float>(), second.data_as<float>());
         CUDA_CHECK_LAUNCH();
         sync->all_reduce_sum(second);
         sync_stats_finish_kernel<P><<<blocks, kPerChannelThreads, 0, stream>>>(
@@ -453,11 +448,11 @@ void batchnorm_forward_train_three_launches(const Tensor& x, const ChannelGeomet
             running_var.data_as<P>(), sync->total_count.data_as<float>());
         CUDA_CHECK_LAUNCH();
       } else {
-        reduce_channels<MeanVarAcc>(visit, g, splits, scratch,
-                                    FinishStats<P>{eps, momentum, save_mean.data_as<float>(),
-                                                   save_invstd.data_as<float>(), running_mean.data_as<P>(),
-                                                   running_var.data_as<P>()},
-                                    stream, vector_ok);
+        reduce_channels<MeanVarAcc>(
+            visit, g, splits, scratch,
+            FinishStats<P>{eps, momentum, save_mean.data_as<float>(), save_invstd.data_as<float>(),
+                           running_mean.data_as<P>(), running_var.data_as<P>()},
+            stream, vector_ok);
       }
       if (dot)
         launch_normalize_dot<T, P>(x, y, save_mean.data_as<float>(), save_invstd.data_as<float>(), gamma, beta, g, *act,

@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <atomic>
 
-#include "cuda/batchnorm_cluster.h"
-#include "cuda/copy_async.cuh"
 #include "core/backend.h"
 #include "core/tuning_policy.h"
+#include "cuda/batchnorm_cluster.h"
+#include "cuda/copy_async.cuh"
 #include "cuda/kernel_launch.cuh"
 
 namespace ge {
@@ -313,9 +313,8 @@ ClusterLayout layout_if_taken(const ChannelGeometry& g, int device, std::initial
     if (p && !aligned16(p)) return {};
   const ClusterLayout l = cluster_layout<T>(g, sm_count(device), tensors);
   if (l.staged_bytes > kMaxStagedBytes) return {};
-  if (choice == ClusterBatchNorm::Auto &&
-      (int64_t{l.rows_per_thread} > tuning().bn_cluster_max_rows_per_thread ||
-       int64_t{g.M} * g.C > tuning().bn_cluster_max_values))
+  if (choice == ClusterBatchNorm::Auto && (int64_t{l.rows_per_thread} > tuning().bn_cluster_max_rows_per_thread ||
+                                           int64_t{g.M} * g.C > tuning().bn_cluster_max_values))
     return {};
   return l;
 }

@@ -3,11 +3,11 @@
 // layers (batchnorm_cluster.cu): both round every operation the same way, so they differ only in
 // the order their sums are taken.
 #pragma once
+#include "core/fast_divmod.h"
 #include "cuda/activation_math.cuh"
 #include "cuda/cuda_util.cuh"
-#include "core/fast_divmod.h"
-#include "ganengine/ops.h"
 #include "cuda/vector_pack.cuh"
+#include "ganengine/ops.h"
 
 namespace ge {
 namespace gpu {

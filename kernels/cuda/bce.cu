@@ -5,8 +5,8 @@
 // cost is nothing at this size, and the loss is then as exact as its fp32 result can be.
 // Backward: element-wise, with the loss scale read on the device (no host round trip, so the
 // step can be captured in a CUDA graph).
-#include "cuda/cuda_util.cuh"
 #include "core/backend.h"
+#include "cuda/cuda_util.cuh"
 #include "cuda/kernel_launch.cuh"
 
 namespace ge {
@@ -16,9 +16,7 @@ namespace {
 constexpr int kBceThreads = 1024;
 
 // max(x,0) - x*t + log1p(exp(-|x|)): never overflows, whatever the sign of x.
-__device__ __forceinline__ float bce_term(float x, float t) {
-  return fmaxf(x, 0.f) - x * t + log1pf(expf(-fabsf(x)));
-}
+__device__ __forceinline__ float bce_term(float x, float t) { return fmaxf(x, 0.f) - x * t + log1pf(expf(-fabsf(x))); }
 
 // 1 / (1 + exp(-x)) without overflow for either sign of x (tiny probabilities stay non-zero).
 __device__ __forceinline__ float sigmoid(float x) {
@@ -57,12 +55,10 @@ __global__ void __launch_bounds__(kBceThreads)
 
 // dlogits = (sigmoid(x) - t) * scale / N, the gradient of the mean loss times the loss scale.
 template <class T>
-__global__ void bce_backward_kernel(const T* logits, int64_t n, float target, const float* scale,
-                                    T* dlogits) {
+__global__ void bce_backward_kernel(const T* logits, int64_t n, float target, const float* scale, T* dlogits) {
   await_previous_kernel();
   const float factor = scale[0] / static_cast<float>(n);
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x)
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
     store_float(dlogits + i, (sigmoid(load_float(logits + i)) - target) * factor);
 }
 

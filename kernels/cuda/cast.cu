@@ -1,8 +1,8 @@
 // GPU casts among f32, f16 and bf16, optionally converting NCHW <-> NHWC. Values are widened
 // to float (exact) and rounded once on store with the round-to-nearest-even intrinsics, the
 // same result as the CPU reference for every non-NaN input.
-#include "cuda/cuda_util.cuh"
 #include "core/backend.h"
+#include "cuda/cuda_util.cuh"
 #include "cuda/kernel_launch.cuh"
 
 namespace ge {
@@ -114,8 +114,8 @@ void cast(const Tensor& src, Tensor& dst) {
   // cast is the first kernel of G's forward).
   const bool same_order = src.rank() == 4 && (src.dim(1) == 1 || src.dim(2) * src.dim(3) == 1);
   const bool linear = src.rank() != 4 || src.format() == dst.format() || same_order;
-  GE_CHECK(!src.same_storage(dst) || (linear && dtype_size(src.dtype()) == dtype_size(dst.dtype())),
-           "cast: src ", src.str(), " and dst ", dst.str(), " share storage");
+  GE_CHECK(!src.same_storage(dst) || (linear && dtype_size(src.dtype()) == dtype_size(dst.dtype())), "cast: src ",
+           src.str(), " and dst ", dst.str(), " share storage");
   cudaStream_t stream = stream_of(src);
   if (linear && src.dtype() == dst.dtype()) {
     if (!src.same_storage(dst))
@@ -123,11 +123,11 @@ void cast(const Tensor& src, Tensor& dst) {
     return;
   }
   GE_DISPATCH_FLOAT(src.dtype(), S, GE_DISPATCH_FLOAT(dst.dtype(), D, {
-    if (linear)
-      launch_linear<S, D>(src, dst, stream);
-    else
-      launch_transpose<S, D>(src, dst, stream);
-  }));
+                      if (linear)
+                        launch_linear<S, D>(src, dst, stream);
+                      else
+                        launch_transpose<S, D>(src, dst, stream);
+                    }));
 }
 
 }  // namespace gpu

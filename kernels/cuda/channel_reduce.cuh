@@ -38,8 +38,7 @@ struct ChannelGeometry {
 
 inline ChannelGeometry channel_geometry(const Tensor& t) {
   GE_CHECK(t.rank() == 4, "BatchNorm takes 4-D (N,C,H,W) tensors, got ", t.str());
-  GE_CHECK(t.numel() < (int64_t{1} << 31), "BatchNorm on the GPU takes under 2^31 elements, got ",
-           t.str());
+  GE_CHECK(t.numel() < (int64_t{1} << 31), "BatchNorm on the GPU takes under 2^31 elements, got ", t.str());
   ChannelGeometry g;
   g.C = static_cast<uint32_t>(t.dim(1));
   g.HW = static_cast<uint32_t>(t.dim(2) * t.dim(3));
@@ -71,15 +70,15 @@ inline uint32_t split_length(const ChannelGeometry& g, uint32_t splits) {
 
 // partials layout: [Acc::kFields][splits][C]
 template <class Acc>
-__device__ __forceinline__ void store_partial(float* partials, const Acc& acc, uint32_t splits,
-                                              uint32_t split, uint32_t C, uint32_t c) {
+__device__ __forceinline__ void store_partial(float* partials, const Acc& acc, uint32_t splits, uint32_t split,
+                                              uint32_t C, uint32_t c) {
 #pragma unroll
   for (int k = 0; k < Acc::kFields; ++k) partials[(static_cast<size_t>(k) * splits + split) * C + c] = acc.get(k);
 }
 
 template <class Acc>
-__device__ __forceinline__ Acc load_partial(const float* partials, uint32_t splits, uint32_t split,
-                                            uint32_t C, uint32_t c) {
+__device__ __forceinline__ Acc load_partial(const float* partials, uint32_t splits, uint32_t split, uint32_t C,
+                                            uint32_t c) {
   Acc acc = Acc::zero();
 #pragma unroll
   for (int k = 0; k < Acc::kFields; ++k) acc.set(k, partials[(static_cast<size_t>(k) * splits + split) * C + c]);
@@ -184,8 +183,7 @@ constexpr uint32_t kWarpMergeMaxSplits = 64;
 
 template <class Acc, class Visit>
 __global__ void __launch_bounds__(kReduceThreadsNchw)
-    reduce_channels_nchw_kernel(Visit visit, ChannelGeometry g, uint32_t splits, uint32_t length,
-                                float* partials) {
+    reduce_channels_nchw_kernel(Visit visit, ChannelGeometry g, uint32_t splits, uint32_t length, float* partials) {
   await_previous_kernel();
   __shared__ float shared[Acc::kFields][kReduceThreadsNchw][1];
   const uint32_t c = blockIdx.x, split = blockIdx.y, tid = threadIdx.x;
@@ -222,8 +220,7 @@ __global__ void __launch_bounds__(kReduceThreadsNchw)
 
 template <class Acc, class Visit>
 __global__ void __launch_bounds__(kTileChannels* kTileRows)
-    reduce_channels_nhwc_kernel(Visit visit, ChannelGeometry g, uint32_t splits, uint32_t length,
-                                float* partials) {
+    reduce_channels_nhwc_kernel(Visit visit, ChannelGeometry g, uint32_t splits, uint32_t length, float* partials) {
   await_previous_kernel();
   __shared__ float shared[Acc::kFields][kTileRows][kTileChannels];
   const uint32_t tx = threadIdx.x, ty = threadIdx.y;
@@ -232,8 +229,7 @@ __global__ void __launch_bounds__(kTileChannels* kTileRows)
 
   Acc acc = Acc::zero();
   if (c < g.C)
-    for (uint32_t row = begin + ty; row < end; row += kTileRows)
-      visit(acc, static_cast<uint64_t>(row) * g.C + c, c);
+    for (uint32_t row = begin + ty; row < end; row += kTileRows) visit(acc, static_cast<uint64_t>(row) * g.C + c, c);
 
 #pragma unroll
   for (int k = 0; k < Acc::kFields; ++k) shared[k][ty][tx] = acc.get(k);
@@ -334,8 +330,7 @@ inline size_t partials_floats(const ChannelGeometry& g, uint32_t splits) {
 
 template <class Acc, class Visit, int V>
 __global__ void __launch_bounds__(kVecLanes* kVecRows)
-    reduce_channels_nhwc_vec_kernel(Visit visit, ChannelGeometry g, uint32_t splits, uint32_t length,
-                                    float* partials) {
+    reduce_channels_nhwc_vec_kernel(Visit visit, ChannelGeometry g, uint32_t splits, uint32_t length, float* partials) {
   await_previous_kernel();
   constexpr int kCols = kVecLanes * V;
   __shared__ float shared[Acc::kFields][kVecRows][kCols];

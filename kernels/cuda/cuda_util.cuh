@@ -10,9 +10,9 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "ganengine/tensor.h"
 #include "runtime/cuda_check.h"
 #include "runtime/cuda_context.h"
-#include "ganengine/tensor.h"
 
 namespace ge {
 namespace gpu {
@@ -89,29 +89,40 @@ inline ElemType elem_type(DType t) {
 }
 
 // Runs the statement list with `scalar_t` bound to the C++ type of a floating DType.
-#define GE_DISPATCH_FLOAT(dtype, scalar_t, ...)                                         \
-  do {                                                                                  \
-    switch (dtype) {                                                                    \
-      case ::ge::DType::F32: { using scalar_t = float; __VA_ARGS__; break; }            \
-      case ::ge::DType::F16: { using scalar_t = __half; __VA_ARGS__; break; }           \
-      case ::ge::DType::BF16: { using scalar_t = __nv_bfloat16; __VA_ARGS__; break; }   \
-      default: ::ge::fail("CUDA kernels take f32, f16 or bf16 tensors, got ",           \
-                          ::ge::dtype_name(dtype));                                     \
-    }                                                                                   \
+#define GE_DISPATCH_FLOAT(dtype, scalar_t, ...)                                                         \
+  do {                                                                                                  \
+    switch (dtype) {                                                                                    \
+      case ::ge::DType::F32: {                                                                          \
+        using scalar_t = float;                                                                         \
+        __VA_ARGS__;                                                                                    \
+        break;                                                                                          \
+      }                                                                                                 \
+      case ::ge::DType::F16: {                                                                          \
+        using scalar_t = __half;                                                                        \
+        __VA_ARGS__;                                                                                    \
+        break;                                                                                          \
+      }                                                                                                 \
+      case ::ge::DType::BF16: {                                                                         \
+        using scalar_t = __nv_bfloat16;                                                                 \
+        __VA_ARGS__;                                                                                    \
+        break;                                                                                          \
+      }                                                                                                 \
+      default: ::ge::fail("CUDA kernels take f32, f16 or bf16 tensors, got ", ::ge::dtype_name(dtype)); \
+    }                                                                                                   \
   } while (0)
 
 // Runs the statement list with `half_t` bound to the C++ type of a 16-bit floating DType.
-#define GE_DISPATCH_HALF(dtype, half_t, ...)                                                      \
-  do {                                                                                            \
-    if ((dtype) == ::ge::DType::F16) {                                                            \
-      using half_t = __half;                                                                      \
-      __VA_ARGS__;                                                                                \
-    } else if ((dtype) == ::ge::DType::BF16) {                                                    \
-      using half_t = __nv_bfloat16;                                                               \
-      __VA_ARGS__;                                                                                \
-    } else {                                                                                      \
+#define GE_DISPATCH_HALF(dtype, half_t, ...)                                                        \
+  do {                                                                                              \
+    if ((dtype) == ::ge::DType::F16) {                                                              \
+      using half_t = __half;                                                                        \
+      __VA_ARGS__;                                                                                  \
+    } else if ((dtype) == ::ge::DType::BF16) {                                                      \
+      using half_t = __nv_bfloat16;                                                                 \
+      __VA_ARGS__;                                                                                  \
+    } else {                                                                                        \
       ::ge::fail("half-precision kernels take f16 or bf16 tensors, got ", ::ge::dtype_name(dtype)); \
-    }                                                                                             \
+    }                                                                                               \
   } while (0)
 
 // ---- launch sizes

@@ -49,8 +49,8 @@ __device__ __forceinline__ void load_bytes(const uint8_t* p, uint32_t (&b)[V]) {
 // Same element order: out item k = row order[k] of the source, `row` bytes, V per thread.
 // Blocks in y walk the batch's items, blocks in x an item's row.
 template <class T, int V>
-__global__ void gather_rows(const uint8_t* __restrict__ images, const int64_t* __restrict__ order,
-                            T* __restrict__ out, int64_t n, int64_t row) {
+__global__ void gather_rows(const uint8_t* __restrict__ images, const int64_t* __restrict__ order, T* __restrict__ out,
+                            int64_t n, int64_t row) {
   const int64_t packs = row / V;
   for (int64_t k = blockIdx.y; k < n; k += gridDim.y) {
     const uint8_t* src = images + order[k] * row;
@@ -128,12 +128,12 @@ void launch(const uint8_t* images, const int64_t* order, T* out, int64_t n, int6
     }
   } else if (plane % 4 == 0 && aligned(out, pack_alignment<T>(4))) {
     const int threads = threads_for(plane / 4);
-    gather_planes<T, 4><<<grid_for_items(plane / 4, threads, n), threads, 0, stream>>>(
-        images, order, out, n, plane, static_cast<int>(channels));
+    gather_planes<T, 4><<<grid_for_items(plane / 4, threads, n), threads, 0, stream>>>(images, order, out, n, plane,
+                                                                                       static_cast<int>(channels));
   } else {
     const int threads = threads_for(plane);
     gather_planes<T, 1><<<grid_for_items(plane, threads, n), threads, 0, stream>>>(images, order, out, n, plane,
-                                                                                  static_cast<int>(channels));
+                                                                                   static_cast<int>(channels));
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -148,8 +148,7 @@ void gather_normalize(const Tensor& images, const int64_t* order, Tensor& out) {
   check_gpu_float(out, "gather_normalize: out");
   GE_CHECK(out.device() == images.device(), "gather_normalize: out ", out.str(), " and images ", images.str(),
            " on different devices");
-  GE_CHECK(out.rank() == 4 && out.dim(1) == images.dim(1) && out.dim(2) == images.dim(2) &&
-               out.dim(3) == images.dim(3),
+  GE_CHECK(out.rank() == 4 && out.dim(1) == images.dim(1) && out.dim(2) == images.dim(2) && out.dim(3) == images.dim(3),
            "gather_normalize: out ", out.str(), " does not hold images of ", images.str());
   if (out.numel() == 0) return;
   GE_CHECK(order != nullptr, "gather_normalize: no order for ", out.dim(0), " items");
@@ -160,8 +159,9 @@ void gather_normalize(const Tensor& images, const int64_t* order, Tensor& out) {
   // when either the channel axis or the pixel axis is trivial.
   const bool same_order = out.format() == MemoryFormat::NHWC || channels == 1 || plane == 1;
   cudaStream_t stream = context(out.device().index).stream();  // also makes that device current
-  GE_DISPATCH_FLOAT(out.dtype(), T, launch<T>(images.data_as<uint8_t>(), order, out.data_as<T>(), n, channels,
-                                              plane, same_order, stream));
+  GE_DISPATCH_FLOAT(
+      out.dtype(), T,
+      launch<T>(images.data_as<uint8_t>(), order, out.data_as<T>(), n, channels, plane, same_order, stream));
 }
 
 }  // namespace gpu

@@ -2,8 +2,8 @@
 // of a 16-bit NHWC destination, or per pixel of a 16-bit NHWC trim from 8 channels), bits moved
 // as they are (so any dtype of one size is one
 // kernel). The reference is kernels/cpu/pad.cpp.
-#include "cuda/cuda_util.cuh"
 #include "core/backend.h"
+#include "cuda/cuda_util.cuh"
 #include "cuda/kernel_launch.cuh"
 #include "cuda/vector_pack.cuh"
 
@@ -80,9 +80,12 @@ __global__ void copy_trimmed_nhwc_pixels_kernel(const Pack<uint16_t, 8>* __restr
 
 template <class Bits, class Index>
 void launch(const Tensor& src, Tensor& dst, cudaStream_t stream) {
-  const PadGeometry<Index> g{static_cast<Index>(dst.dim(0)), static_cast<Index>(dst.dim(1)),
-                             static_cast<Index>(src.dim(0)), static_cast<Index>(src.dim(1)),
-                             static_cast<Index>(dst.dim(2) * dst.dim(3)), dst.format() == MemoryFormat::NHWC};
+  const PadGeometry<Index> g{static_cast<Index>(dst.dim(0)),
+                             static_cast<Index>(dst.dim(1)),
+                             static_cast<Index>(src.dim(0)),
+                             static_cast<Index>(src.dim(1)),
+                             static_cast<Index>(dst.dim(2) * dst.dim(3)),
+                             dst.format() == MemoryFormat::NHWC};
   if (sizeof(Bits) == 2 && g.nhwc && g.sC == 8 && g.dC < 8 && g.dN <= g.sN && aligned16(src.data())) {
     launch_kernel(copy_trimmed_nhwc_pixels_kernel<Index>, grid_for(dst.numel() / g.dC), kThreads, 0, stream,
                   static_cast<const Pack<uint16_t, 8>*>(src.data()), static_cast<uint16_t*>(dst.data()), g);

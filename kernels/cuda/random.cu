@@ -1,8 +1,8 @@
 // GPU Philox draws: one thread per Philox block (four elements), the same functions as the
 // CPU reference in kernels/cpu/random.cpp, so both backends produce bitwise the same values.
-#include "cuda/cuda_util.cuh"
 #include "core/backend.h"
 #include "core/philox.h"
+#include "cuda/cuda_util.cuh"
 
 namespace ge {
 namespace gpu {

@@ -89,7 +89,8 @@ std::vector<std::string> PrecisionPolicy::describe() const {
   add("batchnorm params", dtype_name(bn_param_dtype));
   add("batchnorm statistics", "f32");
   add("loss (BCEWithLogits)", "f32");
-  add("master weights", master_weights ? "f32 copies in the optimizer" : (weight_dtype == DType::F32 ? "none (weights are f32)" : "none"));
+  add("master weights", master_weights ? "f32 copies in the optimizer"
+                                       : (weight_dtype == DType::F32 ? "none (weights are f32)" : "none"));
   std::ostringstream ls;
   if (dynamic_loss_scale)
     ls << "dynamic, one scaler per loss (start 65536, x2 every 2000 clean steps, x0.5 on overflow, max 2^24, min "

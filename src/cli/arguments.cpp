@@ -48,8 +48,10 @@ Device resolve_device(const std::string& spec, const char* command, bool warn_on
   if (spec.empty()) {
     if (cuda_available()) return Device::cuda(0);
     if (warn_on_cpu)
-      std::fprintf(stderr, "ganengine %s: warning: no usable GPU found%s; running on the CPU (slow). "
-                           "Pass --device cpu to silence this.\n", command, why);
+      std::fprintf(stderr,
+                   "ganengine %s: warning: no usable GPU found%s; running on the CPU (slow). "
+                   "Pass --device cpu to silence this.\n",
+                   command, why);
     return Device::cpu();
   }
   const Device d = Device::parse(spec);
@@ -85,8 +87,7 @@ Arguments normalise_arguments(int argc, char** argv, const std::map<std::string,
   return a;
 }
 
-std::optional<cxxopts::ParseResult> parse_command_line(cxxopts::Options& options, Arguments& args,
-                                                       const char* command,
+std::optional<cxxopts::ParseResult> parse_command_line(cxxopts::Options& options, Arguments& args, const char* command,
                                                        const std::vector<std::string>& help_groups) {
   const std::string see = std::string(" (see 'ganengine ") + command + " --help')";
   std::optional<cxxopts::ParseResult> r;

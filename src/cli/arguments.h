@@ -50,8 +50,7 @@ Arguments normalise_arguments(int argc, char** argv, const std::map<std::string,
 // Parses a subcommand's normalised arguments. A parse error or a stray argument fails, pointing
 // at 'ganengine <command> --help'. With --help it prints the help (these groups in this order;
 // all when none are named) and returns nothing: the command then exits 0.
-std::optional<cxxopts::ParseResult> parse_command_line(cxxopts::Options& options, Arguments& args,
-                                                       const char* command,
+std::optional<cxxopts::ParseResult> parse_command_line(cxxopts::Options& options, Arguments& args, const char* command,
                                                        const std::vector<std::string>& help_groups = {});
 
 }  // namespace ge::cli

@@ -12,13 +12,13 @@
 #include "cli/arguments.h"
 #include "cli/bench_report.h"
 #include "cli/commands.h"
-#include "io/atomic_file.h"
 #include "core/backend.h"
 #include "data/dataset_registry.h"
 #include "ganengine/data.h"
 #include "ganengine/data_pipeline.h"
-#include "runtime/gpu_measure.h"
 #include "ganengine/step_bench.h"
+#include "io/atomic_file.h"
+#include "runtime/gpu_measure.h"
 #include "train/step_flops.h"
 
 namespace ge::cli {
@@ -88,8 +88,8 @@ Device bench_device(const std::string& spec) {
   const Device d = Device::parse(spec);
   if (!d.is_cuda()) fail("ganengine bench needs a CUDA GPU (--device ", spec, " is not one)");
   if (!cuda_available())
-    fail("ganengine bench needs a CUDA GPU", built_with_cuda() ? ": none is usable here (no driver or no device)"
-                                                               : ": this build has no CUDA");
+    fail("ganengine bench needs a CUDA GPU",
+         built_with_cuda() ? ": none is usable here (no driver or no device)" : ": this build has no CUDA");
   return d;
 }
 
@@ -152,9 +152,12 @@ int run_bench(int argc, char** argv) {
     ("h,help", "show this help");
   // clang-format on
   Arguments args = normalise_arguments(argc, argv,
-                                       {{"opt_level", "opt-level"}, {"opt-levels", "opt-level"},
-                                        {"batch-size", "batch-sizes"}, {"batchSize", "batch-sizes"},
-                                        {"image-size", "imageSize"}, {"data-root", "dataroot"}},
+                                       {{"opt_level", "opt-level"},
+                                        {"opt-levels", "opt-level"},
+                                        {"batch-size", "batch-sizes"},
+                                        {"batchSize", "batch-sizes"},
+                                        {"image-size", "imageSize"},
+                                        {"data-root", "dataroot"}},
                                        {"cuda-graph"});
   const std::optional<cxxopts::ParseResult> parsed = parse_command_line(o, args, "bench");
   if (!parsed) return 0;

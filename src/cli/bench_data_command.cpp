@@ -70,8 +70,8 @@ int run_bench_data(int argc, char** argv) {
   }
   synchronize(b.device());  // the GPU source only enqueues work: count it done
   const double batch_rate = images / std::chrono::duration<double>(clock::now() - t0).count();
-  std::printf("batches (%lld per batch, %d workers): %.0f images/s\n", static_cast<long long>(d.batch_size),
-              d.workers, batch_rate);
+  std::printf("batches (%lld per batch, %d workers): %.0f images/s\n", static_cast<long long>(d.batch_size), d.workers,
+              batch_rate);
   return 0;
 }
 

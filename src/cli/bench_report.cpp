@@ -6,8 +6,8 @@
 #include <ctime>
 
 #include "cli/commands.h"
-#include "train/step_flops.h"
 #include "io/json.h"
+#include "train/step_flops.h"
 
 namespace ge::cli {
 
@@ -40,7 +40,8 @@ std::string utc_now_iso8601() {
 std::string bench_row_line(const BenchRun& run, const BenchRow& row) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%s %s  batch %-5lld%s", opt_level_name(row.level), mode(row),
-                static_cast<long long>(row.batch), run.ngpu > 1 ? (" on " + std::to_string(run.ngpu) + " GPUs").c_str() : "");
+                static_cast<long long>(row.batch),
+                run.ngpu > 1 ? (" on " + std::to_string(run.ngpu) + " GPUs").c_str() : "");
   if (!row.ok) return std::string(buf) + "  failed: " + row.error;  // the whole message, however long
   const StepBenchResult& r = row.result;
   char rest[512];
@@ -49,8 +50,7 @@ std::string bench_row_line(const BenchRun& run, const BenchRow& row) {
                 "   peak mem %.2f GiB (%.0f MiB of it cuDNN workspace; device %.2f GiB)   spread %.1f%%%s",
                 r.ms_per_step, r.images_per_s, r.tflops, 100.0 * r.tflops / run.gemm_peak_tflops, half_label(run.half),
                 run.gemm_peak_tflops, gib(r.peak_mem_bytes()), static_cast<double>(r.workspace_bytes) / (1 << 20),
-                gib(r.device_used_bytes), 100.0 * spread(r),
-                r.finite ? "" : "   [last step's losses not finite]");
+                gib(r.device_used_bytes), 100.0 * spread(r), r.finite ? "" : "   [last step's losses not finite]");
   return std::string(buf) + rest;
 }
 
@@ -121,7 +121,8 @@ std::string bench_json(const BenchRun& run, bool complete) {
     o.append_member("losses_finite", Value::boolean(r.finite));
     Value losses = Value::object();  // the last step's (null where not finite)
     for (const auto& [name, v] : {std::pair<const char*, float>{"errD_real", r.last.errD_real},
-                                  {"errD_fake", r.last.errD_fake}, {"errG", r.last.errG}})
+                                  {"errD_fake", r.last.errD_fake},
+                                  {"errG", r.last.errG}})
       losses.append_member(name, std::isfinite(v) ? Value::number(v) : Value());
     o.append_member("losses", std::move(losses));
     o.append_member("data", Value::string(r.data));

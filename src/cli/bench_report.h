@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "ganengine/amp.h"
-#include "runtime/gpu_measure.h"
 #include "ganengine/step_bench.h"
+#include "runtime/gpu_measure.h"
 
 namespace ge::cli {
 

@@ -5,11 +5,11 @@
 
 #include "cli/arguments.h"
 #include "cli/commands.h"
-#include "io/atomic_file.h"
 #include "core/backend.h"
 #include "ganengine/image_grid.h"
 #include "ganengine/safetensors.h"
 #include "ganengine/state_dict.h"
+#include "io/atomic_file.h"
 
 namespace ge::cli {
 
@@ -110,8 +110,8 @@ int run_generate(int argc, char** argv) {
                      {{"images", ops::converted(images, DType::F32, MemoryFormat::NCHW, Device::cpu())},
                       {"noise", noise.to(Device::cpu())}},
                      {{"netG", path}, {"bn", batch_stats ? "batch statistics" : "running statistics"}});
-  std::printf("wrote %lld images (%dx%d, %lld channels) to %s\n", static_cast<long long>(images.dim(0)),
-              cfg.image_size, cfg.image_size, static_cast<long long>(cfg.nc), output.c_str());
+  std::printf("wrote %lld images (%dx%d, %lld channels) to %s\n", static_cast<long long>(images.dim(0)), cfg.image_size,
+              cfg.image_size, static_cast<long long>(cfg.nc), output.c_str());
   return 0;
 }
 

@@ -41,7 +41,9 @@ int main(int argc, char** argv) {
     if (cmd == "bench") return ge::cli::run_bench(argc - 1, argv + 1);
     if (cmd == "bench-data") return ge::cli::run_bench_data(argc - 1, argv + 1);
     if (cmd == "info") return ge::cli::run_info(argc - 1, argv + 1);
-    std::fprintf(stderr, "ganengine: unknown command '%s' (expected train, generate, bench, bench-data or info). See 'ganengine --help'.\n",
+    std::fprintf(stderr,
+                 "ganengine: unknown command '%s' (expected train, generate, bench, bench-data or info). See "
+                 "'ganengine --help'.\n",
                  cmd.c_str());
     return 2;
   } catch (const ge::Error& e) {

@@ -59,9 +59,10 @@ std::pair<int64_t, int64_t> parse_profile_steps(const std::string& spec) {
 }  // namespace
 
 int run_train(int argc, char** argv) {
-  cxxopts::Options o("ganengine train",
-                     "Train the DCGAN of Apex's examples/dcgan/main_amp.py. Flags keep the example's names and "
-                     "defaults;\nkebab-case spellings work too (--batch-size, --image-size, --opt-level, --manual-seed).");
+  cxxopts::Options o(
+      "ganengine train",
+      "Train the DCGAN of Apex's examples/dcgan/main_amp.py. Flags keep the example's names and "
+      "defaults;\nkebab-case spellings work too (--batch-size, --image-size, --opt-level, --manual-seed).");
   // clang-format off
   o.add_options("main_amp.py")
     ("dataset", dataset_choices(), cxxopts::value<std::string>()->default_value("cifar10"))
@@ -110,9 +111,13 @@ int run_train(int argc, char** argv) {
     ("h,help", "show this help");
   // clang-format on
   Arguments args = normalise_arguments(argc, argv,
-                                       {{"batch-size", "batchSize"}, {"image-size", "imageSize"},
-                                        {"manual-seed", "manualSeed"}, {"opt-level", "opt_level"},
-                                        {"net-g", "netG"}, {"net-d", "netD"}, {"data-root", "dataroot"}},
+                                       {{"batch-size", "batchSize"},
+                                        {"image-size", "imageSize"},
+                                        {"manual-seed", "manualSeed"},
+                                        {"opt-level", "opt_level"},
+                                        {"net-g", "netG"},
+                                        {"net-d", "netD"},
+                                        {"data-root", "dataroot"}},
                                        {"keep-batchnorm-fp32", "master-weights"});
   const std::optional<cxxopts::ParseResult> parsed = parse_command_line(o, args, "train", {"main_amp.py", "ganengine"});
   if (!parsed) return 0;
@@ -164,15 +169,19 @@ int run_train(int argc, char** argv) {
   opt.skip_bad_images = r.count("skip-bad-images") > 0;
   opt.cache_dir = r["cache-dir"].as<std::string>();
   opt.data_on = parse_data_placement(r["data-on"].as<std::string>());
-  if (r.count("debug-force-overflow")) opt.force_overflow = parse_force_overflow(r["debug-force-overflow"].as<std::string>());
+  if (r.count("debug-force-overflow"))
+    opt.force_overflow = parse_force_overflow(r["debug-force-overflow"].as<std::string>());
   if (r.count("profile-steps")) opt.profile_steps = parse_profile_steps(r["profile-steps"].as<std::string>());
   if (r.count("cuda-graph") && r.count("no-cuda-graph")) fail("--cuda-graph and --no-cuda-graph contradict each other");
   const bool graph_asked = r.count("cuda-graph") > 0;
   if (graph_asked && !opt.force_overflow.empty())
-    fail("--debug-force-overflow changes steps from the host, which a replayed CUDA graph cannot do: drop --cuda-graph");
+    fail(
+        "--debug-force-overflow changes steps from the host, which a replayed CUDA graph cannot do: drop --cuda-graph");
   if (opt.workers < 0 || opt.workers > 256) fail("--workers ", opt.workers, " (expected 0..256)");
-  if (!(opt.lr >= 0) || opt.lr > 1) fail("--lr ", opt.lr, " (expected a learning rate in [0, 1], the example's is 0.0002)");
-  if (!(opt.beta1 >= 0 && opt.beta1 < 1)) fail("--beta1 ", opt.beta1, " (expected 0 <= beta1 < 1, the example's is 0.5)");
+  if (!(opt.lr >= 0) || opt.lr > 1)
+    fail("--lr ", opt.lr, " (expected a learning rate in [0, 1], the example's is 0.0002)");
+  if (!(opt.beta1 >= 0 && opt.beta1 < 1))
+    fail("--beta1 ", opt.beta1, " (expected 0 <= beta1 < 1, the example's is 0.5)");
 
   opt.device = resolve_device(r["device"].as<std::string>(), "train", /*warn_on_cpu=*/true);
   if (graph_asked && !opt.device.is_cuda())

@@ -7,55 +7,48 @@
 
 #include "ganengine/ops.h"
 
-#define GE_BACKEND_OPS                                                                              \
-  void conv2d_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p);         \
-  void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p); \
-  void conv2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw, const Conv2dParams& p, \
-                              float beta);                                                         \
-  /* The convolution followed by an in-place activation, and the filter and input gradients */   \
-  /* through both given the activation's output y and its gradient dy (ops.h).              */   \
-  void conv2d_activation_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p,  \
-                                 const ops::FusedActivation& act);                                    \
-  void conv2d_activation_backward_filter(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dw, \
-                                         const Conv2dParams& p, const ops::FusedActivation& act,          \
-                                         float beta);                                                     \
-  void conv2d_activation_backward_data(const Tensor& y, const Tensor& dy, const Tensor& w, Tensor& dx,   \
-                                       const Conv2dParams& p, const ops::FusedActivation& act,            \
-                                       const ops::InputActivation* input);                                \
-  void conv_transpose2d_activation_forward(const Tensor& x, const Tensor& w, Tensor& y,                  \
-                                           const Conv2dParams& p, const ops::FusedActivation& act);        \
-  /* act: an activation applied after the normalisation (nullptr: none); y_act: its output,  */ \
-  /* from which the backward forms the activation's gradient first. beta (with act): the   */ \
-  /* forward's shift, with which the GPU may recompute y_act from x instead of reading it. */ \
-  void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,           \
-                               Tensor& running_mean, Tensor& running_var, float momentum,          \
-                               float eps, Tensor& y, Tensor& save_mean, Tensor& save_invstd,       \
-                               const ops::FusedActivation* act, const ops::BatchNormSync* sync);   \
-  void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,            \
-                              const Tensor& running_mean, const Tensor& running_var, float eps,    \
-                              Tensor& y, const ops::FusedActivation* act);                         \
-  void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,                  \
-                          const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,          \
-                          Tensor& dgamma, Tensor& dbeta, const ops::FusedActivation* act,          \
-                          const Tensor* y_act, const Tensor* beta, const ops::BatchNormSync* sync); \
-  void activation_forward(ops::Activation a, const Tensor& x, Tensor& y, float negative_slope);    \
-  void activation_backward(ops::Activation a, const Tensor& y, const Tensor& dy, Tensor& dx,       \
-                           float negative_slope);                                                  \
-  void bce_with_logits_forward(const Tensor& logits, float target, Tensor& loss,                   \
-                               Tensor& mean_sigmoid);                                              \
-  void bce_with_logits_backward(const Tensor& logits, float target, const Tensor& scale,           \
-                                Tensor& dlogits);                                                  \
-  void cast(const Tensor& src, Tensor& dst);                                                       \
-  void unscale_grads(const std::vector<Tensor>& src, const std::vector<Tensor>& dst,               \
-                     const Tensor& scale, Tensor& found_inf, bool accumulate);                     \
-  void scale_inplace(const Tensor& t, float factor);                                               \
-  void copy_padded(const Tensor& src, Tensor& dst);                                                \
-  void loss_scaler_update(Tensor& state, const Tensor& found_inf, const ops::ScalerConfig& cfg);   \
-  void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,              \
-                 const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq,        \
-                 Tensor& step, const Tensor& skip, const ops::AdamConfig& cfg,                     \
-                 const std::vector<Tensor>& half_copies, const ops::PendingGrads* pending);        \
-  void fill_uniform(Tensor& t, uint64_t seed, uint64_t offset);                                    \
+#define GE_BACKEND_OPS                                                                                                \
+  void conv2d_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p);                            \
+  void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p);                    \
+  void conv2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw, const Conv2dParams& p, float beta);      \
+  /* The convolution followed by an in-place activation, and the filter and input gradients */                        \
+  /* through both given the activation's output y and its gradient dy (ops.h).              */                        \
+  void conv2d_activation_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p,                  \
+                                 const ops::FusedActivation& act);                                                    \
+  void conv2d_activation_backward_filter(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dw,              \
+                                         const Conv2dParams& p, const ops::FusedActivation& act, float beta);         \
+  void conv2d_activation_backward_data(const Tensor& y, const Tensor& dy, const Tensor& w, Tensor& dx,                \
+                                       const Conv2dParams& p, const ops::FusedActivation& act,                        \
+                                       const ops::InputActivation* input);                                            \
+  void conv_transpose2d_activation_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p,        \
+                                           const ops::FusedActivation& act);                                          \
+  /* act: an activation applied after the normalisation (nullptr: none); y_act: its output,  */                       \
+  /* from which the backward forms the activation's gradient first. beta (with act): the   */                         \
+  /* forward's shift, with which the GPU may recompute y_act from x instead of reading it. */                         \
+  void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,        \
+                               Tensor& running_var, float momentum, float eps, Tensor& y, Tensor& save_mean,          \
+                               Tensor& save_invstd, const ops::FusedActivation* act, const ops::BatchNormSync* sync); \
+  void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,   \
+                              const Tensor& running_var, float eps, Tensor& y, const ops::FusedActivation* act);      \
+  void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,            \
+                          const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,                       \
+                          const ops::FusedActivation* act, const Tensor* y_act, const Tensor* beta,                   \
+                          const ops::BatchNormSync* sync);                                                            \
+  void activation_forward(ops::Activation a, const Tensor& x, Tensor& y, float negative_slope);                       \
+  void activation_backward(ops::Activation a, const Tensor& y, const Tensor& dy, Tensor& dx, float negative_slope);   \
+  void bce_with_logits_forward(const Tensor& logits, float target, Tensor& loss, Tensor& mean_sigmoid);               \
+  void bce_with_logits_backward(const Tensor& logits, float target, const Tensor& scale, Tensor& dlogits);            \
+  void cast(const Tensor& src, Tensor& dst);                                                                          \
+  void unscale_grads(const std::vector<Tensor>& src, const std::vector<Tensor>& dst, const Tensor& scale,             \
+                     Tensor& found_inf, bool accumulate);                                                             \
+  void scale_inplace(const Tensor& t, float factor);                                                                  \
+  void copy_padded(const Tensor& src, Tensor& dst);                                                                   \
+  void loss_scaler_update(Tensor& state, const Tensor& found_inf, const ops::ScalerConfig& cfg);                      \
+  void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,                                 \
+                 const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq, Tensor& step,             \
+                 const Tensor& skip, const ops::AdamConfig& cfg, const std::vector<Tensor>& half_copies,              \
+                 const ops::PendingGrads* pending);                                                                   \
+  void fill_uniform(Tensor& t, uint64_t seed, uint64_t offset);                                                       \
   void fill_normal(Tensor& t, uint64_t seed, uint64_t offset, float mean, float stddev);
 
 namespace ge {
@@ -100,7 +93,7 @@ bool batchnorm_in_one_launch(const Tensor& x);
 // The convolution paths (kernels/cuda/conv/conv_paths.h) in the order each pass tries them, a
 // line a path, for `ganengine info`.
 std::vector<std::string> describe_conv_paths();
-}
+}  // namespace gpu
 // True when this build has the CUDA backend and a usable GPU is present.
 bool cuda_available();
 int cuda_device_count();  // usable CUDA devices (0 without CUDA)

@@ -9,8 +9,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "io/atomic_file.h"
 #include "ganengine/error.h"
+#include "io/atomic_file.h"
 
 namespace ge {
 

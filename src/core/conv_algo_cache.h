@@ -24,8 +24,8 @@
 namespace ge {
 
 struct ConvAlgoChoice {
-  int algo = 0;                 // a cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t
-  int math = 0;                 // the cudnnMathType_t it was timed with
+  int algo = 0;  // a cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t
+  int math = 0;  // the cudnnMathType_t it was timed with
   uint64_t workspace_bytes = 0;
   std::string engine;  // a cuDNN backend engine configuration for beta == 0 runs, "" for none
   bool operator==(const ConvAlgoChoice& o) const {

@@ -36,15 +36,11 @@ DType dtype_from_name(const std::string& name) {
   fail("unknown dtype '", name, "' (expected f32, f16, bf16, u8, i64 or f64)");
 }
 
-bool is_floating(DType t) {
-  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::F64;
-}
+bool is_floating(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::F64; }
 
 const char* format_name(MemoryFormat f) { return f == MemoryFormat::NCHW ? "NCHW" : "NHWC"; }
 
-std::string Device::str() const {
-  return is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(index);
-}
+std::string Device::str() const { return is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(index); }
 
 Device Device::parse(const std::string& s) {
   if (s == "cpu") return cpu();

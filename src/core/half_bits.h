@@ -44,7 +44,7 @@ GE_HD uint16_t float_to_half_bits(float f) {
   }
   int e = static_cast<int>(exp) - 127 + 15;
   if (e >= 0x1f) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow to inf
-  if (e <= 0) {                                                   // subnormal half or zero
+  if (e <= 0) {                                                 // subnormal half or zero
     if (e < -10) return static_cast<uint16_t>(sign);
     mant |= 0x800000u;
     uint32_t shift = static_cast<uint32_t>(14 - e);

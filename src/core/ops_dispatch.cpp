@@ -5,9 +5,7 @@
 
 namespace ge {
 
-int64_t conv_out_size(int64_t in, int64_t kernel, int stride, int pad) {
-  return (in + 2 * pad - kernel) / stride + 1;
-}
+int64_t conv_out_size(int64_t in, int64_t kernel, int stride, int pad) { return (in + 2 * pad - kernel) / stride + 1; }
 int64_t conv_transpose_out_size(int64_t in, int64_t kernel, int stride, int pad) {
   return (in - 1) * stride - 2 * pad + kernel;
 }
@@ -26,10 +24,10 @@ bool on_cpu(const Tensor& t) { return t.device().is_cpu(); }
       gpu::call;                 \
   } while (0)
 #else
-#define GE_DISPATCH(first, call)                                                      \
-  do {                                                                                \
+#define GE_DISPATCH(first, call)                                                     \
+  do {                                                                               \
     if (!on_cpu(first)) fail("a CUDA tensor reached an op in a build without CUDA"); \
-    cpu::call;                                                                        \
+    cpu::call;                                                                       \
   } while (0)
 #endif
 
@@ -38,8 +36,7 @@ void same_device(const char* op, std::initializer_list<const Tensor*> ts) {
   for (const Tensor* t : ts) {
     if (!t->defined()) continue;
     if (!first) first = t;
-    GE_CHECK(t->device() == first->device(), op, ": tensors on ", first->device().str(), " and ",
-             t->device().str());
+    GE_CHECK(t->device() == first->device(), op, ": tensors on ", first->device().str(), " and ", t->device().str());
   }
 }
 
@@ -53,15 +50,14 @@ void check_conv(const char* op, const Tensor& x, const Tensor& w, const Tensor& 
   floating4(op, x);
   floating4(op, w);
   floating4(op, y);
-  GE_CHECK(x.dtype() == w.dtype() && x.dtype() == y.dtype(), op, ": dtypes differ: ", x.str(), ", ",
-           w.str(), ", ", y.str());
+  GE_CHECK(x.dtype() == w.dtype() && x.dtype() == y.dtype(), op, ": dtypes differ: ", x.str(), ", ", w.str(), ", ",
+           y.str());
   GE_CHECK(p.stride >= 1 && p.pad >= 0, op, ": stride ", p.stride, " pad ", p.pad);
   GE_CHECK(x.dim(1) <= w.dim(1) && w.dim(0) == y.dim(1) && x.dim(0) == y.dim(0), op, ": x ", x.str(), " w ", w.str(),
            " y ", y.str());
   GE_CHECK(conv_out_size(x.dim(2), w.dim(2), p.stride, p.pad) == y.dim(2) &&
                conv_out_size(x.dim(3), w.dim(3), p.stride, p.pad) == y.dim(3),
-           op, ": spatial sizes x ", x.str(), " w ", w.str(), " y ", y.str(), " stride ", p.stride, " pad ",
-           p.pad);
+           op, ": spatial sizes x ", x.str(), " w ", w.str(), " y ", y.str(), " stride ", p.stride, " pad ", p.pad);
 }
 
 // x with the channels it lacks against w as zeros, on the CPU (whose kernels read them all);
@@ -169,8 +165,8 @@ void check_bn_params(const char* op, const Tensor& x, std::initializer_list<cons
   floating4(op, x);
   for (const Tensor* t : per_channel) {
     if (!t->defined()) continue;
-    GE_CHECK(t->numel() == x.dim(1) && is_floating(t->dtype()), op, ": per-channel tensor ", t->str(),
-             " for input ", x.str());
+    GE_CHECK(t->numel() == x.dim(1) && is_floating(t->dtype()), op, ": per-channel tensor ", t->str(), " for input ",
+             x.str());
   }
 }
 }  // namespace
@@ -178,13 +174,13 @@ void check_bn_params(const char* op, const Tensor& x, std::initializer_list<cons
 void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
                              Tensor& running_var, float momentum, float eps, Tensor& y, Tensor& save_mean,
                              Tensor& save_invstd, const BatchNormSync* sync) {
-  same_device("batchnorm_forward_train", {&x, &gamma, &beta, &running_mean, &running_var, &y, &save_mean, &save_invstd});
+  same_device("batchnorm_forward_train",
+              {&x, &gamma, &beta, &running_mean, &running_var, &y, &save_mean, &save_invstd});
   check_bn_params("batchnorm_forward_train", x, {&gamma, &beta, &running_mean, &running_var, &save_mean, &save_invstd});
   GE_CHECK(y.shape() == x.shape() && y.dtype() == x.dtype(), "batchnorm_forward_train: y ", y.str(), " x ", x.str());
   GE_CHECK(save_mean.dtype() == DType::F32 && save_invstd.dtype() == DType::F32,
            "batchnorm_forward_train: saved statistics must be f32");
-  GE_CHECK(x.numel() / x.dim(1) > 1, "batchnorm_forward_train: expected more than 1 value per channel, got ",
-           x.str());
+  GE_CHECK(x.numel() / x.dim(1) > 1, "batchnorm_forward_train: expected more than 1 value per channel, got ", x.str());
   GE_DISPATCH(x, batchnorm_forward_train(x, gamma, beta, running_mean, running_var, momentum, eps, y, save_mean,
                                          save_invstd, nullptr, sync));
 }
@@ -216,10 +212,9 @@ void check_image_filter(const char* op, const Tensor& x, const Tensor& w) {
 }
 }  // namespace
 
-void batchnorm_activation_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                        Tensor& running_mean, Tensor& running_var, float momentum, float eps,
-                                        const FusedActivation& act, Tensor& y, Tensor& save_mean,
-                                        Tensor& save_invstd, const BatchNormSync* sync) {
+void batchnorm_activation_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                                        Tensor& running_var, float momentum, float eps, const FusedActivation& act,
+                                        Tensor& y, Tensor& save_mean, Tensor& save_invstd, const BatchNormSync* sync) {
   check_activation_forward_train("batchnorm_activation_forward_train", act, x, gamma, beta, running_mean, running_var,
                                  y, save_mean, save_invstd);
   GE_DISPATCH(x, batchnorm_forward_train(x, gamma, beta, running_mean, running_var, momentum, eps, y, save_mean,
@@ -337,8 +332,8 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
            "batchnorm_backward: x ", x.str(), " dy ", dy.str(), " dx ", dx.str());
   GE_CHECK(dgamma.dtype() == gamma.dtype() && dbeta.dtype() == gamma.dtype(),
            "batchnorm_backward: parameter grads must have gamma's dtype");
-  GE_DISPATCH(x, batchnorm_backward(x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta, nullptr, nullptr, nullptr,
-                                    sync));
+  GE_DISPATCH(
+      x, batchnorm_backward(x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta, nullptr, nullptr, nullptr, sync));
 }
 
 const char* activation_name(Activation a) {
@@ -376,8 +371,8 @@ void bce_with_logits_forward(const Tensor& logits, float target, Tensor& loss, T
 
 void bce_with_logits_backward(const Tensor& logits, float target, const Tensor& scale, Tensor& dlogits) {
   same_device("bce_with_logits_backward", {&logits, &scale, &dlogits});
-  GE_CHECK(dlogits.numel() == logits.numel() && dlogits.dtype() == logits.dtype(),
-           "bce_with_logits_backward: dlogits ", dlogits.str(), " logits ", logits.str());
+  GE_CHECK(dlogits.numel() == logits.numel() && dlogits.dtype() == logits.dtype(), "bce_with_logits_backward: dlogits ",
+           dlogits.str(), " logits ", logits.str());
   GE_CHECK(scale.dtype() == DType::F32 && scale.numel() >= 1, "bce_with_logits_backward: scale must be f32");
   GE_DISPATCH(logits, bce_with_logits_backward(logits, target, scale, dlogits));
 }
@@ -409,7 +404,8 @@ void unscale_grads(const std::vector<Tensor>& src, const std::vector<Tensor>& ds
     GE_CHECK(src[i].numel() == dst[i].numel() && dst[i].dtype() == DType::F32 && is_floating(src[i].dtype()),
              "unscale_grads: ", src[i].str(), " into ", dst[i].str());
   }
-  GE_CHECK(scale.dtype() == DType::F32 && found_inf.dtype() == DType::F32, "unscale_grads: scale/found_inf must be f32");
+  GE_CHECK(scale.dtype() == DType::F32 && found_inf.dtype() == DType::F32,
+           "unscale_grads: scale/found_inf must be f32");
   GE_DISPATCH(scale, unscale_grads(src, dst, scale, found_inf, accumulate));
 }
 

@@ -157,7 +157,7 @@ GE_HD double log_positive(double x) {
 GE_HD void sincos_turns(double t, double* sin_out, double* cos_out) {
   const double q = dmul(t, 4.0);
   const double k = static_cast<double>(static_cast<int64_t>(dadd(q, 0.5)));  // round to nearest, q >= 0
-  const double x = dmul(dsub(q, k), 1.5707963267948966);  // pi/2
+  const double x = dmul(dsub(q, k), 1.5707963267948966);                     // pi/2
   const double x2 = dmul(x, x);
   // sin x = x (1 - x2/3! + x2^2/5! - ... + x2^8/17!)
   double s = 1.0 / 355687428096000.0;  // 1/17!
@@ -181,17 +181,29 @@ GE_HD void sincos_turns(double t, double* sin_out, double* cos_out) {
   c = dadd(dmul(c, x2), -0.5);
   c = dadd(dmul(c, x2), 1.0);
   switch (static_cast<int>(k) & 3) {
-    case 0: *sin_out = s; *cos_out = c; break;
-    case 1: *sin_out = c; *cos_out = -s; break;
-    case 2: *sin_out = -s; *cos_out = -c; break;
-    default: *sin_out = -c; *cos_out = s; break;
+    case 0:
+      *sin_out = s;
+      *cos_out = c;
+      break;
+    case 1:
+      *sin_out = c;
+      *cos_out = -s;
+      break;
+    case 2:
+      *sin_out = -s;
+      *cos_out = -c;
+      break;
+    default:
+      *sin_out = -c;
+      *cos_out = s;
+      break;
   }
 }
 
 // Box-Muller on two words: u1 = (a + 1) 2^-32 in (0, 1] keeps log finite, u2 = b 2^-32 in [0, 1).
 // Gives the pair (r cos, r sin) rounded to float; |z| <= sqrt(64 ln 2) ~ 6.66.
 GE_HD void normal_pair(uint32_t a, uint32_t b, float* z0, float* z1) {
-  constexpr double kTwoPow32Inv = 2.3283064365386963e-10;  // 2^-32
+  constexpr double kTwoPow32Inv = 2.3283064365386963e-10;                   // 2^-32
   const double u1 = dmul(dadd(static_cast<double>(a), 1.0), kTwoPow32Inv);  // exact: a + 1 <= 2^32
   const double u2 = dmul(static_cast<double>(b), kTwoPow32Inv);
   const double r = dsqrt(dmul(-2.0, log_positive(u1)));

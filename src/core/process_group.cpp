@@ -10,9 +10,9 @@
 #include <iterator>
 #include <thread>
 
-#include "io/atomic_file.h"
-#include "ganengine/error.h"
 #include "core/process_clock.h"
+#include "ganengine/error.h"
+#include "io/atomic_file.h"
 
 namespace ge {
 namespace {
@@ -66,14 +66,16 @@ NcclUniqueId via_mpi(const ProcessGroupInfo& pg, const std::function<NcclUniqueI
   const Mpi& m = mpi();
   NcclUniqueId id{};
   if (pg.rank == 0) id = make();
-  if (m.bcast(id.data(), static_cast<int>(id.size()), m.byte, 0, m.comm_world) != 0) fail("MPI_Bcast of the NCCL id failed");
+  if (m.bcast(id.data(), static_cast<int>(id.size()), m.byte, 0, m.comm_world) != 0)
+    fail("MPI_Bcast of the NCCL id failed");
   return id;
 }
 
 NcclUniqueId via_file(const ProcessGroupInfo& pg, const std::function<NcclUniqueId()>& make) {
   const char* path = std::getenv("GANENGINE_RENDEZVOUS_FILE");
   if (!path || !*path)
-    fail("GANENGINE_WORLD_SIZE=", pg.size, " but GANENGINE_RENDEZVOUS_FILE is not set: give every process the same "
+    fail("GANENGINE_WORLD_SIZE=", pg.size,
+         " but GANENGINE_RENDEZVOUS_FILE is not set: give every process the same "
          "fresh path on storage they all see (rank 0 writes the NCCL id there), or launch with mpirun");
   if (pg.rank == 0) {
     struct stat st;

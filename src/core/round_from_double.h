@@ -16,8 +16,7 @@ inline float double_to_float_round_odd(double d) {
   if (static_cast<double>(f) == d || f != f || d != d) return f;  // exact or NaN
   uint32_t bits = float_bits(f);
   // Overflow to inf also counts as "rounded away from zero": step back to the largest finite.
-  const bool rounded_away = (f < 0 ? -static_cast<double>(f) : static_cast<double>(f)) >
-                            (d < 0 ? -d : d);
+  const bool rounded_away = (f < 0 ? -static_cast<double>(f) : static_cast<double>(f)) > (d < 0 ? -d : d);
   if (rounded_away) bits -= 1;  // one ulp toward zero: truncation (magnitude bits, sign kept)
   return bits_float(bits | 1u);
 }

@@ -3,10 +3,10 @@
 #include <cstring>
 #include <sstream>
 
-#include "ganengine/allocator.h"
 #include "core/half_bits.h"
-#include "runtime/pinned_memory.h"
 #include "core/round_from_double.h"
+#include "ganengine/allocator.h"
+#include "runtime/pinned_memory.h"
 
 namespace ge {
 
@@ -86,8 +86,8 @@ Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device, MemoryForma
   return t;
 }
 
-Tensor Tensor::from_doubles(const std::vector<double>& values, const Shape& shape, DType dtype,
-                            Device device, MemoryFormat format) {
+Tensor Tensor::from_doubles(const std::vector<double>& values, const Shape& shape, DType dtype, Device device,
+                            MemoryFormat format) {
   if (static_cast<int64_t>(values.size()) != shape_numel(shape))
     fail("from_doubles: ", values.size(), " values for shape ", shape_str(shape));
   Tensor host = empty(shape, dtype, Device::cpu(), MemoryFormat::NCHW);
@@ -124,8 +124,8 @@ Tensor Tensor::to(Device device) const {
 }
 
 void Tensor::copy_from(const Tensor& src) {
-  GE_CHECK(src.shape_ == shape_ && src.dtype_ == dtype_ && src.format_ == format_,
-           "copy_from: ", src.str(), " into ", str());
+  GE_CHECK(src.shape_ == shape_ && src.dtype_ == dtype_ && src.format_ == format_, "copy_from: ", src.str(), " into ",
+           str());
   copy_any(data(), device_, src.data(), src.device_, nbytes());
 }
 
@@ -142,8 +142,8 @@ Tensor Tensor::to_format(MemoryFormat format) const {
     for (int64_t c = 0; c < C; ++c)
       for (int64_t h = 0; h < H; ++h)
         for (int64_t w = 0; w < W; ++w)
-          std::memcpy(d + es * offset4(format, C, H, W, n, c, h, w),
-                      s + es * offset4(format_, C, H, W, n, c, h, w), es);
+          std::memcpy(d + es * offset4(format, C, H, W, n, c, h, w), s + es * offset4(format_, C, H, W, n, c, h, w),
+                      es);
   return device_.is_cpu() ? dst : dst.to(device_);
 }
 
@@ -175,8 +175,7 @@ Tensor Tensor::reshape(const Shape& shape) const {
 }
 
 Tensor Tensor::slice0(int64_t begin, int64_t end) const {
-  GE_CHECK(rank() >= 1 && begin >= 0 && begin <= end && end <= shape_[0], "slice0(", begin, ", ", end,
-           ") of ", str());
+  GE_CHECK(rank() >= 1 && begin >= 0 && begin <= end && end <= shape_[0], "slice0(", begin, ", ", end, ") of ", str());
   Tensor t = *this;
   const int64_t row = shape_[0] ? numel() / shape_[0] : 0;
   t.shape_[0] = end - begin;

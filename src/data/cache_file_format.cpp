@@ -53,8 +53,7 @@ std::string cache_file_problem(const uint8_t* file, uint64_t file_bytes, const C
            std::to_string(kCacheFormatVersion);
   const uint64_t header_bytes = get_le(file + 12, 4);
   const uint32_t name_bytes = uint32_t(get_le(file + kFixedBytes - 4, 4));
-  if (name_bytes > kMaxNameBytes || header_bytes != kFixedBytes + name_bytes + kChecksumBytes)
-    return "corrupt header";
+  if (name_bytes > kMaxNameBytes || header_bytes != kFixedBytes + name_bytes + kChecksumBytes) return "corrupt header";
   if (file_bytes < header_bytes) return "truncated";
   const char* text = reinterpret_cast<const char*>(file);
   const std::string before_checksum(text, header_bytes - kChecksumBytes);

@@ -6,9 +6,9 @@
 
 #include "data/cifar10_pickle.h"
 #include "data/file_stamp.h"
-#include "ganengine/error.h"
 #include "data/image_fit.h"
 #include "data/read_only_file.h"
+#include "ganengine/error.h"
 
 namespace ge {
 namespace {

@@ -208,27 +208,13 @@ class Interpreter {
       case 0x95:  // FRAME: a size hint only
         in_.uint_le(8);
         break;
-      case '(':
-        marks_.push_back(stack_.size());
-        break;
-      case 'N':
-        stack_.push_back(make(K::None));
-        break;
-      case 0x88:
-        stack_.push_back(make_int(1, K::Bool));
-        break;
-      case 0x89:
-        stack_.push_back(make_int(0, K::Bool));
-        break;
-      case 'J':
-        stack_.push_back(make_int(static_cast<int32_t>(in_.uint_le(4))));
-        break;
-      case 'K':
-        stack_.push_back(make_int(in_.uint_le(1)));
-        break;
-      case 'M':
-        stack_.push_back(make_int(in_.uint_le(2)));
-        break;
+      case '(': marks_.push_back(stack_.size()); break;
+      case 'N': stack_.push_back(make(K::None)); break;
+      case 0x88: stack_.push_back(make_int(1, K::Bool)); break;
+      case 0x89: stack_.push_back(make_int(0, K::Bool)); break;
+      case 'J': stack_.push_back(make_int(static_cast<int32_t>(in_.uint_le(4)))); break;
+      case 'K': stack_.push_back(make_int(in_.uint_le(1))); break;
+      case 'M': stack_.push_back(make_int(in_.uint_le(2))); break;
       case 0x8a: {  // LONG1: little-endian two's complement of n bytes
         const int n = in_.byte();
         if (n > 8) bad(at, "an integer of ", n, " bytes");
@@ -265,15 +251,9 @@ class Interpreter {
       case 0x8d:  // BINUNICODE8
         string_value(K::Text, static_cast<int64_t>(in_.uint_le(8)), at);
         break;
-      case ']':
-        stack_.push_back(make(K::List));
-        break;
-      case '}':
-        stack_.push_back(make(K::Dict));
-        break;
-      case ')':
-        stack_.push_back(make(K::Tuple));
-        break;
+      case ']': stack_.push_back(make(K::List)); break;
+      case '}': stack_.push_back(make(K::Dict)); break;
+      case ')': stack_.push_back(make(K::Tuple)); break;
       case 'a': {  // APPEND
         Ref item = pop(at);
         Ref& list = top(at);

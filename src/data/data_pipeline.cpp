@@ -5,8 +5,8 @@
 #include "data/dataset_cache.h"
 #include "data/dataset_registry.h"
 #include "data/download.h"
-#include "ganengine/error.h"
 #include "data/gpu_resident.h"
+#include "ganengine/error.h"
 
 #ifdef GE_WITH_CUDA
 #include "runtime/cuda_check.h"

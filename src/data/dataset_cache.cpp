@@ -16,9 +16,9 @@
 
 #include "data/cache_file_format.h"
 #include "data/dataset_cache_build.h"
-#include "io/atomic_file.h"
-#include "ganengine/error.h"
 #include "data/md5.h"
+#include "ganengine/error.h"
+#include "io/atomic_file.h"
 
 namespace ge {
 

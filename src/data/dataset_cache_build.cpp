@@ -52,8 +52,8 @@ class Progress {
     const double rate = done / std::max(elapsed, 1e-9);
     const std::string eta = done > 0 ? format_duration((total_ - done) / rate) : "?";
     std::fprintf(stderr, "%sganengine: decoding into dataset cache %s: %lld/%lld images, %.0f img/s, ETA %s%s",
-                 tty_ ? "\r\033[K" : "", path_.c_str(), static_cast<long long>(done),
-                 static_cast<long long>(total_), rate, eta.c_str(), tty_ ? "" : "\n");
+                 tty_ ? "\r\033[K" : "", path_.c_str(), static_cast<long long>(done), static_cast<long long>(total_),
+                 rate, eta.c_str(), tty_ ? "" : "\n");
     std::fflush(stderr);
     shown_ = true;
     last_ = Clock::now();
@@ -67,9 +67,7 @@ class Progress {
   }
 
  private:
-  static double seconds_since(Clock::time_point t) {
-    return std::chrono::duration<double>(Clock::now() - t).count();
-  }
+  static double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
   std::string path_;
   int64_t total_;
   bool tty_;
@@ -112,8 +110,8 @@ void decode_chunk(const Dataset& source, int64_t first, int64_t n, size_t image_
 void write_decoded_images(const Dataset& source, int workers, const std::string& path, std::FILE* f) {
   const size_t image_bytes = size_t(source.image_size()) * source.image_size() * source.channels();
   const int64_t total = source.size();
-  const int64_t chunk = std::clamp<int64_t>(int64_t(kMaxChunkBytes / std::max<size_t>(image_bytes, 1)), 1,
-                                            kMaxChunkImages);
+  const int64_t chunk =
+      std::clamp<int64_t>(int64_t(kMaxChunkBytes / std::max<size_t>(image_bytes, 1)), 1, kMaxChunkImages);
   std::vector<uint8_t> buffer(size_t(std::min(chunk, std::max<int64_t>(total, 1))) * image_bytes);
   Progress progress(path, total);
   for (int64_t first = 0; first < total; first += chunk) {

@@ -9,12 +9,12 @@
 #include <ostream>
 #include <system_error>
 
-#include "io/atomic_file.h"
-#include "ganengine/error.h"
 #include "data/dataset_registry.h"
-#include "data/md5.h"
 #include "data/http_fetch.h"
+#include "data/md5.h"
 #include "data/tar_gz.h"
+#include "ganengine/error.h"
+#include "io/atomic_file.h"
 
 namespace ge {
 namespace {
@@ -121,7 +121,8 @@ DownloadPlan official_download_plan(const std::string& dataset) {
   const DatasetEntry* entry = find_dataset(dataset);
   if (!entry || !entry->downloadable())
     fail("--download: no download for --dataset '", dataset, "'; ganengine downloads ",
-         join_names(dataset_names(is_downloadable), ", ", " and "), " (put the other datasets under --dataroot by hand)");
+         join_names(dataset_names(is_downloadable), ", ", " and "),
+         " (put the other datasets under --dataroot by hand)");
   DownloadPlan plan = entry->download_plan();
   plan.dataset = dataset;
   return plan;

@@ -4,9 +4,9 @@
 #include <utility>
 #include <vector>
 
+#include "core/philox.h"
 #include "ganengine/batch_source.h"
 #include "ganengine/error.h"
-#include "core/philox.h"
 
 namespace ge {
 namespace {

@@ -131,8 +131,8 @@ int64_t GpuResidentSource::bytes_needed(const Dataset& ds) {
   return ds.size() * ds.image_size() * ds.image_size() * ds.channels();
 }
 
-GpuResidentSource::GpuResidentSource(const Dataset& ds, int64_t batch_size, uint64_t seed, int workers,
-                                     Device device, DType out_dtype, MemoryFormat out_format, std::ostream* progress)
+GpuResidentSource::GpuResidentSource(const Dataset& ds, int64_t batch_size, uint64_t seed, int workers, Device device,
+                                     DType out_dtype, MemoryFormat out_format, std::ostream* progress)
     : name_(ds.name()),
       size_(ds.size()),
       channels_(ds.channels()),
@@ -173,8 +173,8 @@ GpuResidentSource::GpuResidentSource(const Dataset& ds, int64_t batch_size, uint
 
   staging_ = std::make_unique<OrderStaging>();
   void* pinned = nullptr;
-  CUDA_CHECK(cudaHostAlloc(&pinned, static_cast<size_t>(std::max<int64_t>(size_, 1)) * sizeof(int64_t),
-                           cudaHostAllocDefault));
+  CUDA_CHECK(
+      cudaHostAlloc(&pinned, static_cast<size_t>(std::max<int64_t>(size_, 1)) * sizeof(int64_t), cudaHostAllocDefault));
   staging_->host = static_cast<int64_t*>(pinned);
   CUDA_CHECK(cudaEventCreateWithFlags(&staging_->copied, cudaEventDisableTiming));
   if (reported && progress)
@@ -212,8 +212,8 @@ Tensor GpuResidentSource::batch(int64_t epoch, int64_t index) {
   const int64_t n = std::min(batch_size_, size_ - begin);
   // A fresh tensor each call: the caching allocator hands back the previous step's block, and
   // the caller may keep a batch while asking for the next.
-  Tensor out = Tensor::empty({n, int64_t(channels_), int64_t(image_size_), int64_t(image_size_)}, out_dtype_,
-                             device_, out_format_);
+  Tensor out = Tensor::empty({n, int64_t(channels_), int64_t(image_size_), int64_t(image_size_)}, out_dtype_, device_,
+                             out_format_);
   gpu::gather_normalize(images_, order_.data_as<int64_t>() + begin, out);
   return out;
 #endif
@@ -223,9 +223,8 @@ std::string GpuResidentSource::describe() const {
   const double mb = double(size_) * image_size_ * image_size_ * channels_ / 1e6;
   char size_text[32];
   std::snprintf(size_text, sizeof size_text, mb < 10 ? "%.1f" : "%.0f", mb);
-  return "GPU-resident: " + std::to_string(size_) + " images (" + size_text + " MB u8) on " +
-         device_.str() + ", " + dtype_name(out_dtype_) + " " + format_name(out_format_) +
-         " batches built on the device";
+  return "GPU-resident: " + std::to_string(size_) + " images (" + size_text + " MB u8) on " + device_.str() + ", " +
+         dtype_name(out_dtype_) + " " + format_name(out_format_) + " batches built on the device";
 }
 
 }  // namespace ge

@@ -25,8 +25,8 @@ class GpuResidentSource : public BatchSource {
   // on serves (n, C, S, S) batches in out_dtype (f32, f16, bf16) laid out in out_format.
   // A preparation taking more than ~2 s reports progress and ETA to `progress` (null: silent).
   // Throws ge::Error for a CPU device, a CPU-only build, or too little GPU memory.
-  GpuResidentSource(const Dataset& ds, int64_t batch_size, uint64_t seed, int workers, Device device,
-                    DType out_dtype, MemoryFormat out_format, std::ostream* progress = &default_progress());
+  GpuResidentSource(const Dataset& ds, int64_t batch_size, uint64_t seed, int workers, Device device, DType out_dtype,
+                    MemoryFormat out_format, std::ostream* progress = &default_progress());
   ~GpuResidentSource() override;
   GpuResidentSource(const GpuResidentSource&) = delete;
   GpuResidentSource& operator=(const GpuResidentSource&) = delete;
@@ -60,8 +60,8 @@ class GpuResidentSource : public BatchSource {
   DType out_dtype_;
   MemoryFormat out_format_;
 
-  Tensor images_;            // u8 (N, C, S, S) NHWC on device_: image i's HWC bytes, contiguous
-  Tensor order_;             // i64 (N) on device_: epoch_order(N, seed, order_epoch_)
+  Tensor images_;             // u8 (N, C, S, S) NHWC on device_: image i's HWC bytes, contiguous
+  Tensor order_;              // i64 (N) on device_: epoch_order(N, seed, order_epoch_)
   int64_t order_epoch_ = -1;  // -1: nothing uploaded yet (or an upload failed midway)
   std::unique_ptr<OrderStaging> staging_;
 };

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <string>
 
-#include "ganengine/error.h"
 #include "data/image_decode.h"
+#include "ganengine/error.h"
 
 namespace ge::codecs {
 

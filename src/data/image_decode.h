@@ -24,8 +24,8 @@ namespace ge {
 struct DecodedImage {
   int width = 0;
   int height = 0;
-  int channels = 0;           // 3 (RGB) from decode_image; the transforms accept any count
-  std::vector<uint8_t> hwc;   // height * width * channels bytes
+  int channels = 0;          // 3 (RGB) from decode_image; the transforms accept any count
+  std::vector<uint8_t> hwc;  // height * width * channels bytes
 };
 
 enum class ImageFormat { jpeg, png, gif, bmp, pnm, webp, tiff, tga };

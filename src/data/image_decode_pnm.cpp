@@ -58,8 +58,7 @@ PnmHeader read_header(const ImageBytes& in) {
   h.maxval = read_field(in, pos, "maxval");
   h.data_offset = pos;
   check_dimensions(in, ImageFormat::pnm, h.width, h.height);
-  if (h.maxval < 1 || h.maxval > 65535)
-    fail_image(in, "bad PPM/PGM maxval ", h.maxval, " (expected 1 to 65535)");
+  if (h.maxval < 1 || h.maxval > 65535) fail_image(in, "bad PPM/PGM maxval ", h.maxval, " (expected 1 to 65535)");
   const uint64_t available = in.file_size > pos ? in.file_size - pos : 0;
   if (available < h.data_bytes())
     fail_image(in, "truncated PPM/PGM: ", h.width, " x ", h.height, " pixels need ", h.data_bytes(),

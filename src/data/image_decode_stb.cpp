@@ -44,9 +44,8 @@ void check_bmp_pixel_data(const ImageBytes& in) {
   const uint64_t stride = (uint64_t(width) * bits + 31) / 32 * 4;
   const uint64_t needed = stride * uint64_t(height < 0 ? -height : height);
   if (offset > in.file_size || in.file_size - offset < needed)
-    fail_image(in, "truncated BMP: ", width, " x ", (height < 0 ? -height : height), " pixels at ", bits,
-               " bits need ", needed, " bytes of pixel data from offset ", offset, ", the file has ",
-               in.file_size, " bytes");
+    fail_image(in, "truncated BMP: ", width, " x ", (height < 0 ? -height : height), " pixels at ", bits, " bits need ",
+               needed, " bytes of pixel data from offset ", offset, ", the file has ", in.file_size, " bytes");
 }
 
 // PNG's IHDR: bit depth 16 and colour type 0 (greyscale without alpha).

@@ -3,8 +3,8 @@
 
 #include <cstring>
 
-#include "ganengine/error.h"
 #include "data/image_transform.h"
+#include "ganengine/error.h"
 
 namespace ge {
 

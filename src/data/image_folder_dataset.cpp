@@ -6,13 +6,13 @@
 #include <set>
 #include <thread>
 
-#include "ganengine/data.h"
-#include "ganengine/error.h"
+#include "data/file_stamp.h"
 #include "data/image_decode.h"
+#include "data/image_folder_scan.h"
 #include "data/image_transform.h"
 #include "data/md5.h"
-#include "data/file_stamp.h"
-#include "data/image_folder_scan.h"
+#include "ganengine/data.h"
+#include "ganengine/error.h"
 
 namespace ge {
 

@@ -73,13 +73,16 @@ bool has_image_extension(const std::string& file_name) {
 }
 
 ImageFolderListing list_image_folder(const std::string& dataroot, const std::string& dataset) {
-  const std::string layout = "expected the ImageFolder layout " + (fs::path(dataroot) / "<class>" / "<image>.jpg").string() +
-                             ": one subdirectory per class (any name; a single class is fine) with the images inside it "
-                             "or below it";
-  if (dataroot.empty()) fail("--dataset ", dataset, " needs --dataroot: the directory that holds the class directories");
+  const std::string layout =
+      "expected the ImageFolder layout " + (fs::path(dataroot) / "<class>" / "<image>.jpg").string() +
+      ": one subdirectory per class (any name; a single class is fine) with the images inside it "
+      "or below it";
+  if (dataroot.empty())
+    fail("--dataset ", dataset, " needs --dataroot: the directory that holds the class directories");
   std::error_code ec;
   if (!fs::exists(dataroot, ec)) fail("--dataset ", dataset, ": --dataroot ", dataroot, " does not exist; ", layout);
-  if (!fs::is_directory(dataroot, ec)) fail("--dataset ", dataset, ": --dataroot ", dataroot, " is not a directory; ", layout);
+  if (!fs::is_directory(dataroot, ec))
+    fail("--dataset ", dataset, ": --dataroot ", dataroot, " is not a directory; ", layout);
 
   const DirectoryEntries top = read_directory(dataroot, ec);
   if (ec) fail("--dataset ", dataset, ": cannot list --dataroot ", dataroot, " (", ec.message(), ")");

@@ -8,7 +8,7 @@
 namespace ge {
 
 struct ImageFolderListing {
-  std::vector<std::string> classes;                  // sorted
+  std::vector<std::string> classes;                 // sorted
   std::vector<std::pair<std::string, int>> images;  // (path, class index), torchvision's order
 };
 

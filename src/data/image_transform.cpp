@@ -222,7 +222,7 @@ DecodedImage center_crop(const DecodedImage& image, int height, int width) {
   for (int y = 0; y < height; ++y) {
     const int src_y = y + top - pad_top;
     if (src_y < 0 || src_y >= image.height) continue;
-    const int x0 = std::max(0, pad_left - left);                      // first x inside the image
+    const int x0 = std::max(0, pad_left - left);                    // first x inside the image
     const int x1 = std::min(width, image.width + pad_left - left);  // one past the last
     if (x1 <= x0) continue;
     const int src_x0 = x0 + left - pad_left;

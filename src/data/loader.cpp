@@ -6,10 +6,10 @@
 #include <string>
 #include <system_error>
 
+#include "core/replica_pool.h"
 #include "ganengine/batch_source.h"
 #include "ganengine/data.h"
 #include "ganengine/error.h"
-#include "core/replica_pool.h"
 
 namespace ge {
 namespace {
@@ -45,8 +45,7 @@ int64_t Loader::batches_per_epoch() const { return batches_of(ds_.size(), batch_
 
 std::string Loader::describe() const {
   return "host loader: " + std::to_string(workers_) + " worker thread" + (workers_ == 1 ? "" : "s") +
-         (pinned_ ? ", f32 batches in pinned memory copied to the device each step"
-                  : ", f32 batches in host memory");
+         (pinned_ ? ", f32 batches in pinned memory copied to the device each step" : ", f32 batches in host memory");
 }
 
 std::vector<int64_t> Loader::order(int64_t epoch) const { return epoch_order(ds_.size(), seed_, epoch); }

@@ -4,10 +4,10 @@
 #include <algorithm>
 
 #include "data/file_stamp.h"
-#include "ganengine/error.h"
 #include "data/image_decode.h"
 #include "data/image_fit.h"
 #include "data/lmdb_reader.h"
+#include "ganengine/error.h"
 
 namespace ge {
 namespace {

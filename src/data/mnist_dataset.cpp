@@ -4,9 +4,9 @@
 #include <sys/stat.h>
 
 #include "data/file_stamp.h"
-#include "ganengine/error.h"
 #include "data/idx_images.h"
 #include "data/image_fit.h"
+#include "ganengine/error.h"
 
 namespace ge {
 namespace {

@@ -11,8 +11,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "io/atomic_file.h"
 #include "ganengine/error.h"
+#include "io/atomic_file.h"
 
 namespace ge {
 namespace {
@@ -69,8 +69,7 @@ class TempStream {
       fail("cannot write ", path_, ": flushing ", temp_, " to disk failed: ", errno_text(), kWriteHint);
     std::FILE* f = file_;
     file_ = nullptr;
-    if (std::fclose(f) != 0)
-      fail("cannot write ", path_, ": closing ", temp_, " failed: ", errno_text(), kWriteHint);
+    if (std::fclose(f) != 0) fail("cannot write ", path_, ": closing ", temp_, " failed: ", errno_text(), kWriteHint);
     if (std::rename(temp_.c_str(), path_.c_str()) != 0)
       fail("cannot write ", path_, ": renaming ", temp_, " over it failed: ", errno_text(), kRenameHint);
     committed_ = true;

@@ -18,9 +18,9 @@
 #include <cstring>
 #include <vector>
 
-#include "io/atomic_file.h"
-#include "ganengine/error.h"
 #include "core/half_bits.h"
+#include "ganengine/error.h"
+#include "io/atomic_file.h"
 
 namespace ge {
 namespace {
@@ -93,8 +93,7 @@ void write_png(const std::string& path, const std::vector<uint8_t>& pixels, int6
                int64_t channels) {
   std::string png;
   const int ok = stbi_write_png_to_func(append_to_string, &png, static_cast<int>(width), static_cast<int>(height),
-                                        static_cast<int>(channels), pixels.data(),
-                                        static_cast<int>(width * channels));
+                                        static_cast<int>(channels), pixels.data(), static_cast<int>(width * channels));
   if (!ok) fail("cannot write ", path, ": PNG encoding of a ", width, " x ", height, " image failed");
   write_file_atomically(path, png);
 }
@@ -114,9 +113,8 @@ void save_image_grid(const Tensor& images, const std::string& path, int nrow, in
 
   const std::vector<double> values = images.to_doubles();
   const bool on_cuda = images.device().is_cuda();
-  const std::vector<uint8_t> pixels = images.dtype() == DType::F64
-                                          ? quantise<double>(values, images.dtype(), on_cuda)
-                                          : quantise<float>(values, images.dtype(), on_cuda);
+  const std::vector<uint8_t> pixels = images.dtype() == DType::F64 ? quantise<double>(values, images.dtype(), on_cuda)
+                                                                   : quantise<float>(values, images.dtype(), on_cuda);
 
   // A grey batch becomes RGB by repeating its channel, as make_grid does.
   const int64_t channels = c == 1 ? 3 : c;

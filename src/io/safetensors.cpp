@@ -113,16 +113,14 @@ HeaderEntry parse_entry(const std::string& path, const std::string& name, const 
     fail(path, ": ", where, ": expected a field \"data_offsets\" of two integers [begin, end]");
   e.begin = checked_integer(path, where + " data_offsets[0]", offsets->as_array()[0]);
   e.end = checked_integer(path, where + " data_offsets[1]", offsets->as_array()[1]);
-  if (e.end < e.begin)
-    fail(path, ": ", where, ": data_offsets [", e.begin, ", ", e.end, "] end before they begin");
+  if (e.end < e.begin) fail(path, ": ", where, ": data_offsets [", e.begin, ", ", e.end, "] end before they begin");
 
   const uint64_t elem = dtype_size(e.dtype);
   if (numel > std::numeric_limits<uint64_t>::max() / elem)
     fail(path, ": ", where, ": shape ", shape_str(e.shape), " is too large");
   if (e.end - e.begin != numel * elem)
-    fail(path, ": ", where, ": data_offsets [", e.begin, ", ", e.end, "] span ", e.end - e.begin,
-         " bytes, but dtype ", safetensors_dtype_name(e.dtype), " and shape ", shape_str(e.shape), " need ",
-         numel * elem, " bytes");
+    fail(path, ": ", where, ": data_offsets [", e.begin, ", ", e.end, "] span ", e.end - e.begin, " bytes, but dtype ",
+         safetensors_dtype_name(e.dtype), " and shape ", shape_str(e.shape), " need ", numel * elem, " bytes");
   return e;
 }
 
@@ -155,8 +153,8 @@ void check_layout(const std::string& path, std::vector<HeaderEntry>& entries, ui
     const HeaderEntry& prev = *by_start[i - 1];
     const HeaderEntry& cur = *by_start[i];
     if (cur.begin < prev.end)
-      fail(path, ": tensors '", prev.name, "' [", prev.begin, ", ", prev.end, ") and '", cur.name, "' [",
-           cur.begin, ", ", cur.end, ") overlap; expected disjoint data_offsets");
+      fail(path, ": tensors '", prev.name, "' [", prev.begin, ", ", prev.end, ") and '", cur.name, "' [", cur.begin,
+           ", ", cur.end, ") overlap; expected disjoint data_offsets");
   }
 }
 
@@ -213,7 +211,8 @@ SafeTensorsFile load_safetensors(const std::string& path) {
   } catch (const Error& e) {
     fail(path, ": invalid JSON header: ", e.what());
   }
-  if (!header.is_object()) fail(path, ": expected the header to be a JSON object, got a ", json::kind_name(header.kind()));
+  if (!header.is_object())
+    fail(path, ": expected the header to be a JSON object, got a ", json::kind_name(header.kind()));
 
   SafeTensorsFile out;
   std::vector<HeaderEntry> entries;
@@ -255,8 +254,9 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
     json::Value entry = json::Value::object();
     entry.append_member("dtype", json::Value::string(safetensors_dtype_name(h.dtype())));
     entry.append_member("shape", std::move(shape));
-    entry.append_member("data_offsets", json::Value::array({json::Value::integer(static_cast<int64_t>(offset)),
-                                                            json::Value::integer(static_cast<int64_t>(offset + h.nbytes()))}));
+    entry.append_member("data_offsets",
+                        json::Value::array({json::Value::integer(static_cast<int64_t>(offset)),
+                                            json::Value::integer(static_cast<int64_t>(offset + h.nbytes()))}));
     header.append_member(name, std::move(entry));
     offset += h.nbytes();
   }
@@ -265,7 +265,8 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
   text.append((8 - text.size() % 8) % 8, ' ');
 
   unsigned char prefix[kLengthPrefixBytes];
-  for (size_t i = 0; i < kLengthPrefixBytes; ++i) prefix[i] = static_cast<unsigned char>(static_cast<uint64_t>(text.size()) >> (8 * i));
+  for (size_t i = 0; i < kLengthPrefixBytes; ++i)
+    prefix[i] = static_cast<unsigned char>(static_cast<uint64_t>(text.size()) >> (8 * i));
 
   AtomicFile out(path);
   out.write(prefix, sizeof prefix);

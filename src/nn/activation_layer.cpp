@@ -4,7 +4,7 @@ namespace ge::nn {
 
 Tensor ActivationLayer::forward(const Tensor& x, bool) {
   if (fused_) return x;  // the BatchNorm2d before has applied it
-  Tensor y = x;  // in place, like ReLU(True): the conv/BN output it overwrites is not needed again
+  Tensor y = x;          // in place, like ReLU(True): the conv/BN output it overwrites is not needed again
   ops::activation_forward(kind_, x, y, slope_);
   saved_y_ = y;
   return y;

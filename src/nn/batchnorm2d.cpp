@@ -15,8 +15,8 @@ BatchNorm2d::BatchNorm2d(int64_t channels, const PrecisionPolicy& policy, Placem
   beta_.name = "bias";
   // PyTorch's fresh BatchNorm: running_mean 0, running_var 1.
   running_mean_ = Tensor::zeros({channels}, pd, where.device);
-  running_var_ = ops::converted(Tensor::from_doubles(std::vector<double>(channels, 1.0), {channels}, DType::F32),
-                                pd, MemoryFormat::NCHW, where.device);
+  running_var_ = ops::converted(Tensor::from_doubles(std::vector<double>(channels, 1.0), {channels}, DType::F32), pd,
+                                MemoryFormat::NCHW, where.device);
 }
 
 void BatchNorm2d::sync_statistics(std::function<void(const Tensor&)> all_reduce_sum) {
@@ -107,7 +107,8 @@ Tensor BatchNorm2d::backward(Tensor dy, bool want_param_grads, bool want_input_g
   GE_CHECK(saved_x_.defined(), "BatchNorm2d::backward needs a training-mode forward first");
   // The batch-statistics backward yields dx, dgamma and dbeta together; when the parameter
   // gradients are not wanted they go to scratch space instead of the parameters.
-  Tensor dgamma = want_param_grads ? gamma_.model_grad : Tensor::empty({channels_}, gamma_.value.dtype(), where_.device);
+  Tensor dgamma =
+      want_param_grads ? gamma_.model_grad : Tensor::empty({channels_}, gamma_.value.dtype(), where_.device);
   Tensor dbeta = want_param_grads ? beta_.model_grad : Tensor::empty({channels_}, beta_.value.dtype(), where_.device);
   const ops::BatchNormSync* sync = sync_ && synced_forward_ ? &*sync_ : nullptr;
   // dy may stand for the backward-data of the layer after the activation (give_outer_gradient):

@@ -1,11 +1,11 @@
-#include "ganengine/concurrent_region.h"
 #include "core/tuning_policy.h"
+#include "ganengine/concurrent_region.h"
 #include "ganengine/nn.h"
 
 namespace ge::nn {
 
-Conv2d::Conv2d(int64_t in, int64_t out, int kernel, int stride, int pad, bool transposed,
-               const PrecisionPolicy& policy, Placement where)
+Conv2d::Conv2d(int64_t in, int64_t out, int kernel, int stride, int pad, bool transposed, const PrecisionPolicy& policy,
+               Placement where)
     : in_(in), out_(out), kernel_(kernel), transposed_(transposed), policy_(policy), where_(where) {
   p_.stride = stride;
   p_.pad = pad;
@@ -251,9 +251,9 @@ std::unique_ptr<Layer> Conv2d::twin() const {
 }
 
 std::string Conv2d::describe() const {
-  return std::string(transposed_ ? "ConvTranspose2d(" : "Conv2d(") + std::to_string(in_) + ", " +
-         std::to_string(out_) + ", " + std::to_string(kernel_) + ", " + std::to_string(p_.stride) + ", " +
-         std::to_string(p_.pad) + ", bias=False)";
+  return std::string(transposed_ ? "ConvTranspose2d(" : "Conv2d(") + std::to_string(in_) + ", " + std::to_string(out_) +
+         ", " + std::to_string(kernel_) + ", " + std::to_string(p_.stride) + ", " + std::to_string(p_.pad) +
+         ", bias=False)";
 }
 
 std::string Conv2d::precision() const {

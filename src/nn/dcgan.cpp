@@ -18,7 +18,8 @@ int log2_exact(int v) {
 void validate(const NetConfig& cfg) {
   const int k = log2_exact(cfg.image_size);
   if (k < 4 || k > 9)
-    fail("--imageSize ", cfg.image_size, " is not supported (expected a power of two from 16 to 512; 64 is the example's)");
+    fail("--imageSize ", cfg.image_size,
+         " is not supported (expected a power of two from 16 to 512; 64 is the example's)");
   if (cfg.nz < 1 || cfg.nz > 100000) fail("--nz ", cfg.nz, " out of range (expected 1..100000)");
   if (cfg.ngf < 1 || cfg.ngf > 4096) fail("--ngf ", cfg.ngf, " out of range (expected 1..4096)");
   if (cfg.ndf < 1 || cfg.ndf > 4096) fail("--ndf ", cfg.ndf, " out of range (expected 1..4096)");
@@ -64,9 +65,9 @@ void assign_param(Param& p, const Tensor& values) {
   Tensor exact = ops::converted(values, DType::F32, p.value.format(), p.value.device());
   // The master keeps the unrounded fp32 values; the model copy is their rounding.
   if (p.master.defined()) p.master.copy_from(exact);
-  p.value.copy_from(p.value.dtype() == DType::F32 ? exact
-                                                  : ops::converted(exact, p.value.dtype(), p.value.format(),
-                                                                   p.value.device()));
+  p.value.copy_from(p.value.dtype() == DType::F32
+                        ? exact
+                        : ops::converted(exact, p.value.dtype(), p.value.format(), p.value.device()));
 }
 
 void weights_init(Sequential& net, uint64_t seed, uint64_t stream) {

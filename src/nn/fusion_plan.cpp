@@ -55,8 +55,7 @@ std::vector<Fusion> plan_fusion(const Sequential& net) {
   for (size_t i = 0; i + 2 < n; ++i) {
     const auto* head = layer_as<Conv2d>(net, i + 2, LayerKind::Conv);
     if (layer_as<BatchNorm2d>(net, i, LayerKind::BatchNorm) && fused[i] &&
-        layer_as<ActivationLayer>(net, i + 1, LayerKind::Activation) && head && head->can_take_dots() &&
-        !fused[i + 2])
+        layer_as<ActivationLayer>(net, i + 1, LayerKind::Activation) && head && head->can_take_dots() && !fused[i + 2])
       plan.push_back({Fusion::Kind::DotsForHead, i, i + 2});
   }
   return plan;
@@ -82,8 +81,7 @@ void apply_fusion(const std::vector<Fusion>& plan, Sequential& net) {
       case Fusion::Kind::DotsForHead:
         layer_as<BatchNorm2d>(net, f.layer)->form_dots_for(layer_as<Conv2d>(net, f.partner));
         break;
-      default:
-        fail("apply_fusion: ", f.describe(), " spans two networks (apply_step_fusion)");
+      default: fail("apply_fusion: ", f.describe(), " spans two networks (apply_step_fusion)");
     }
   }
 }

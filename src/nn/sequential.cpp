@@ -46,7 +46,8 @@ std::unique_ptr<Sequential> Sequential::twin() const {
 
 void Sequential::set_update_running_stats(bool on) {
   for (auto& layer : layers_)
-    if (layer->layer_kind() == LayerKind::BatchNorm) static_cast<BatchNorm2d*>(layer.get())->set_update_running_stats(on);
+    if (layer->layer_kind() == LayerKind::BatchNorm)
+      static_cast<BatchNorm2d*>(layer.get())->set_update_running_stats(on);
 }
 
 std::vector<Param*> Sequential::params() {

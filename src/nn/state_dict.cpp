@@ -32,8 +32,8 @@ void load_state_dict(Sequential& net, const StateDict& sd, const std::string& wh
       return nullptr;
     }
     if (it->second.shape() != shape && !(shape.empty() && it->second.numel() == 1)) {
-      problems << "\n  " << name << ": shape " << shape_str(it->second.shape()) << " in the file, "
-               << shape_str(shape) << " in this network";
+      problems << "\n  " << name << ": shape " << shape_str(it->second.shape()) << " in the file, " << shape_str(shape)
+               << " in this network";
       return nullptr;
     }
     if (!is_floating(it->second.dtype()) && it->second.dtype() != DType::I64) {

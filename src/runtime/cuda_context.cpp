@@ -3,8 +3,8 @@
 #include <mutex>
 #include <vector>
 
-#include "ganengine/allocator.h"
 #include "core/backend.h"
+#include "ganengine/allocator.h"
 
 namespace ge {
 

@@ -38,7 +38,7 @@ void set_current_lane(Lane lane);
 
 struct CudaContext {
   int device = 0;
-  cublasHandle_t cublas = nullptr;  // bound to the main stream (used outside training steps)
+  cublasHandle_t cublas = nullptr;      // bound to the main stream (used outside training steps)
   std::array<LaneState, kLanes> lanes;  // all but the main lane's stream and handle are made on first use
   // Captured CUDA graphs bake the workspaces' addresses in: while any graph holds a pin, growing
   // a workspace keeps the old buffer alive (retired) instead of freeing it.

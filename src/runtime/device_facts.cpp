@@ -16,8 +16,10 @@ bool looks_like_version(const std::string& w) {  // "580.65.06"
   if (w.empty() || !std::isdigit(static_cast<unsigned char>(w[0]))) return false;
   bool dot = false;
   for (char ch : w) {
-    if (ch == '.') dot = true;
-    else if (!std::isdigit(static_cast<unsigned char>(ch))) return false;
+    if (ch == '.')
+      dot = true;
+    else if (!std::isdigit(static_cast<unsigned char>(ch)))
+      return false;
   }
   return dot;
 }

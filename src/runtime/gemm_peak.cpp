@@ -4,10 +4,10 @@
 #include <algorithm>
 #include <vector>
 
-#include "runtime/cuda_context.h"
-#include "runtime/gpu_measure.h"
 #include "ganengine/ops.h"
 #include "ganengine/tensor.h"
+#include "runtime/cuda_context.h"
+#include "runtime/gpu_measure.h"
 
 namespace ge {
 
@@ -30,8 +30,8 @@ double measure_half_gemm_tflops(Device d, DType half) {
   const int m = static_cast<int>(n);
   const float alpha = 1.f, beta = 0.f;  // CUBLAS_COMPUTE_32F takes f32 scalars
   auto gemm = [&](int) {
-    CUBLAS_CHECK(cublasGemmEx(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_N, m, m, m, &alpha, a.data(), type, m, b.data(),
-                              type, m, &beta, c.data(), type, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    CUBLAS_CHECK(cublasGemmEx(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_N, m, m, m, &alpha, a.data(), type, m, b.data(), type,
+                              m, &beta, c.data(), type, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   };
   // Warm-up: loads the kernel, lets cuBLAS pick it and allocate its workspace, raises clocks.
   for (int i = 0; i < kWarmup; ++i) gemm(i);

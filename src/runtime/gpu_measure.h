@@ -36,11 +36,11 @@ struct DeviceFacts {
   std::string name;
   std::string compute_capability;  // "9.0"
   int sm_count = 0;
-  std::string driver;         // the kernel module's version ("unknown" when unreadable)
-  std::string driver_cuda;    // the newest CUDA the driver supports
-  std::string cuda_runtime;   // the runtime this binary uses
-  std::string cudnn;          // loaded library
-  std::string cublas;         // loaded library
+  std::string driver;        // the kernel module's version ("unknown" when unreadable)
+  std::string driver_cuda;   // the newest CUDA the driver supports
+  std::string cuda_runtime;  // the runtime this binary uses
+  std::string cudnn;         // loaded library
+  std::string cublas;        // loaded library
 };
 DeviceFacts device_facts(Device d);
 

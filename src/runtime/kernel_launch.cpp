@@ -18,9 +18,7 @@ std::atomic<EarlyLaunch> early_launch{EarlyLaunch::On};
 
 void set_early_launch(EarlyLaunch choice) { early_launch = choice; }
 
-bool programmatic_launch_enabled() {
-  return early_launch.load(std::memory_order_relaxed) == EarlyLaunch::On;
-}
+bool programmatic_launch_enabled() { return early_launch.load(std::memory_order_relaxed) == EarlyLaunch::On; }
 
 void set_function_attribute_once(const void* kernel, cudaFuncAttribute attribute, int value, int device) {
   using Key = std::tuple<const void*, int, int>;

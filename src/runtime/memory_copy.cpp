@@ -1,6 +1,6 @@
 // Byte copies between host and device memory, ordered on the device's stream.
-#include "runtime/cuda_context.h"
 #include "ganengine/dtype.h"
+#include "runtime/cuda_context.h"
 
 namespace ge {
 namespace gpu {

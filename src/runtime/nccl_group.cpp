@@ -8,8 +8,8 @@
 #include <cstring>
 #include <mutex>
 
-#include "runtime/cuda_context.h"
 #include "ganengine/error.h"
+#include "runtime/cuda_context.h"
 
 namespace ge {
 namespace {

@@ -2,8 +2,8 @@
 
 #include "ganengine/trainer.h"
 
-#include "ganengine/concurrent_region.h"
 #include "core/tuning_policy.h"
+#include "ganengine/concurrent_region.h"
 #include "nn/fusion_plan.h"
 #include "runtime/profiling.h"
 
@@ -15,7 +15,8 @@ enum Slot { kErr = 0, kProb = 3, kFound = 6, kScale = 9, kSlots = 12 };
 constexpr float kReal = 1.f, kFake = 0.f;
 }  // namespace
 
-DcganTrainer::DcganTrainer(const TrainerConfig& cfg) : cfg_(cfg), where_(nn::Placement::for_device(cfg.device, cfg.policy.compute_dtype)) {
+DcganTrainer::DcganTrainer(const TrainerConfig& cfg)
+    : cfg_(cfg), where_(nn::Placement::for_device(cfg.device, cfg.policy.compute_dtype)) {
   G_ = nn::make_generator(cfg_.net, cfg_.policy, where_);
   D_ = nn::make_discriminator(cfg_.net, cfg_.policy, where_);
   // G's last layer does not keep its channel padding (Conv2d::keep_padded_output): the fake
@@ -44,8 +45,7 @@ DcganTrainer::DcganTrainer(const TrainerConfig& cfg) : cfg_(cfg), where_(nn::Pla
   optD_ = std::make_unique<Adam>(D_->params(), adam, cfg_.device);
   scaler_cfg_.dynamic = cfg_.policy.dynamic_loss_scale;
   scaler_cfg_.min_scale = cfg_.policy.min_loss_scale;
-  for (auto& s : scaler_)
-    s = Tensor::from_doubles({cfg_.policy.initial_loss_scale, 0.0}, {2}, DType::F32, cfg_.device);
+  for (auto& s : scaler_) s = Tensor::from_doubles({cfg_.policy.initial_loss_scale, 0.0}, {2}, DType::F32, cfg_.device);
   record_ = Tensor::zeros({kSlots}, DType::F32, cfg_.device);
   no_skip_ = Tensor::zeros({1}, DType::F32, cfg_.device);
   if (cfg_.cuda_graph) {
@@ -60,8 +60,9 @@ DcganTrainer::DcganTrainer(const TrainerConfig& cfg) : cfg_(cfg), where_(nn::Pla
 
 void DcganTrainer::force_overflow_next_step(LossId id) {
   if (cfg_.cuda_graph)
-    fail("the forced-overflow test hook (--debug-force-overflow) changes a step from the host, which a replayed "
-         "CUDA graph cannot do: run without --cuda-graph");
+    fail(
+        "the forced-overflow test hook (--debug-force-overflow) changes a step from the host, which a replayed "
+        "CUDA graph cannot do: run without --cuda-graph");
   forced_[id] = true;
 }
 
@@ -123,9 +124,7 @@ void DcganTrainer::scaled_backward(nn::Sequential& d, const Tensor& logits, floa
 }
 
 bool DcganTrainer::optimizer_unscales(const std::vector<nn::Param*>& params) const {
-  if (!cfg_.optimizer_unscales_last_loss || cfg_.policy.dynamic_loss_scale ||
-      cfg_.replicas)
-    return false;
+  if (!cfg_.optimizer_unscales_last_loss || cfg_.policy.dynamic_loss_scale || cfg_.replicas) return false;
   for (nn::Param* p : params)
     if (p->model_grad.dtype() != p->optimizer_value().dtype()) return false;
   return true;
@@ -142,8 +141,8 @@ void DcganTrainer::step(const Tensor& real_in, const Tensor& noise_in) {
   GE_CHECK(real_in.rank() == 4 && real_in.dim(1) == cfg_.net.nc && real_in.dim(2) == cfg_.net.image_size &&
                real_in.dim(3) == cfg_.net.image_size,
            "real batch ", real_in.str(), " does not match nc=", cfg_.net.nc, " imageSize=", cfg_.net.image_size);
-  GE_CHECK(noise_in.rank() == 4 && noise_in.dim(0) == real_in.dim(0) && noise_in.dim(1) == cfg_.net.nz,
-           "noise ", noise_in.str(), " for a batch of ", real_in.dim(0), " and nz=", cfg_.net.nz);
+  GE_CHECK(noise_in.rank() == 4 && noise_in.dim(0) == real_in.dim(0) && noise_in.dim(1) == cfg_.net.nz, "noise ",
+           noise_in.str(), " for a batch of ", real_in.dim(0), " and nz=", cfg_.net.nz);
   ProfileRange range("train_step");
   // Stream priorities are set between steps: a captured graph keeps those it was captured with.
   ConcurrentRegion::rank_branch_side_below_branch(cfg_.device, use_branch_side_below(real_in));
@@ -332,8 +331,9 @@ void DcganTrainer::graph_step(const Tensor& real_in, const Tensor& noise_in) {
   const GraphSignature sig = signature(real_in, noise_in);
   const bool bound_shapes = bound_real_.defined() && sig == signature(bound_real_, bound_noise_);
   if (bound_shapes && (real_in.data() != bound_real_.data() || noise_in.data() != bound_noise_.data()))
-    fail("step(): the CUDA graph reads the real and noise tensors given to bind_graph_inputs in place; this step "
-         "passed other tensors of the same shapes (fill the bound ones instead)");
+    fail(
+        "step(): the CUDA graph reads the real and noise tensors given to bind_graph_inputs in place; this step "
+        "passed other tensors of the same shapes (fill the bound ones instead)");
   // The inputs into the graph's buffers, unless they already are those buffers. Stream-ordered:
   // the copies land after the previous replay has read the inputs, and before this one does.
   auto fill_inputs = [&] {
@@ -368,8 +368,8 @@ void DcganTrainer::graph_step(const Tensor& real_in, const Tensor& noise_in) {
       // capture time they would take cached blocks of the sizes the step itself needs (the real
       // batch has the shape of G's output), and the capture would find none left ("allocation of
       // ... bytes during CUDA graph capture").
-      static_real_ = bound_shapes ? bound_real_
-                                  : Tensor::empty(real_in.shape(), real_in.dtype(), cfg_.device, real_in.format());
+      static_real_ =
+          bound_shapes ? bound_real_ : Tensor::empty(real_in.shape(), real_in.dtype(), cfg_.device, real_in.format());
       static_noise_ = bound_shapes ? bound_noise_
                                    : Tensor::empty(noise_in.shape(), noise_in.dtype(), cfg_.device, noise_in.format());
     }

@@ -8,8 +8,8 @@
 #include <memory>
 #include <vector>
 
-#include "runtime/async_readback.h"
 #include "ganengine/trainer.h"
+#include "runtime/async_readback.h"
 
 namespace ge {
 

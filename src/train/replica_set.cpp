@@ -15,8 +15,8 @@ ReplicaSet::ReplicaSet(std::vector<Device> devices, std::vector<std::unique_ptr<
 }
 
 std::unique_ptr<ReplicaSet> ReplicaSet::on_gpus(const std::vector<Device>& devices) {
-  return std::make_unique<ReplicaSet>(devices, devices.size() > 1 ? make_nccl_groups(devices)
-                                                                  : std::vector<std::unique_ptr<ReplicaGroup>>{});
+  return std::make_unique<ReplicaSet>(
+      devices, devices.size() > 1 ? make_nccl_groups(devices) : std::vector<std::unique_ptr<ReplicaGroup>>{});
 }
 
 void ReplicaSet::make_trainers(const TrainerConfig& base) {

@@ -7,8 +7,8 @@
 #include <memory>
 #include <vector>
 
-#include "ganengine/replica_group.h"
 #include "core/replica_pool.h"
+#include "ganengine/replica_group.h"
 #include "ganengine/trainer.h"
 
 namespace ge {

@@ -4,11 +4,11 @@
 #include <chrono>
 #include <cmath>
 
-#include "ganengine/allocator.h"
 #include "core/backend.h"
+#include "ganengine/allocator.h"
 #include "runtime/gpu_measure.h"
-#include "train/replica_set.h"
 #include "runtime/profiling.h"
+#include "train/replica_set.h"
 #include "train/step_flops.h"
 #include "train/training_noise.h"
 
@@ -68,8 +68,8 @@ std::vector<std::unique_ptr<BatchSource>> open_bench_sources(const Dataset& ds, 
 
 StepBenchResult run_step_bench(const StepBenchConfig& cfg) {
   GE_CHECK(cfg.device.is_cuda(), "run_step_bench on ", cfg.device.str());
-  GE_CHECK(cfg.batch >= 1 && cfg.warmup >= 1 && cfg.steps >= 1 && cfg.windows >= 1, "run_step_bench: batch ",
-           cfg.batch, " warmup ", cfg.warmup, " steps ", cfg.steps, " windows ", cfg.windows);
+  GE_CHECK(cfg.batch >= 1 && cfg.warmup >= 1 && cfg.steps >= 1 && cfg.windows >= 1, "run_step_bench: batch ", cfg.batch,
+           " warmup ", cfg.warmup, " steps ", cfg.steps, " windows ", cfg.windows);
   const int R = cfg.replicas;
   GE_CHECK(R >= 1 && cfg.batch % R == 0, "run_step_bench: batch ", cfg.batch, " does not split over ", R, " GPUs");
   std::vector<Device> devices;

@@ -16,22 +16,22 @@
 #include <string>
 #include <vector>
 
-#include "io/atomic_file.h"
 #include "core/backend.h"
-#include "ganengine/image_grid.h"
-#include "runtime/nccl_group.h"
-#include "core/process_group.h"
 #include "core/conv_algo_cache.h"
-#include "core/tuning_policy.h"
-#include "nn/fusion_plan.h"
-#include "train/replica_set.h"
-#include "train/pending_logs.h"
 #include "core/process_clock.h"
-#include "runtime/profiling.h"
+#include "core/process_group.h"
+#include "core/tuning_policy.h"
+#include "ganengine/image_grid.h"
 #include "ganengine/safetensors.h"
 #include "ganengine/state_dict.h"
-#include "train/training_noise.h"
 #include "ganengine/training_state.h"
+#include "io/atomic_file.h"
+#include "nn/fusion_plan.h"
+#include "runtime/nccl_group.h"
+#include "runtime/profiling.h"
+#include "train/pending_logs.h"
+#include "train/replica_set.h"
+#include "train/training_noise.h"
 
 namespace ge {
 
@@ -189,7 +189,6 @@ void print_network(const char* title, nn::Sequential& net) {
     std::printf("  main.%-3zu %-48s %s\n", i, layers[i]->describe().c_str(), layers[i]->precision().c_str());
 }
 
-
 // ---- run_training's stages, in the order it runs them ----
 
 // Where the run's replicas are, and who speaks for them.
@@ -197,8 +196,8 @@ struct Topology {
   int replicas = 1;     // in this process, one per GPU
   ProcessGroupInfo pg;  // several processes (mpirun): one replica each, process_group.h
   bool multi_process = false;
-  int world = 1;        // shares of every batch
-  bool writer = true;   // rank 0 prints and writes the files for all
+  int world = 1;       // shares of every batch
+  bool writer = true;  // rank 0 prints and writes the files for all
 };
 
 Topology resolve_topology(const TrainOptions& opt) {
@@ -313,8 +312,15 @@ void build_trainers(const TrainOptions& opt, RunSetup& run) {
 // The run's identity and fixed noise, and its starting position: --resume's state, loaded into
 // every replica (the saved fixed noise replaces the drawn one), else the very beginning.
 void start_or_resume(const TrainOptions& opt, RunSetup& run) {
-  run.identity = RunIdentity{opt.dataset, opt_level_name(opt.opt_level), dtype_name(run.cfg.policy.half),
-                             opt.batch_size, opt.image_size, opt.nz, opt.ngf, opt.ndf, run.dataset().channels(),
+  run.identity = RunIdentity{opt.dataset,
+                             opt_level_name(opt.opt_level),
+                             dtype_name(run.cfg.policy.half),
+                             opt.batch_size,
+                             opt.image_size,
+                             opt.nz,
+                             opt.ngf,
+                             opt.ndf,
+                             run.dataset().channels(),
                              opt.manual_seed};
   run.fixed_noise = Tensor::empty({opt.batch_size, opt.nz, 1, 1}, DType::F32, opt.device);
   ops::fill_normal(run.fixed_noise, opt.manual_seed, kFixedNoiseRegion);
@@ -354,11 +360,12 @@ void print_run_header(const TrainOptions& opt, const RunSetup& run) {
   const Dataset& dataset = run.dataset();
   const int64_t per_epoch = run.batches().batches_per_epoch();
   const int64_t to_go = std::max<int64_t>(0, stop_step(opt, per_epoch) - run.start.global_step);
-  std::printf("ganengine train: %s (%lld images, %lld batches of %lld per epoch), %s on %s, %lld steps to go\n"
-              "data: %s\n",
-              dataset.name().c_str(), static_cast<long long>(dataset.size()), static_cast<long long>(per_epoch),
-              static_cast<long long>(opt.batch_size), opt_level_name(opt.opt_level), opt.device.str().c_str(),
-              static_cast<long long>(to_go), run.batches().describe().c_str());
+  std::printf(
+      "ganengine train: %s (%lld images, %lld batches of %lld per epoch), %s on %s, %lld steps to go\n"
+      "data: %s\n",
+      dataset.name().c_str(), static_cast<long long>(dataset.size()), static_cast<long long>(per_epoch),
+      static_cast<long long>(opt.batch_size), opt_level_name(opt.opt_level), opt.device.str().c_str(),
+      static_cast<long long>(to_go), run.batches().describe().c_str());
   if (run.topo.world > 1) print_data_parallel(opt, run);
   std::fflush(stdout);
 }
@@ -487,8 +494,10 @@ bool TrainingLoop::skip_small_batch(const Tensor& real) const {
   const int world = topo_.world;
   if (!(world > 1 && (real.dim(0) + world - 1) / world * (world - 1) >= real.dim(0))) return false;
   if (topo_.writer)
-    std::fprintf(stderr, "ganengine train: skipping a last batch of %lld images: too few to give each of the %d "
-                 "GPUs one\n", static_cast<long long>(real.dim(0)), world);
+    std::fprintf(stderr,
+                 "ganengine train: skipping a last batch of %lld images: too few to give each of the %d "
+                 "GPUs one\n",
+                 static_cast<long long>(real.dim(0)), world);
   return true;
 }
 
@@ -560,8 +569,8 @@ void TrainingLoop::on_record(const PendingLog& at, const StepRecord& r) {
 // A dynamic loss scale at its floor means the run has diverged: it ends with exit code 3.
 void TrainingLoop::check_scale_floor(const PendingLog& at, const StepRecord& r) {
   const PrecisionPolicy& policy = run_.cfg.policy;
-  const bool at_floor = r.scale[0] <= policy.min_loss_scale || r.scale[1] <= policy.min_loss_scale ||
-                        r.scale[2] <= policy.min_loss_scale;
+  const bool at_floor =
+      r.scale[0] <= policy.min_loss_scale || r.scale[1] <= policy.min_loss_scale || r.scale[2] <= policy.min_loss_scale;
   if (exit_code_ != 0 || !policy.dynamic_loss_scale || !at_floor) return;
   std::fprintf(stderr,
                "ganengine train: a loss scale reached its floor %g at step %lld: the gradients overflow even "
@@ -575,7 +584,8 @@ void TrainingLoop::check_scale_floor(const PendingLog& at, const StepRecord& r) 
 void TrainingLoop::draw_progress(const PendingLog& at, double images_per_s, double elapsed) const {
   const double rate = (at.step + 1 - run_.start.global_step) / std::max(elapsed, 1e-9);
   std::fprintf(stderr, "\r\033[K%lld/%lld steps  %.0f img/s  ETA %s", static_cast<long long>(at.step + 1),
-               static_cast<long long>(stop_at_), images_per_s, format_duration((stop_at_ - at.step - 1) / rate).c_str());
+               static_cast<long long>(stop_at_), images_per_s,
+               format_duration((stop_at_ - at.step - 1) / rate).c_str());
   std::fflush(stderr);
 }
 
@@ -595,8 +605,7 @@ void TrainingLoop::save_epoch_outputs(int64_t epoch, const RunPosition& next) {
   logs_.drain();
   if (!topo_.writer) return;
   save_safetensors(epoch_file(opt_.outf, "netG_epoch_%d.safetensors", epoch), nn::state_dict(trainer_.generator()));
-  save_safetensors(epoch_file(opt_.outf, "netD_epoch_%d.safetensors", epoch),
-                   nn::state_dict(trainer_.discriminator()));
+  save_safetensors(epoch_file(opt_.outf, "netD_epoch_%d.safetensors", epoch), nn::state_dict(trainer_.discriminator()));
   save_training_state(state_path_, trainer_, run_.fixed_noise, next, run_.identity);
   metrics_.flush();
 }
@@ -618,9 +627,8 @@ int TrainingLoop::finish() {
   if (steps_this_run_ > 0) {
     if (topo_.writer) overflows_.maybe_print(1e18, trainer_.record(), true);
     const double elapsed = seconds_since_start();
-    std::printf("done: %lld steps in %.1f s (%.1f images/s); outputs in %s\n",
-                static_cast<long long>(steps_this_run_), elapsed, images_this_run_ / std::max(elapsed, 1e-9),
-                opt_.outf.c_str());
+    std::printf("done: %lld steps in %.1f s (%.1f images/s); outputs in %s\n", static_cast<long long>(steps_this_run_),
+                elapsed, images_this_run_ / std::max(elapsed, 1e-9), opt_.outf.c_str());
   }
   if (interrupted()) {
     std::printf("interrupted: state saved to %s; continue with --resume %s\n", state_path_.c_str(),

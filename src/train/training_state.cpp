@@ -108,7 +108,8 @@ RunPosition load_training_state(const std::string& path, DcganTrainer& trainer, 
     if (saved != v) differs << "\n  " << k << ": saved run " << saved << ", this run " << v;
   }
   if (!differs.str().empty())
-    fail("cannot resume from ", path, ": it belongs to a run with other settings (pass the same flags):", differs.str());
+    fail("cannot resume from ", path,
+         ": it belongs to a run with other settings (pass the same flags):", differs.str());
   auto get = [&](const std::string& key) -> const Tensor& {
     auto it = f.tensors.find(key);
     if (it == f.tensors.end()) fail(path, ": tensor '", key, "' is missing (file damaged or from another version)");
@@ -126,7 +127,8 @@ RunPosition load_training_state(const std::string& path, DcganTrainer& trainer, 
     c = *saved.data_as<int64_t>();
   });
   const Tensor& noise = get("fixed_noise");
-  if (noise.shape() != fixed_noise.shape()) fail(path, ": fixed_noise is ", noise.str(), ", expected ", fixed_noise.str());
+  if (noise.shape() != fixed_noise.shape())
+    fail(path, ": fixed_noise is ", noise.str(), ", expected ", fixed_noise.str());
   fixed_noise.copy_from(noise.to(fixed_noise.device()));
   RunPosition pos;
   try {

@@ -3,10 +3,10 @@
 // steps.
 #include "io/json.h"
 #include "support/cli_runner.h"
-#include "train/step_flops.h"
 #include "support/scoped_env.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
+#include "train/step_flops.h"
 
 using namespace ge;
 using namespace ge::test;
@@ -166,15 +166,18 @@ TEST_CASE("bench cli: --dataset steps through the batches and noise train does")
     CHECK(row.find("graph_nodes")->as_integer() > 0);  // every timed step a replay (run_step_bench checks)
     const json::Value* losses = row.find("losses");
     for (const auto& [bench_name, train_name] : {std::pair<const char*, const char*>{"errD_real", "errD_real"},
-                                                 {"errD_fake", "errD_fake"}, {"errG", "loss_G"}}) {
+                                                 {"errD_fake", "errD_fake"},
+                                                 {"errG", "loss_G"}}) {
       INFO(bench_name);
       CHECK(static_cast<float>(losses->find(bench_name)->as_number()) ==
             static_cast<float>(step13.find(train_name)->as_number()));
     }
   }
   // A batch larger than the dataset fails its row by name; the other rows still run.
-  const CommandResult big = run_ganengine("bench --dataset fake --batch-sizes 64,2048 --warmup 6 --steps 1 "
-                                          "--windows 1" + net);
+  const CommandResult big = run_ganengine(
+      "bench --dataset fake --batch-sizes 64,2048 --warmup 6 --steps 1 "
+      "--windows 1" +
+      net);
   INFO(big.output);
   CHECK(big.exit_code == 1);
   CHECK(big.output.find("--dataset fake holds 1000 images, fewer than one batch of 2048") != std::string::npos);

@@ -5,12 +5,12 @@
 #include <filesystem>
 #include <map>
 
-#include "support/cli_runner.h"
-#include "ganengine/amp.h"
 #include "core/backend.h"
+#include "ganengine/amp.h"
 #include "ganengine/image_grid.h"
 #include "ganengine/safetensors.h"
 #include "ganengine/state_dict.h"
+#include "support/cli_runner.h"
 #include "support/image_files.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
@@ -119,7 +119,8 @@ TEST_CASE("train cli: a run stopped and resumed is bitwise the uninterrupted run
 
 TEST_CASE("train cli: --netG and --netD continue from saved weights") {
   TempDir first("ge_first"), second("ge_second");
-  expect_ok(run_ganengine("train " + kTiny + "--batchSize 8 --max-steps 2 --opt-level O0 --outf " + first.dir.string()));
+  expect_ok(
+      run_ganengine("train " + kTiny + "--batchSize 8 --max-steps 2 --opt-level O0 --outf " + first.dir.string()));
   // With lr 0 a step leaves the weights where they were loaded, so the new run's saved weights
   // must be the loaded ones bit for bit (BatchNorm's running statistics do move).
   expect_ok(run_ganengine("train " + kTiny + "--batchSize 8 --max-steps 1 --lr 0 --opt-level O0 --outf " +
@@ -138,7 +139,8 @@ TEST_CASE("train cli: --netG and --netD continue from saved weights") {
   }
   // A fresh run starts elsewhere: the continuation really used the files.
   TempDir fresh("ge_fresh");
-  expect_ok(run_ganengine("train " + kTiny + "--batchSize 8 --max-steps 1 --lr 0 --manualSeed 5 --opt-level O0 --outf " +
+  expect_ok(run_ganengine("train " + kTiny +
+                          "--batchSize 8 --max-steps 1 --lr 0 --manualSeed 5 --opt-level O0 --outf " +
                           fresh.dir.string()));
   auto a = tensors_of(first.file("netG_epoch_0.safetensors")), c = tensors_of(fresh.file("netG_epoch_0.safetensors"));
   CHECK(std::memcmp(a.at("main.0.weight").data(), c.at("main.0.weight").data(), a.at("main.0.weight").nbytes()) != 0);
@@ -164,8 +166,8 @@ TEST_CASE("train cli: --print-precision shows the opt-level table") {
       {"--opt-level O1 --loss-scale 128", "f32", "f16", "f32", "none (weights are f32)", "128 static"},
   };
   for (const Row& row : rows) {
-    const auto r = run_ganengine("train --device cpu --imageSize 16 --ngf 4 --ndf 4 --print-precision " +
-                                 std::string(row.args));
+    const auto r =
+        run_ganengine("train --device cpu --imageSize 16 --ngf 4 --ndf 4 --print-precision " + std::string(row.args));
     INFO(row.args, "\n", r.output);
     REQUIRE(r.exit_code == 0);
     CHECK(r.output.find(std::string("conv weights stored as: ") + row.weights + "\n") != std::string::npos);
@@ -248,8 +250,8 @@ TEST_CASE("train cli: overflows are summarised and a loss scale at its floor sto
   TempDir tmp("ge_floor");
   // Forced overflows of errD_fake at steps 0 and 1: the summary names the loss, never one line
   // per step, and training goes on.
-  const auto r = run_ganengine("train " + kTiny + "--batchSize 8 --max-steps 4 --opt-level O1 --outf " +
-                               tmp.file("a") + " --debug-force-overflow 0:1,1:1");
+  const auto r = run_ganengine("train " + kTiny + "--batchSize 8 --max-steps 4 --opt-level O1 --outf " + tmp.file("a") +
+                               " --debug-force-overflow 0:1,1:1");
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK(r.output.find("[amp] gradient overflow") != std::string::npos);

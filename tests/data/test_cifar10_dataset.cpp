@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "data/image_transform.h"
 #include "ganengine/cifar10_dataset.h"
 #include "ganengine/data.h"
 #include "ganengine/error.h"
-#include "data/image_transform.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
 

@@ -96,9 +96,9 @@ TEST_CASE("Loader: each epoch is a permutation a pure function of (seed epoch)")
   }
   CHECK(e0 != identity);
   CHECK(e0 != e1);
-  CHECK(Loader(ds, 64, 7, 1).order(0) == e0);   // same seed, same order: a resumed run matches
-  CHECK(Loader(ds, 32, 7, 3).order(1) == e1);   // batch size and workers do not matter
-  CHECK(Loader(ds, 64, 8, 1).order(0) != e0);   // another seed, another order
+  CHECK(Loader(ds, 64, 7, 1).order(0) == e0);  // same seed, same order: a resumed run matches
+  CHECK(Loader(ds, 32, 7, 3).order(1) == e1);  // batch size and workers do not matter
+  CHECK(Loader(ds, 64, 8, 1).order(0) != e0);  // another seed, another order
 }
 
 TEST_CASE("Loader: batch sizes contents in epoch order and normalisation") {

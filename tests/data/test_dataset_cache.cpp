@@ -14,14 +14,14 @@
 #include <utility>
 #include <vector>
 
-#include "ganengine/data.h"
 #include "data/dataset_cache.h"
+#include "data/md5.h"
+#include "ganengine/data.h"
 #include "ganengine/error.h"
 #include "ganengine/lsun_dataset.h"
-#include "data/md5.h"
 #include "support/image_files.h"
-#include "support/temp_dir.h"
 #include "support/lmdb_fixture.h"
+#include "support/temp_dir.h"
 #include "support/test_util.h"
 
 using namespace ge;
@@ -239,10 +239,7 @@ TEST_CASE("dataset fingerprint: fake images differ by seed size and image size")
   CHECK(FakeDataset(10, 8, 3, 1).fingerprint() != FakeDataset(10, 16, 3, 1).fingerprint());
 }
 
-namespace {
-
-
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("dataset fingerprint: an lsun database changes when a value is added") {
   test::TempDir root("ge_cache");

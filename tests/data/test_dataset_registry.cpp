@@ -104,8 +104,8 @@ TEST_CASE("dataset registry: each factory builds the dataset its entry describes
   put(tmp.dir / "images" / "class" / "a.png", png);
   write_lmdb((tmp.dir / "lsun" / "tower_train_lmdb").string(), {{"0001", png}});
   const std::map<std::string, std::string> roots = {
-      {"mnist", "idx"},        {"fashion-mnist", "idx"}, {"imagenet", "images"}, {"folder", "images"},
-      {"lfw", "images"},       {"lsun", "lsun"},         {"fake", ""},
+      {"mnist", "idx"},  {"fashion-mnist", "idx"}, {"imagenet", "images"}, {"folder", "images"},
+      {"lfw", "images"}, {"lsun", "lsun"},         {"fake", ""},
   };
   for (const DatasetEntry& e : dataset_registry()) {
     CAPTURE(e.name);
@@ -122,8 +122,8 @@ TEST_CASE("dataset registry: each factory builds the dataset its entry describes
 TEST_CASE("dataset registry: an unknown name is refused with the list of known ones") {
   CHECK(find_dataset("imagenette") == nullptr);
   CHECK(find_dataset("") == nullptr);
-  const std::string expected = "--dataset 'imagenette' is not a dataset ganengine knows; expected one of " +
-                               join_names(dataset_names(), " | ");
+  const std::string expected =
+      "--dataset 'imagenette' is not a dataset ganengine knows; expected one of " + join_names(dataset_names(), " | ");
   CHECK_THROWS_WITH_AS(dataset_entry("imagenette"), expected.c_str(), Error);
   CHECK_THROWS_WITH_AS(open_dataset("imagenette", "", 64, "", 0), expected.c_str(), Error);
   CHECK_THROWS_WITH_AS(dataset_channels("imagenette"), expected.c_str(), Error);

@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "support/dataset_fixtures.h"
 #include "data/download.h"
-#include "ganengine/error.h"
 #include "data/md5.h"
+#include "ganengine/error.h"
 #include "ganengine/mnist_dataset.h"
+#include "support/dataset_fixtures.h"
 #include "support/local_http_server.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"

@@ -14,11 +14,11 @@
 #include <utility>
 #include <vector>
 
+#include "data/gpu_resident.h"
 #include "ganengine/allocator.h"
 #include "ganengine/batch_source.h"
 #include "ganengine/data.h"
 #include "ganengine/error.h"
-#include "data/gpu_resident.h"
 #include "ganengine/ops.h"
 #include "support/test_util.h"
 
@@ -262,8 +262,9 @@ TEST_CASE("GpuResidentSource: steady state needs no cudaMalloc and describes its
   GE_REQUIRE_GPU();
   const FakeDataset ds(300, 8, 3, 8);
   GpuResidentSource source(ds, 64, 4, 2, kGpu, DType::F16, MemoryFormat::NHWC, nullptr);
-  CHECK_MESSAGE(source.describe() == "GPU-resident: 300 images (0.1 MB u8) on cuda:0, f16 NHWC batches built on the device",
-                source.describe());
+  CHECK_MESSAGE(
+      source.describe() == "GPU-resident: 300 images (0.1 MB u8) on cuda:0, f16 NHWC batches built on the device",
+      source.describe());
   CHECK(source.device() == kGpu);
   CHECK(source.out_dtype() == DType::F16);
   CHECK(source.out_format() == MemoryFormat::NHWC);

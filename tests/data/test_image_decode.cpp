@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "ganengine/error.h"
 #include "data/image_decode.h"
+#include "ganengine/error.h"
 #include "support/image_files.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
@@ -60,9 +60,14 @@ struct NamedFile {
 // One small file of each format, all of the same 23 x 17 picture.
 std::vector<NamedFile> sample_files() {
   const DecodedImage rgb = pattern_image(23, 17, 3);
-  return {{"a.png", png_bytes(rgb)},        {"a.bmp", bmp_bytes(rgb)},        {"a.jpg", jpeg_bytes(rgb)},
-          {"a.webp", webp_bytes(rgb, false)}, {"b.webp", webp_bytes(rgb, true)}, {"a.ppm", pnm_bytes(rgb)},
-          {"a.pgm", pnm_bytes(pattern_image(23, 17, 1))}, {"a.tif", tiff_bytes(rgb)}};
+  return {{"a.png", png_bytes(rgb)},
+          {"a.bmp", bmp_bytes(rgb)},
+          {"a.jpg", jpeg_bytes(rgb)},
+          {"a.webp", webp_bytes(rgb, false)},
+          {"b.webp", webp_bytes(rgb, true)},
+          {"a.ppm", pnm_bytes(rgb)},
+          {"a.pgm", pnm_bytes(pattern_image(23, 17, 1))},
+          {"a.tif", tiff_bytes(rgb)}};
 }
 
 }  // namespace
@@ -78,9 +83,11 @@ TEST_CASE("image decoding: lossless formats give back their pixels as RGB") {
     return img;
   };
   CHECK(decoded("rgb.png", png_bytes(rgb)).hwc == rgb.hwc);
-  CHECK(decoded("grey.png", png_bytes(grey)).hwc == rgb_of_grey(grey).hwc);                  // R = G = B
-  CHECK(decoded("rgba.png", png_bytes(pattern_image(23, 17, 4))).hwc == drop_last_channel(pattern_image(23, 17, 4)).hwc);
-  CHECK(decoded("la.png", png_bytes(pattern_image(23, 17, 2))).hwc == rgb_of_grey(drop_last_channel(pattern_image(23, 17, 2))).hwc);
+  CHECK(decoded("grey.png", png_bytes(grey)).hwc == rgb_of_grey(grey).hwc);  // R = G = B
+  CHECK(decoded("rgba.png", png_bytes(pattern_image(23, 17, 4))).hwc ==
+        drop_last_channel(pattern_image(23, 17, 4)).hwc);
+  CHECK(decoded("la.png", png_bytes(pattern_image(23, 17, 2))).hwc ==
+        rgb_of_grey(drop_last_channel(pattern_image(23, 17, 2))).hwc);
   CHECK(decoded("rgb.bmp", bmp_bytes(rgb)).hwc == rgb.hwc);
   CHECK(decoded("rgb.ppm", pnm_bytes(rgb)).hwc == rgb.hwc);
   CHECK(decoded("grey.pgm", pnm_bytes(grey)).hwc == rgb_of_grey(grey).hwc);

@@ -6,10 +6,10 @@
 #include <map>
 #include <thread>
 
-#include "ganengine/data.h"
-#include "ganengine/error.h"
 #include "data/image_decode.h"
 #include "data/image_transform.h"
+#include "ganengine/data.h"
+#include "ganengine/error.h"
 #include "support/image_files.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
@@ -65,16 +65,16 @@ TEST_CASE("image folder: classes and file order follow torchvision's ImageFolder
   put(root, "a_cats/y.PGM", pnm_bytes(pattern_image(30, 20, 1)));
   put(root, "a_cats/x.bmp", bmp_bytes(rgb));
   put(root, "a_cats/deep/er/z.tif", tiff_bytes(rgb));
-  put(root, "stray.jpg", jpeg_bytes(rgb));  // not inside a class: ignored
+  put(root, "stray.jpg", jpeg_bytes(rgb));                                   // not inside a class: ignored
   fs::create_directory_symlink(root.dir / "a_cats", root.dir / "c_linked");  // a linked class
 
   const ImageFolderDataset ds(root.dir.string(), 16);
   CHECK(ds.classes() == std::vector<std::string>{"a_cats", "b_dogs", "c_linked"});
   const std::vector<std::pair<std::string, int>> expected = {
-      {"a_cats/x.bmp", 0},          {"a_cats/y.PGM", 0},         {"a_cats/deep/er/z.tif", 0},
-      {"b_dogs/10.jpg", 1},         {"b_dogs/2.png", 1},         {"b_dogs/UPPER.JPEG", 1},
-      {"b_dogs/sub/1.webp", 1},     {"b_dogs/sub-x/3.ppm", 1},   {"b_dogs/sub/deeper/4.png", 1},
-      {"c_linked/x.bmp", 2},        {"c_linked/y.PGM", 2},       {"c_linked/deep/er/z.tif", 2}};
+      {"a_cats/x.bmp", 0},      {"a_cats/y.PGM", 0},       {"a_cats/deep/er/z.tif", 0},
+      {"b_dogs/10.jpg", 1},     {"b_dogs/2.png", 1},       {"b_dogs/UPPER.JPEG", 1},
+      {"b_dogs/sub/1.webp", 1}, {"b_dogs/sub-x/3.ppm", 1}, {"b_dogs/sub/deeper/4.png", 1},
+      {"c_linked/x.bmp", 2},    {"c_linked/y.PGM", 2},     {"c_linked/deep/er/z.tif", 2}};
   REQUIRE(ds.size() == int64_t(expected.size()));
   for (int64_t i = 0; i < ds.size(); ++i) {
     CAPTURE(i);
@@ -178,8 +178,8 @@ TEST_CASE("image folder: skip_bad_images leaves out bad headers and stands in fo
   const std::string jpeg = jpeg_bytes(pattern_image(64, 48, 3));
   put(root, "c/0_good.jpg", jpeg);
   put(root, "c/1_cut.jpg", jpeg.substr(0, jpeg.size() / 2));  // header fine, data cut: found by read
-  put(root, "c/2_text.png", "this is not a PNG");              // found at construction
-  put(root, "c/3_empty.webp", "");                              // found at construction
+  put(root, "c/2_text.png", "this is not a PNG");             // found at construction
+  put(root, "c/3_empty.webp", "");                            // found at construction
   put(root, "c/4_good.png", png_bytes(pattern_image(20, 30, 3)));
   const ImageFolderDataset ds(root.dir.string(), 16, /*skip_bad_images=*/true);
   REQUIRE(ds.size() == 3);

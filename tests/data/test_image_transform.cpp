@@ -44,7 +44,8 @@ struct Case {
   const char* name;
   int width, height, channels;
 };
-const Case kCases[] = {{"rgb37x23", 37, 23, 3}, {"grey64x48", 64, 48, 1}, {"rgb300x200", 300, 200, 3}, {"rgb17x91", 17, 91, 3}};
+const Case kCases[] = {
+    {"rgb37x23", 37, 23, 3}, {"grey64x48", 64, 48, 1}, {"rgb300x200", 300, 200, 3}, {"rgb17x91", 17, 91, 3}};
 
 }  // namespace
 
@@ -59,7 +60,8 @@ TEST_CASE("image transforms: resize_shorter_side and center_crop equal torchvisi
       const std::string key = std::string(c.name) + "/";
       const DecodedImage resized = resize_shorter_side(input, size);
       if (has_golden(key + "resize" + std::to_string(size)))
-        check_identical(resized, golden_image(key + "resize" + std::to_string(size)), key + "resize" + std::to_string(size));
+        check_identical(resized, golden_image(key + "resize" + std::to_string(size)),
+                        key + "resize" + std::to_string(size));
       check_identical(center_crop(resized, size), golden_image(key + "crop" + std::to_string(size)),
                       key + "crop" + std::to_string(size));
     }
@@ -113,11 +115,11 @@ TEST_CASE("image transforms: Resize output size follows torchvision's int of siz
     CHECK(s.width == ew);
     CHECK(s.height == eh);
   };
-  check(37, 23, 16, 25, 16);     // 25.7 truncates
-  check(17, 91, 64, 64, 342);    // portrait: width is the short side
-  check(50, 50, 64, 64, 64);     // square
-  check(300, 200, 64, 96, 64);   // exact
-  check(500, 375, 64, 85, 64);   // an ImageNet shape: 85.33
+  check(37, 23, 16, 25, 16);    // 25.7 truncates
+  check(17, 91, 64, 64, 342);   // portrait: width is the short side
+  check(50, 50, 64, 64, 64);    // square
+  check(300, 200, 64, 96, 64);  // exact
+  check(500, 375, 64, 85, 64);  // an ImageNet shape: 85.33
   check(3, 1000, 64, 64, 21333);
   CHECK_THROWS_AS(shorter_side_resized_size(0, 10, 64), Error);
 }
@@ -161,7 +163,8 @@ TEST_CASE("image decoding: JPEG and WebP agree with PIL's decode") {
   for (const char* file : {"golden_photo.jpg", "golden_photo_grey.jpg", "golden_photo_cmyk.jpg", "golden_photo.webp"}) {
     const DecodedImage ours = decode_image(data_path(file));
     const DecodedImage pil = golden_image(std::string("decode/") + file);
-    INFO(file, ": ", count_differences(ours, pil), " bytes differ from PIL's, by up to ", max_abs_difference(ours, pil));
+    INFO(file, ": ", count_differences(ours, pil), " bytes differ from PIL's, by up to ",
+         max_abs_difference(ours, pil));
     CHECK(max_abs_difference(ours, pil) >= 0);
     CHECK(max_abs_difference(ours, pil) <= 2);
   }

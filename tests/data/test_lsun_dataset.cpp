@@ -12,13 +12,13 @@
 #include <utility>
 #include <vector>
 
-#include "ganengine/data.h"
-#include "ganengine/error.h"
 #include "data/image_decode.h"
 #include "data/image_transform.h"
+#include "ganengine/data.h"
+#include "ganengine/error.h"
 #include "ganengine/lsun_dataset.h"
-#include "support/temp_dir.h"
 #include "support/lmdb_fixture.h"
+#include "support/temp_dir.h"
 #include "support/test_util.h"
 
 using namespace ge;
@@ -29,7 +29,6 @@ namespace {
 doctest::Contains has(const std::string& text) { return doctest::Contains(text.c_str()); }
 
 using Items = std::vector<std::pair<std::string, std::string>>;  // key, value
-
 
 DecodedImage pattern_image(int width, int height, int seed) {
   DecodedImage im;
@@ -86,7 +85,7 @@ TEST_CASE("lsun: classes in order and keys in LMDB order with WebP PNG and JPEG 
   const std::string jpeg = jpeg_of(pattern_image(33, 17, 4));
   // Inserted out of order: LMDB keeps keys sorted, and so does the dataset.
   ge::test::write_lmdb(root.file("bedroom_train_lmdb"),
-             {{"c-jpeg", jpeg}, {"a-webp", lossless_webp_of(tall)}, {"b-png", png_of(wide)}});
+                       {{"c-jpeg", jpeg}, {"a-webp", lossless_webp_of(tall)}, {"b-png", png_of(wide)}});
   ge::test::write_lmdb(root.file("tower_train_lmdb"), {{"z", png_of(square)}});
 
   const LsunDataset ds(root.dir.string(), "bedroom,tower", 16);
@@ -144,9 +143,9 @@ TEST_CASE("lsun undecodable values: an error naming database and key or skipped 
   const DecodedImage good0 = pattern_image(12, 12, 5), good3 = pattern_image(12, 12, 6);
   const std::string png = png_of(good0);
   ge::test::write_lmdb(root.file("bedroom_train_lmdb"), {{"0-good", png},
-                                               {"1-text", "this is not an image"},
-                                               {"2-cut", png.substr(0, png.size() / 2)},
-                                               {"3-good", png_of(good3)}});
+                                                         {"1-text", "this is not an image"},
+                                                         {"2-cut", png.substr(0, png.size() / 2)},
+                                                         {"3-good", png_of(good3)}});
   const std::string db = root.file("bedroom_train_lmdb");
 
   const LsunDataset strict(root.dir.string(), "bedroom", 12);

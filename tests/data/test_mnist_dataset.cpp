@@ -5,12 +5,12 @@
 #include <string>
 #include <vector>
 
-#include "support/dataset_fixtures.h"
-#include "ganengine/data.h"
-#include "ganengine/error.h"
 #include "data/image_transform.h"
 #include "data/md5.h"
+#include "ganengine/data.h"
+#include "ganengine/error.h"
 #include "ganengine/mnist_dataset.h"
+#include "support/dataset_fixtures.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
 

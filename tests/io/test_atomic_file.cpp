@@ -5,16 +5,16 @@
 
 #include <stdexcept>
 
-#include "io/atomic_file.h"
 #include "ganengine/error.h"
+#include "io/atomic_file.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
 
 using namespace ge;
+using doctest::Contains;
 using ge::test::read_file_bytes;
 using ge::test::TempDir;
 using ge::test::write_file_bytes;
-using doctest::Contains;
 
 TEST_CASE("write_file_atomically: creates a file and replaces an existing one whole") {
   TempDir tmp("ge_atomic");
@@ -90,7 +90,7 @@ TEST_CASE("ensure_directory: mkdir -p with clear errors") {
   const std::string nested = tmp.file("a/b/c");
   ensure_directory(nested);
   CHECK(std::filesystem::is_directory(nested));
-  ensure_directory(nested);               // existing: fine
+  ensure_directory(nested);              // existing: fine
   ensure_directory(tmp.file("a/b/c/"));  // trailing slash: fine
   ensure_directory("");                  // the current directory
   write_file_atomically(nested + "/x", std::string("ok"));

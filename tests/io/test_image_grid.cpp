@@ -12,8 +12,8 @@
 #include "support/test_util.h"
 
 using namespace ge;
-using ge::test::TempDir;
 using doctest::Contains;
+using ge::test::TempDir;
 
 namespace {
 
@@ -23,9 +23,7 @@ struct Png {
   int64_t channels() const { return t.dim(1); }
   int64_t height() const { return t.dim(2); }
   int64_t width() const { return t.dim(3); }
-  int at(int64_t c, int64_t y, int64_t x) const {
-    return t.data_as<uint8_t>()[(c * height() + y) * width() + x];
-  }
+  int at(int64_t c, int64_t y, int64_t x) const { return t.data_as<uint8_t>()[(c * height() + y) * width() + x]; }
 };
 
 Png save_and_load(const Tensor& images, const TempDir& tmp, int nrow = 8, int padding = 2) {
@@ -61,9 +59,9 @@ TEST_CASE("image grid: two images padding black each pixel where make_grid puts 
       for (int64_t x = 0; x < png.width(); ++x) {
         int expected = 0;  // padding
         const bool in_row = y >= 2 && y < 2 + H;
-        if (in_row && x >= 2 && x < 2 + W) expected = 255;                   // image 0 at (2, 2)
-        if (in_row && x >= 7 && x < 7 + W) expected = 128;                   // image 1 at (2, 7)
-        if (c == 2 && y == 2 + 1 && x == 7 + 2) expected = 0;                // image 1's -1
+        if (in_row && x >= 2 && x < 2 + W) expected = 255;     // image 0 at (2, 2)
+        if (in_row && x >= 7 && x < 7 + W) expected = 128;     // image 1 at (2, 7)
+        if (c == 2 && y == 2 + 1 && x == 7 + 2) expected = 0;  // image 1's -1
         CAPTURE(c);
         CAPTURE(y);
         CAPTURE(x);
@@ -140,9 +138,9 @@ TEST_CASE("image grid: one channel becomes grey RGB") {
   REQUIRE(png.channels() == 3);
   REQUIRE(png.width() == 2 * 4 + 2);
   for (int64_t c = 0; c < 3; ++c) {
-    CHECK(png.at(c, 2, 2) == 0);                          // value 0: the min
-    CHECK(png.at(c, 3, 6 + 1) == 255);                    // value 7: the max, image 1 at (2, 6)
-    CHECK(png.at(c, 2, 6) == expected_u8(4.0f / 7.0f));   // value 4
+    CHECK(png.at(c, 2, 2) == 0);                         // value 0: the min
+    CHECK(png.at(c, 3, 6 + 1) == 255);                   // value 7: the max, image 1 at (2, 6)
+    CHECK(png.at(c, 2, 6) == expected_u8(4.0f / 7.0f));  // value 4
   }
 }
 

@@ -23,7 +23,8 @@ std::string parse_error(const std::string& text) {
 TEST_CASE("json: parses every kind of value") {
   const Value v = ge::json::parse(
       " {\"n\": null, \"t\": true, \"f\": false, \"i\": -42, \"big\": 9007199254740993, \"x\": 2.5e-3,"
-      " \"s\": \"a\\\"b\\\\c\\/d\\b\\f\\n\\r\\t\\u00e9\\ud83d\\ude00\", \"a\": [1, [2, {}], []], \"o\": {\"k\": \"v\"}} \n");
+      " \"s\": \"a\\\"b\\\\c\\/d\\b\\f\\n\\r\\t\\u00e9\\ud83d\\ude00\", \"a\": [1, [2, {}], []], \"o\": {\"k\": "
+      "\"v\"}} \n");
   REQUIRE(v.is_object());
   CHECK(v.find("n")->is_null());
   CHECK(v.find("t")->as_bool() == true);
@@ -48,7 +49,8 @@ TEST_CASE("json: parses every kind of value") {
 TEST_CASE("json: write is compact and parses back to the same value") {
   Value o = Value::object();
   o.set("name", Value::string("q\"\\\n\x01 \xc3\xa9"));
-  o.set("list", Value::array({Value::integer(-3), Value::number(0.1), Value::number(2.0), Value::boolean(true), Value()}));
+  o.set("list",
+        Value::array({Value::integer(-3), Value::number(0.1), Value::number(2.0), Value::boolean(true), Value()}));
   o.set("empty", Value::object());
   const std::string text = ge::json::write(o);
   CHECK(text == "{\"name\":\"q\\\"\\\\\\n\\u0001 \xc3\xa9\",\"list\":[-3,0.1,2.0,true,null],\"empty\":{}}");
@@ -60,9 +62,13 @@ TEST_CASE("json: write is compact and parses back to the same value") {
 }
 
 TEST_CASE("json: errors give the position and what was expected") {
-  CHECK(parse_error("{\"a\": 1,}") == "JSON error at byte 8 (line 1, column 9): expected a string key in an object, found '}'");
-  CHECK(parse_error("[1, 2") == "JSON error at byte 5 (line 1, column 6): expected ',' or ']' after an array element, found the end of the input");
-  CHECK(parse_error("{\n  \"a\" 1}").find("line 2, column 7): expected ':' after an object key, found '1'") != std::string::npos);
+  CHECK(parse_error("{\"a\": 1,}") ==
+        "JSON error at byte 8 (line 1, column 9): expected a string key in an object, found '}'");
+  CHECK(parse_error("[1, 2") ==
+        "JSON error at byte 5 (line 1, column 6): expected ',' or ']' after an array element, found the end of the "
+        "input");
+  CHECK(parse_error("{\n  \"a\" 1}").find("line 2, column 7): expected ':' after an object key, found '1'") !=
+        std::string::npos);
   CHECK(parse_error("").find("expected a value") != std::string::npos);
   CHECK(parse_error("{} x").find("expected the end of the document") != std::string::npos);
   CHECK(parse_error("\"abc").find("expected a closing '\"'") != std::string::npos);

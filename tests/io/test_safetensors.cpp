@@ -93,7 +93,8 @@ TEST_CASE("safetensors: round trip of every dtype with metadata scalar and empty
   // The data buffer starts 8-byte aligned.
   const std::string bytes = read_file_bytes(path);
   uint64_t header_len = 0;
-  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | static_cast<unsigned char>(bytes[static_cast<size_t>(i)]);
+  for (int i = 7; i >= 0; --i)
+    header_len = (header_len << 8) | static_cast<unsigned char>(bytes[static_cast<size_t>(i)]);
   CHECK(header_len % 8 == 0);
 }
 
@@ -116,9 +117,8 @@ TEST_CASE("safetensors: byte layout of the reference writer") {
   // What safetensors.torch.save_file({"a": ..., "b": ...}, metadata={"format": "pt"}) writes for
   // two f32 tensors: compact JSON, metadata first, entries in data order, space padding.
   const std::vector<float> a = {1.f, -2.f}, b = {0.25f, 3.5f};
-  const std::string header =
-      R"({"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-      R"("b":{"dtype":"F32","shape":[1,2],"data_offsets":[8,16]}})";
+  const std::string header = R"({"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                             R"("b":{"dtype":"F32","shape":[1,2],"data_offsets":[8,16]}})";
   const std::string expected = safetensors_bytes(header, float_bytes(a) + float_bytes(b));
   REQUIRE(header.size() == 141);  // so 3 spaces of padding make it 144 = 0x90
   CHECK(expected.substr(0, 8) == std::string("\x90\0\0\0\0\0\0\0", 8));
@@ -134,7 +134,8 @@ TEST_CASE("safetensors: byte layout of the reference writer") {
 
   // Our writer produces exactly these bytes.
   const std::string ours = tmp.file("ours.safetensors");
-  save_safetensors(ours, {{"a", Tensor::from_floats(a, {2}, DType::F32)}, {"b", Tensor::from_floats(b, {1, 2}, DType::F32)}},
+  save_safetensors(ours,
+                   {{"a", Tensor::from_floats(a, {2}, DType::F32)}, {"b", Tensor::from_floats(b, {1, 2}, DType::F32)}},
                    {{"format", "pt"}});
   CHECK(read_file_bytes(ours) == expected);
 }
@@ -174,43 +175,53 @@ TEST_CASE("safetensors: every corruption gives an error naming the file") {
   check_rejected(file_with("not_json.safetensors", safetensors_bytes("PK\x03\x04", "")), "invalid JSON");
   check_rejected(file_with("array_header.safetensors", safetensors_bytes("[1,2]", "")), "JSON object");
   check_rejected(
-      file_with("dup_key.safetensors",
-                safetensors_bytes(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
-                                  eight_floats)),
+      file_with(
+          "dup_key.safetensors",
+          safetensors_bytes(
+              R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+              eight_floats)),
       "appears twice");
-  check_rejected(file_with("dtype.safetensors",
-                           safetensors_bytes(R"({"a":{"dtype":"I32","shape":[2],"data_offsets":[0,8]}})", eight_floats)),
-                 "expected dtype F32, F16, BF16, U8, I64 or F64, got \"I32\"");
-  check_rejected(file_with("no_dtype.safetensors",
-                           safetensors_bytes(R"({"a":{"shape":[2],"data_offsets":[0,8]}})", eight_floats)),
-                 "\"dtype\"");
-  check_rejected(file_with("mismatch.safetensors",
-                           safetensors_bytes(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", eight_floats)),
-                 "need 12 bytes");
-  check_rejected(file_with("reversed.safetensors",
-                           safetensors_bytes(R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}})", eight_floats)),
-                 "end before they begin");
-  check_rejected(file_with("out_of_buffer.safetensors",
-                           safetensors_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[32,40]}})", eight_floats)),
-                 "run past the end");
-  check_rejected(file_with("overlap.safetensors",
-                           safetensors_bytes(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
-                                             R"("b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
-                                             eight_floats)),
-                 "overlap");
-  check_rejected(file_with("negative_dim.safetensors",
-                           safetensors_bytes(R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", eight_floats)),
-                 "non-negative");
-  check_rejected(file_with("fractional_dim.safetensors",
-                           safetensors_bytes(R"({"a":{"dtype":"F32","shape":[2.0],"data_offsets":[0,8]}})", eight_floats)),
-                 "non-negative integer");
-  check_rejected(file_with("negative_offset.safetensors",
-                           safetensors_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[-8,0]}})", eight_floats)),
-                 "non-negative");
-  check_rejected(file_with("huge_shape.safetensors",
-                           safetensors_bytes(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})",
-                                             eight_floats)),
-                 "64 bits");
+  check_rejected(
+      file_with("dtype.safetensors",
+                safetensors_bytes(R"({"a":{"dtype":"I32","shape":[2],"data_offsets":[0,8]}})", eight_floats)),
+      "expected dtype F32, F16, BF16, U8, I64 or F64, got \"I32\"");
+  check_rejected(
+      file_with("no_dtype.safetensors", safetensors_bytes(R"({"a":{"shape":[2],"data_offsets":[0,8]}})", eight_floats)),
+      "\"dtype\"");
+  check_rejected(
+      file_with("mismatch.safetensors",
+                safetensors_bytes(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", eight_floats)),
+      "need 12 bytes");
+  check_rejected(
+      file_with("reversed.safetensors",
+                safetensors_bytes(R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}})", eight_floats)),
+      "end before they begin");
+  check_rejected(
+      file_with("out_of_buffer.safetensors",
+                safetensors_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[32,40]}})", eight_floats)),
+      "run past the end");
+  check_rejected(
+      file_with("overlap.safetensors", safetensors_bytes(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
+                                                         R"("b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+                                                         eight_floats)),
+      "overlap");
+  check_rejected(
+      file_with("negative_dim.safetensors",
+                safetensors_bytes(R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", eight_floats)),
+      "non-negative");
+  check_rejected(
+      file_with("fractional_dim.safetensors",
+                safetensors_bytes(R"({"a":{"dtype":"F32","shape":[2.0],"data_offsets":[0,8]}})", eight_floats)),
+      "non-negative integer");
+  check_rejected(
+      file_with("negative_offset.safetensors",
+                safetensors_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[-8,0]}})", eight_floats)),
+      "non-negative");
+  check_rejected(
+      file_with("huge_shape.safetensors",
+                safetensors_bytes(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})",
+                                  eight_floats)),
+      "64 bits");
   check_rejected(file_with("metadata.safetensors", safetensors_bytes(R"({"__metadata__":{"epoch":3}})", "")),
                  "expected a string value");
 

@@ -36,16 +36,16 @@ struct Networks {
 TEST_CASE("fusion plan: the generator's BatchNorms take their ReLUs and their convolutions' moments") {
   Networks n(64);
   CHECK(described(n.G->fusion()) == std::vector<std::string>{
-                                       "activation into BatchNorm: layer 1 -> 2",
-                                       "activation into BatchNorm: layer 4 -> 5",
-                                       "activation into BatchNorm: layer 7 -> 8",
-                                       "activation into BatchNorm: layer 10 -> 11",
-                                       "activation into convolution: layer 12 -> 13",
-                                       "moments formed for BatchNorm: layer 0 -> 1",
-                                       "moments formed for BatchNorm: layer 3 -> 4",
-                                       "moments formed for BatchNorm: layer 6 -> 7",
-                                       "moments formed for BatchNorm: layer 9 -> 10",
-                                   });
+                                        "activation into BatchNorm: layer 1 -> 2",
+                                        "activation into BatchNorm: layer 4 -> 5",
+                                        "activation into BatchNorm: layer 7 -> 8",
+                                        "activation into BatchNorm: layer 10 -> 11",
+                                        "activation into convolution: layer 12 -> 13",
+                                        "moments formed for BatchNorm: layer 0 -> 1",
+                                        "moments formed for BatchNorm: layer 3 -> 4",
+                                        "moments formed for BatchNorm: layer 6 -> 7",
+                                        "moments formed for BatchNorm: layer 9 -> 10",
+                                    });
   // Applied: G's last layer runs its Tanh, and the Tanh layer passes values through.
   auto& layers = n.G->layers();
   const auto* g_last = static_cast<const Conv2d*>(layers[12].get());
@@ -57,12 +57,12 @@ TEST_CASE("fusion plan: the generator's BatchNorms take their ReLUs and their co
 TEST_CASE("fusion plan: the discriminator's last BatchNorm forms the last layer's output") {
   Networks n(64);
   CHECK(described(n.D->fusion()) == std::vector<std::string>{
-                                       "activation into convolution: layer 0 -> 1",
-                                       "activation into BatchNorm: layer 3 -> 4",
-                                       "activation into BatchNorm: layer 6 -> 7",
-                                       "activation into BatchNorm: layer 9 -> 10",
-                                       "last layer's output formed by BatchNorm: layer 9 -> 11",
-                                   });
+                                        "activation into convolution: layer 0 -> 1",
+                                        "activation into BatchNorm: layer 3 -> 4",
+                                        "activation into BatchNorm: layer 6 -> 7",
+                                        "activation into BatchNorm: layer 9 -> 10",
+                                        "last layer's output formed by BatchNorm: layer 9 -> 11",
+                                    });
   auto& layers = n.D->layers();
   CHECK(static_cast<const BatchNorm2d*>(layers[9].get())->dots_for() == static_cast<Conv2d*>(layers[11].get()));
 }

@@ -67,7 +67,8 @@ void check_adam(Device d) {
   Tensor step = Tensor::zeros({1}, DType::F32, d), skip = Tensor::zeros({1}, DType::F32, d);
   ops::AdamConfig cfg;  // lr 2e-4, betas (0.5, 0.999), eps 1e-8: the golden's
   for (int s = 1; s <= 3; ++s) {
-    for (int i = 0; i < 2; ++i) grads[i].copy_from(golden_on(f, "p" + std::to_string(i) + ".grad" + std::to_string(s), d));
+    for (int i = 0; i < 2; ++i)
+      grads[i].copy_from(golden_on(f, "p" + std::to_string(i) + ".grad" + std::to_string(s), d));
     ops::adam_step(params, grads, m, v, step, skip, cfg);
     CHECK(step.item() == s);
     for (int i = 0; i < 2; ++i) {
@@ -101,12 +102,13 @@ struct TrajectoryInputs {
   }
   Tensor real(int64_t s) const {  // ToTensor + Normalize(0.5, 0.5), in f32 as torchvision does
     std::vector<float> v(static_cast<size_t>(img));
-    for (int64_t i = 0; i < img; ++i) v[i] = (static_cast<float>(pixels[(s % batches) * img + i]) / 255.0f - 0.5f) / 0.5f;
+    for (int64_t i = 0; i < img; ++i)
+      v[i] = (static_cast<float>(pixels[(s % batches) * img + i]) / 255.0f - 0.5f) / 0.5f;
     return Tensor::from_floats(v, {N, 3, 64, 64}, DType::F32);
   }
   Tensor noise(int64_t s) const {
-    return Tensor::from_doubles(std::vector<double>(z.begin() + s * N * nz, z.begin() + (s + 1) * N * nz), {N, nz, 1, 1},
-                                DType::F32);
+    return Tensor::from_doubles(std::vector<double>(z.begin() + s * N * nz, z.begin() + (s + 1) * N * nz),
+                                {N, nz, 1, 1}, DType::F32);
   }
 };
 

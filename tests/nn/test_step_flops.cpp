@@ -3,8 +3,8 @@
 #include <cstdio>
 #include <string>
 
-#include "train/step_flops.h"
 #include "support/test_util.h"
+#include "train/step_flops.h"
 
 using namespace ge;
 
@@ -85,9 +85,9 @@ TEST_CASE("step flops: a small configuration against a hand count") {
   const int64_t g1 = 256, g2 = 2048, g3 = 2048, d1 = 3072, d2 = 4608, d3 = 96;
   const int64_t d_real = (d1 + d2 + d3) + (d2 + d3) + (d1 + d2 + d3);  // fwd, data (not into x), filter
   const int64_t g_fwd = g1 + g2 + g3;
-  const int64_t d_fake = d_real;                                         // on fake.detach()
-  const int64_t d_for_g = (d1 + d2 + d3) + (d1 + d2 + d3);              // fwd, data into fake, no filter
-  const int64_t g_bwd = (g2 + g3) + (g1 + g2 + g3);                      // data (not into noise), filter
+  const int64_t d_fake = d_real;                            // on fake.detach()
+  const int64_t d_for_g = (d1 + d2 + d3) + (d1 + d2 + d3);  // fwd, data into fake, no filter
+  const int64_t g_bwd = (g2 + g3) + (g1 + g2 + g3);         // data (not into noise), filter
   const int64_t macs = d_real + g_fwd + d_fake + d_for_g + g_bwd;
   CHECK(macs == 68864);
   CHECK(dcgan_step_flops(cfg, 1) == 2 * macs);

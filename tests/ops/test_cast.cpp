@@ -41,9 +41,12 @@ double round_to(double x, const Format& fmt) {
 double decode_half(uint16_t h) {
   const int sign = h >> 15, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
   double v;
-  if (exp == 0x1f) v = mant ? std::numeric_limits<double>::quiet_NaN() : HUGE_VAL;
-  else if (exp == 0) v = std::ldexp(mant, -24);
-  else v = std::ldexp(1024 + mant, exp - 25);
+  if (exp == 0x1f)
+    v = mant ? std::numeric_limits<double>::quiet_NaN() : HUGE_VAL;
+  else if (exp == 0)
+    v = std::ldexp(mant, -24);
+  else
+    v = std::ldexp(1024 + mant, exp - 25);
   return sign ? -v : v;
 }
 
@@ -86,8 +89,10 @@ TEST_CASE("cast: all 65536 bf16 bit patterns round-trip") {
     std::memcpy(&expected_f, &f, 4);
     CAPTURE(bits);
     REQUIRE(expected_f == bits << 16);  // bf16 is the top half of a float
-    if (std::isnan(f)) CHECK(std::isnan(bf16_bits_to_float(float_to_bf16_bits(f))));
-    else REQUIRE(float_to_bf16_bits(f) == b);
+    if (std::isnan(f))
+      CHECK(std::isnan(bf16_bits_to_float(float_to_bf16_bits(f))));
+    else
+      REQUIRE(float_to_bf16_bits(f) == b);
   }
 }
 
@@ -100,8 +105,10 @@ TEST_CASE("cast: f32 -> f16 and f32 -> bf16 round to nearest even at ties subnor
       const float v = from_bits(static_cast<uint16_t>(bits));
       if (!std::isfinite(v)) continue;
       const float next = from_bits(static_cast<uint16_t>(bits + 1));  // next magnitude (may be inf)
-      const double mid = std::isfinite(next) ? (static_cast<double>(v) + next) / 2
-                                             : static_cast<double>(v) + (static_cast<double>(v) - from_bits(static_cast<uint16_t>(bits - 1))) / 2;
+      const double mid =
+          std::isfinite(next)
+              ? (static_cast<double>(v) + next) / 2
+              : static_cast<double>(v) + (static_cast<double>(v) - from_bits(static_cast<uint16_t>(bits - 1))) / 2;
       const float m = static_cast<float>(mid);
       REQUIRE(static_cast<double>(m) == mid);  // midpoints are floats
       for (float x : {v, m, next_up(m), next_down(m), next_up(v), next_down(v)}) {
@@ -123,16 +130,16 @@ TEST_CASE("cast: f32 -> f16 and f32 -> bf16 round to nearest even at ties subnor
   // Landmarks, spelled out.
   CHECK(float_to_half_bits(65504.f) == 0x7bff);
   CHECK(float_to_half_bits(65519.99f) == 0x7bff);
-  CHECK(float_to_half_bits(65520.f) == 0x7c00);            // the tie above the largest half goes to inf
-  CHECK(float_to_half_bits(0x1p-24f) == 0x0001);           // smallest subnormal
-  CHECK(float_to_half_bits(0x1p-25f) == 0x0000);           // half of it: tie to even (zero)
+  CHECK(float_to_half_bits(65520.f) == 0x7c00);   // the tie above the largest half goes to inf
+  CHECK(float_to_half_bits(0x1p-24f) == 0x0001);  // smallest subnormal
+  CHECK(float_to_half_bits(0x1p-25f) == 0x0000);  // half of it: tie to even (zero)
   CHECK(float_to_half_bits(next_up(0x1p-25f)) == 0x0001);
-  CHECK(float_to_half_bits(0x3p-25f) == 0x0002);           // 1.5 ulp: tie to even (2)
+  CHECK(float_to_half_bits(0x3p-25f) == 0x0002);  // 1.5 ulp: tie to even (2)
   CHECK(float_to_half_bits(-0.f) == 0x8000);
   CHECK(float_to_half_bits(1e-30f) == 0x0000);
   CHECK(float_to_half_bits(-1e30f) == 0xfc00);
   CHECK(float_to_bf16_bits(std::numeric_limits<float>::max()) == 0x7f80);
-  CHECK(float_to_bf16_bits(1.f + 0x1p-8f) == 0x3f80);     // tie to even
+  CHECK(float_to_bf16_bits(1.f + 0x1p-8f) == 0x3f80);  // tie to even
   CHECK(float_to_bf16_bits(1.f + 0x3p-8f) == 0x3f82);
 
   // Random floats over every exponent, NaNs excluded.
@@ -169,7 +176,8 @@ TEST_CASE("cast: double -> f16 / bf16 rounds once not twice") {
   std::mt19937_64& rng = test::rng();
   for (int i = 0; i < 1000000; ++i) {
     // Doubles near the target grids, with low bits that a float would cut off.
-    const double base = std::ldexp(1.0 + static_cast<double>(rng() >> 11) * 0x1p-53, static_cast<int>(rng() % 300) - 150);
+    const double base =
+        std::ldexp(1.0 + static_cast<double>(rng() >> 11) * 0x1p-53, static_cast<int>(rng() % 300) - 150);
     const double x = i % 2 ? -base : base;
     CAPTURE(x);
     REQUIRE(same_value(decode_half(double_to_half_bits(x)), round_to(x, kHalf)));
@@ -197,10 +205,11 @@ TEST_CASE("cast: CPU cast across dtypes and memory formats") {
           CHECK(dst.format() == to_format);
           const std::vector<double> in = src.to_doubles(), out = dst.to_doubles();
           for (size_t i = 0; i < in.size(); ++i) {
-            const double expected = to == DType::F16    ? decode_half(double_to_half_bits(in[i]))
-                                    : to == DType::BF16 ? static_cast<double>(bf16_bits_to_float(double_to_bf16_bits(in[i])))
-                                    : to == DType::F32  ? static_cast<double>(static_cast<float>(in[i]))
-                                                        : in[i];
+            const double expected = to == DType::F16 ? decode_half(double_to_half_bits(in[i]))
+                                    : to == DType::BF16
+                                        ? static_cast<double>(bf16_bits_to_float(double_to_bf16_bits(in[i])))
+                                    : to == DType::F32 ? static_cast<double>(static_cast<float>(in[i]))
+                                                       : in[i];
             REQUIRE(same_value(out[i], expected));
           }
         }
@@ -241,8 +250,8 @@ TEST_CASE("cast: GPU cast is bitwise the CPU cast across dtypes and layouts") {
             ops::cast(src_gpu, dst_gpu);
             REQUIRE(host_bytes(dst_gpu) == host_bytes(dst_cpu));
             // Small magnitudes: f16 subnormals and bf16 rounding of tiny values.
-            const Tensor tiny_cpu = Tensor::from_doubles(test::random_values(shape_numel(shape), -1e-5, 1e-5), shape, from,
-                                                         Device::cpu(), from_format);
+            const Tensor tiny_cpu = Tensor::from_doubles(test::random_values(shape_numel(shape), -1e-5, 1e-5), shape,
+                                                         from, Device::cpu(), from_format);
             Tensor tiny_dst_cpu = Tensor::empty(shape, to, Device::cpu(), to_format);
             ops::cast(tiny_cpu, tiny_dst_cpu);
             Tensor tiny_dst_gpu = Tensor::empty(shape, to, Device::cuda(), to_format);

@@ -4,8 +4,8 @@
 #include <sstream>
 #include <string>
 
-#include "support/cli_runner.h"
 #include "core/conv_algo_cache.h"
+#include "support/cli_runner.h"
 #include "support/scoped_env.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
@@ -70,7 +70,7 @@ TEST_CASE("conv algorithm cache: lines it cannot read are ignored and dropped at
   TempDir tmp;
   const std::filesystem::path path = tmp.dir / "algos.txt";
   std::ofstream(path) << "# header\ngood 3 1 0\nbad\nworse 1 2\nnegative -1 0 0\ntrailing 1 1 1 x\n"
-                       "engine 1 1 1 e3,2=0\nengine_trailing 1 1 1 e3 x\n";
+                         "engine 1 1 1 e3,2=0\nengine_trailing 1 1 1 e3 x\n";
   ConvAlgoCache cache(path.string());
   CHECK(cache.find("good") == ConvAlgoChoice{3, 1, 0, ""});
   CHECK(cache.find("engine") == ConvAlgoChoice{1, 1, 1, "e3,2=0"});
@@ -124,8 +124,9 @@ TEST_CASE("gpu train cli: a second run takes its cuDNN algorithms from the cache
   TempDir tmp;
   const std::string file = (tmp.dir / "algos.txt").string();
   ScopedEnv env{{"GANENGINE_CUDNN_CACHE", file.c_str()}};
-  const std::string args = "train --dataset fake --imageSize 16 --ngf 8 --ndf 8 --batchSize 16 --max-steps 4 "
-                           "--opt-level O2 --no-progress --outf ";
+  const std::string args =
+      "train --dataset fake --imageSize 16 --ngf 8 --ndf 8 --batchSize 16 --max-steps 4 "
+      "--opt-level O2 --no-progress --outf ";
   const CommandResult first = run_ganengine(args + (tmp.dir / "a").string());
   INFO(first.output);
   REQUIRE(first.exit_code == 0);

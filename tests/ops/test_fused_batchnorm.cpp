@@ -2,8 +2,8 @@
 // sequence on the same backend, and the GPU against the CPU reference.
 #include <cmath>
 
-#include "ganengine/amp.h"
 #include "core/backend.h"
+#include "ganengine/amp.h"
 #include "ganengine/nn.h"
 #include "support/test_util.h"
 
@@ -245,13 +245,14 @@ TEST_CASE("gpu fused batchnorm activation: threads that take several packs match
 // (for half a compare with 2^-25, half the smallest subnormal). Normalised values at and around
 // that boundary (mean 0, invstd 1, gamma 1: the normalised value is x + beta, exactly), with y as
 // the forward writes it: bitwise what the backward reading y gives (beta not passed).
-TEST_CASE("gpu fused batchnorm backward: recomputing the activation from x is bitwise reading it at the rounding edge") {
+TEST_CASE(
+    "gpu fused batchnorm backward: recomputing the activation from x is bitwise reading it at the rounding edge") {
   GE_REQUIRE_GPU();
   const Device gpu = Device::cuda(0);
   const int64_t N = 2, C = 8, H = 4, W = 4;
   const float edge = 0x1p-25f;
-  const std::vector<float> betas = {edge, std::nextafter(edge, 1.f), std::nextafter(edge, 0.f), -edge,
-                                    0.f,  -0.f,                      0x1p-24f,                   0x1p-134f};
+  const std::vector<float> betas = {
+      edge, std::nextafter(edge, 1.f), std::nextafter(edge, 0.f), -edge, 0.f, -0.f, 0x1p-24f, 0x1p-134f};
   const std::vector<float> xs = {0.f, 0x1p-24f, -0x1p-24f, 0x1p-23f, 1.f, -1.f, 0.f, -0x1p-26f};
   for (DType dt : {DType::F16, DType::BF16})
     for (ops::Activation a : {ops::Activation::ReLU, ops::Activation::LeakyReLU}) {

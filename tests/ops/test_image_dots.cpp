@@ -3,8 +3,8 @@
 // BatchNorm2d::form_dots_for), and that layer's backward-data where its backward reads it
 // (ops::batchnorm_activation_backward_outer): bitwise what the layer's own passes give, and the
 // layers linked where the discriminator has them.
-#include "ganengine/amp.h"
 #include "core/backend.h"
+#include "ganengine/amp.h"
 #include "ganengine/nn.h"
 #include "support/test_util.h"
 
@@ -26,12 +26,12 @@ nn::NetConfig small_net() {
 TEST_CASE("image dots: the CPU forms none while D links its last BatchNorm to its last layer and twins to the twin's") {
   const Tensor x = random_tensor({3, 8, 4, 4}, DType::F32), gamma = random_tensor({8}, DType::F32),
                beta = random_tensor({8}, DType::F32), w = random_tensor({1, 8, 4, 4}, DType::F32);
-  Tensor rm = Tensor::zeros({8}, DType::F32), rv = Tensor::zeros({8}, DType::F32), y = Tensor::zeros(x.shape(), DType::F32),
-         mean = Tensor::zeros({8}, DType::F32), invstd = Tensor::zeros({8}, DType::F32),
-         dots = Tensor::zeros({3, 1, 1, 1}, DType::F32);
+  Tensor rm = Tensor::zeros({8}, DType::F32), rv = Tensor::zeros({8}, DType::F32),
+         y = Tensor::zeros(x.shape(), DType::F32), mean = Tensor::zeros({8}, DType::F32),
+         invstd = Tensor::zeros({8}, DType::F32), dots = Tensor::zeros({3, 1, 1, 1}, DType::F32);
   const ops::FusedActivation act{ops::Activation::LeakyReLU, 0.2f};
-  CHECK_FALSE(ops::batchnorm_activation_forward_train_dot(x, gamma, beta, rm, rv, 0.1f, 1e-5f, act, y, mean, invstd, w,
-                                                          dots));
+  CHECK_FALSE(
+      ops::batchnorm_activation_forward_train_dot(x, gamma, beta, rm, rv, 0.1f, 1e-5f, act, y, mean, invstd, w, dots));
   CHECK(rel_error(y, Tensor::zeros(x.shape(), DType::F32)) == 0.0);  // nothing run
   CHECK(rel_error(rm, Tensor::zeros({8}, DType::F32)) == 0.0);
   const Tensor wrong = random_tensor({1, 8, 2, 2}, DType::F32);
@@ -117,8 +117,9 @@ TEST_CASE("gpu image dots: y and statistics bitwise the plain forward and the do
     Shape s;
     DType dt;
   };
-  const Case cases[] = {{{64, 512, 4, 4}, DType::F16},  {{256, 512, 4, 4}, DType::F16}, {{1024, 512, 4, 4}, DType::F16},
-                        {{256, 512, 4, 4}, DType::BF16}, {{7, 24, 3, 3}, DType::F16},    {{16, 32, 4, 4}, DType::F32}};
+  const Case cases[] = {{{64, 512, 4, 4}, DType::F16},   {{256, 512, 4, 4}, DType::F16},
+                        {{1024, 512, 4, 4}, DType::F16}, {{256, 512, 4, 4}, DType::BF16},
+                        {{7, 24, 3, 3}, DType::F16},     {{16, 32, 4, 4}, DType::F32}};
   for (const Case& k : cases)
     for (gpu::ClusterBatchNorm choice :
          {gpu::ClusterBatchNorm::Auto, gpu::ClusterBatchNorm::On, gpu::ClusterBatchNorm::Off}) {
@@ -132,8 +133,8 @@ TEST_CASE("gpu image dots: y and statistics bitwise the plain forward and the do
       const Tensor w = random_tensor({1, C, k.s[2], k.s[3]}, k.dt, gpu, MemoryFormat::NHWC, -0.05, 0.05);
       const Forward dotted = forward(true, x, gamma, beta, w), plain = forward(false, x, gamma, beta, w);
       CHECK(dotted.formed == !one_launch);
-      CHECK(one_launch == (choice == gpu::ClusterBatchNorm::On || (choice == gpu::ClusterBatchNorm::Auto &&
-                                                                    (k.s[0] == 64 || k.s[0] < 32))));
+      CHECK(one_launch == (choice == gpu::ClusterBatchNorm::On ||
+                           (choice == gpu::ClusterBatchNorm::Auto && (k.s[0] == 64 || k.s[0] < 32))));
       if (!dotted.formed) continue;
       CHECK(same_bytes(dotted.y, plain.y));
       CHECK(same_bytes(dotted.mean, plain.mean));
@@ -145,8 +146,8 @@ TEST_CASE("gpu image dots: y and statistics bitwise the plain forward and the do
       else
         CHECK(same_bytes(dotted.dots, plain.dots));
       // Against the CPU: the convolution of the CPU's fused forward.
-      const Forward cpu = forward(false, x.to(Device::cpu()), gamma.to(Device::cpu()), beta.to(Device::cpu()),
-                                  w.to(Device::cpu()));
+      const Forward cpu =
+          forward(false, x.to(Device::cpu()), gamma.to(Device::cpu()), beta.to(Device::cpu()), w.to(Device::cpu()));
       CHECK(rel_error(dotted.dots, cpu.dots) < (k.dt == DType::F32 ? 1e-4 : 2e-2));
     }
 }

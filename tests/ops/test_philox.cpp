@@ -42,10 +42,14 @@ TEST_CASE("philox: Random123 known-answer vectors") {
   };
   const Kat kats[] = {
       {{{0, 0, 0, 0}}, 0, 0, {{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}}},
-      {{{0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu}}, 0xffffffffu, 0xffffffffu,
+      {{{0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu}},
+       0xffffffffu,
+       0xffffffffu,
        {{0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu}}},
       // pi digits as counter, more pi digits as key
-      {{{0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}}, 0xa4093822u, 0x299f31d0u,
+      {{{0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}},
+       0xa4093822u,
+       0x299f31d0u,
        {{0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u}}},
   };
   for (const Kat& k : kats) {
@@ -82,8 +86,9 @@ TEST_CASE("philox: own log and sincos are accurate to about 1e-15") {
   std::mt19937_64& rng = test::rng();
   for (int i = 0; i < 200000; ++i) {
     // u1 as Box-Muller forms it: (a + 1) 2^-32, plus values across the whole double range.
-    const double u = i % 2 ? (static_cast<double>(rng() >> 32) + 1.0) * 0x1p-32
-                           : std::ldexp(1.0 + static_cast<double>(rng() >> 11) * 0x1p-53, static_cast<int>(rng() % 2000) - 1000);
+    const double u =
+        i % 2 ? (static_cast<double>(rng() >> 32) + 1.0) * 0x1p-32
+              : std::ldexp(1.0 + static_cast<double>(rng() >> 11) * 0x1p-53, static_cast<int>(rng() % 2000) - 1000);
     const double ref = std::log(u);
     const double err = std::fabs(philox::log_positive(u) - ref);
     worst_log = std::max(worst_log, ref != 0 ? err / std::fabs(ref) : err);

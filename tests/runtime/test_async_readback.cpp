@@ -3,9 +3,9 @@
 #include <vector>
 
 #include "runtime/async_readback.h"
-#include "train/pending_logs.h"
 #include "support/test_util.h"
 #include "support/trainer_compare.h"
+#include "train/pending_logs.h"
 
 using namespace ge;
 using namespace ge::test;

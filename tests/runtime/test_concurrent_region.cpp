@@ -7,8 +7,8 @@
 #include "ganengine/allocator.h"
 #include "ganengine/concurrent_region.h"
 #include "ganengine/ops.h"
-#include "runtime/profiling.h"
 #include "ganengine/trainer.h"
+#include "runtime/profiling.h"
 #include "support/test_util.h"
 #include "support/trainer_compare.h"
 #if GE_WITH_CUDA

@@ -37,8 +37,8 @@ TEST_CASE("tuning policy: a bad override names the variable and the key and says
                        Error);
   CHECK_THROWS_WITH_AS(resolve_tuning("side_hold_max_pixels", "GANENGINE_TUNING"),
                        doctest::Contains("'side_hold_max_pixels' is not key=value"), Error);
-  for (const char* bad : {"side_hold_max_pixels=-1", "side_hold_max_pixels=1x", "side_hold_max_pixels=",
-                          "side_hold_max_pixels=99999999999999999999"})
+  for (const char* bad : {"side_hold_max_pixels=-1", "side_hold_max_pixels=1x",
+                          "side_hold_max_pixels=", "side_hold_max_pixels=99999999999999999999"})
     CHECK_THROWS_WITH_AS(resolve_tuning(bad, "GANENGINE_TUNING"), doctest::Contains("is not a non-negative integer"),
                          Error);
 }

@@ -29,7 +29,7 @@ CommandResult run_ganengine(const std::string& args) {
 CommandResult run_ganengine_with_interrupt(const std::string& args, int seconds) {
   // coreutils' timeout sends the signal; --preserve-status passes the program's exit code on.
   return run_command("timeout --preserve-status --signal=INT " + std::to_string(seconds) + " " + ganengine_binary() +
-                   " " + args + " </dev/null 2>&1");
+                     " " + args + " </dev/null 2>&1");
 }
 
 CommandResult run_ganengine_ranks(const std::vector<std::string>& envs, const std::string& args) {
@@ -56,7 +56,7 @@ CommandResult run_ganengine_mpirun(int ranks, const std::string& args, int timeo
   for (const char* var : {"LD_LIBRARY_PATH", "NCCL_NVLS_ENABLE", "NCCL_DEBUG"})
     if (std::getenv(var)) exports += std::string(" -x ") + var;
   return run_command("timeout " + std::to_string(timeout_s) + " mpirun --allow-run-as-root --oversubscribe -np " +
-                   std::to_string(ranks) + exports + " " + ganengine_binary() + " " + args + " </dev/null 2>&1");
+                     std::to_string(ranks) + exports + " " + ganengine_binary() + " " + args + " </dev/null 2>&1");
 }
 
 }  // namespace ge::test

@@ -25,7 +25,9 @@ DecodedImage pattern_image(int width, int height, int channels) {
 
 namespace {
 
-void append(void* context, void* data, int size) { static_cast<std::string*>(context)->append(static_cast<char*>(data), size_t(size)); }
+void append(void* context, void* data, int size) {
+  static_cast<std::string*>(context)->append(static_cast<char*>(data), size_t(size));
+}
 
 void put16(std::string& s, uint32_t v) { s += char(v & 255), s += char(v >> 8 & 255); }
 void put32(std::string& s, uint32_t v) { put16(s, v & 0xFFFF), put16(s, v >> 16); }
@@ -63,8 +65,9 @@ std::string jpeg_bytes(const DecodedImage& image, int quality) {
 
 std::string webp_bytes(const DecodedImage& image, bool lossless) {
   uint8_t* webp = nullptr;
-  const size_t size = lossless ? WebPEncodeLosslessRGB(image.hwc.data(), image.width, image.height, image.width * 3, &webp)
-                               : WebPEncodeRGB(image.hwc.data(), image.width, image.height, image.width * 3, 80, &webp);
+  const size_t size = lossless
+                          ? WebPEncodeLosslessRGB(image.hwc.data(), image.width, image.height, image.width * 3, &webp)
+                          : WebPEncodeRGB(image.hwc.data(), image.width, image.height, image.width * 3, 80, &webp);
   std::string out(reinterpret_cast<char*>(webp), size);
   WebPFree(webp);
   GE_CHECK(size > 0, "webp encode");
@@ -88,10 +91,20 @@ std::string tiff_bytes(const DecodedImage& image) {
   s.append(image.hwc.begin(), image.hwc.end());
   put16(s, 8), put16(s, 8), put16(s, 8);
   if (s.size() % 2) s += '\0';
-  struct Tag { uint16_t id, type; uint32_t count, value; };
-  const Tag tags[] = {{256, 4, 1, uint32_t(image.width)}, {257, 4, 1, uint32_t(image.height)}, {258, 3, 3, bits_at},
-                      {259, 3, 1, 1},  {262, 3, 1, 2},  {273, 4, 1, pixels_at}, {277, 3, 1, 3},
-                      {278, 4, 1, uint32_t(image.height)}, {279, 4, 1, bytes}, {284, 3, 1, 1}};
+  struct Tag {
+    uint16_t id, type;
+    uint32_t count, value;
+  };
+  const Tag tags[] = {{256, 4, 1, uint32_t(image.width)},
+                      {257, 4, 1, uint32_t(image.height)},
+                      {258, 3, 3, bits_at},
+                      {259, 3, 1, 1},
+                      {262, 3, 1, 2},
+                      {273, 4, 1, pixels_at},
+                      {277, 3, 1, 3},
+                      {278, 4, 1, uint32_t(image.height)},
+                      {279, 4, 1, bytes},
+                      {284, 3, 1, 1}};
   put16(s, sizeof tags / sizeof tags[0]);
   for (const Tag& t : tags) put16(s, t.id), put16(s, t.type), put32(s, t.count), put32(s, t.value);
   put32(s, 0);  // no next IFD

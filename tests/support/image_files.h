@@ -14,7 +14,7 @@ namespace ge::test {
 DecodedImage pattern_image(int width, int height, int channels);
 
 // Encoded files as bytes; `image` has 3 channels unless said otherwise.
-std::string png_bytes(const DecodedImage& image);   // any channel count 1-4
+std::string png_bytes(const DecodedImage& image);  // any channel count 1-4
 std::string bmp_bytes(const DecodedImage& image);
 std::string jpeg_bytes(const DecodedImage& image, int quality = 90);  // 4:2:0, or grey for 1 channel
 std::string webp_bytes(const DecodedImage& image, bool lossless);

@@ -22,21 +22,21 @@ struct ClusterChoice {
 #endif
 
 // GPU cases call this first. With no usable GPU it prints the marker CTest turns into "skipped".
-#define GE_REQUIRE_GPU()                                                         \
-  do {                                                                           \
-    if (!::ge::cuda_available()) {                                               \
+#define GE_REQUIRE_GPU()                                                           \
+  do {                                                                             \
+    if (!::ge::cuda_available()) {                                                 \
       MESSAGE("GPU test skipped: no CUDA device present (or built without CUDA)"); \
-      return;                                                                    \
-    }                                                                            \
+      return;                                                                      \
+    }                                                                              \
   } while (0)
 
 // Multi-GPU cases: skipped (and counted as skipped) on machines with fewer GPUs.
-#define GE_REQUIRE_GPUS(n)                                                                   \
-  do {                                                                                       \
-    if (::ge::cuda_device_count() < (n)) {                                                   \
+#define GE_REQUIRE_GPUS(n)                                                                          \
+  do {                                                                                              \
+    if (::ge::cuda_device_count() < (n)) {                                                          \
       MESSAGE("GPU test skipped: needs ", (n), " CUDA devices, found ", ::ge::cuda_device_count()); \
-      return;                                                                                \
-    }                                                                                        \
+      return;                                                                                       \
+    }                                                                                               \
   } while (0)
 
 // Fresh random values for every run unless GE_TEST_SEED is set; printed on failure.

@@ -42,8 +42,7 @@ void expect_same_record(const StepRecord& a, const StepRecord& b, size_t step) {
   const float fa[] = {a.errD_real, a.errD_fake, a.errG, a.D_x, a.D_G_z1, a.D_G_z2, a.scale[0], a.scale[1], a.scale[2]};
   const float fb[] = {b.errD_real, b.errD_fake, b.errG, b.D_x, b.D_G_z1, b.D_G_z2, b.scale[0], b.scale[1], b.scale[2]};
   for (int c = 0; c < 9; ++c) {
-    INFO("field ", c, " (errD_real errD_fake errG D_x D_G_z1 D_G_z2 scale0 scale1 scale2): ", fa[c],
-         " vs ", fb[c]);
+    INFO("field ", c, " (errD_real errD_fake errG D_x D_G_z1 D_G_z2 scale0 scale1 scale2): ", fa[c], " vs ", fb[c]);
     CHECK(same_bits(fa[c], fb[c]));
   }
   for (int i = 0; i < 3; ++i) {

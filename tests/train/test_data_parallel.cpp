@@ -11,19 +11,19 @@
 #include <optional>
 #include <set>
 #include <sstream>
-#include <thread>
 #include <stdexcept>
+#include <thread>
 
-#include "support/cli_runner.h"
-#include "runtime/nccl_group.h"
 #include "core/process_group.h"
 #include "core/replica_pool.h"
-#include "train/replica_set.h"
 #include "ganengine/training_state.h"
+#include "runtime/nccl_group.h"
+#include "support/cli_runner.h"
 #include "support/scoped_env.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
 #include "support/trainer_compare.h"
+#include "train/replica_set.h"
 
 using namespace ge;
 using namespace ge::test;
@@ -54,9 +54,8 @@ Tensor twice(const Tensor& t) {
 // Replica k steps on rows [k*n/2, (k+1)*n/2) of the batch, each from its own thread.
 void step_halves(ReplicaSet& r, const Tensor& real, const Tensor& noise) {
   const int64_t half = real.dim(0) / 2;
-  r.run([&](int k) {
-    r.trainer(k).step(real.slice0(k * half, (k + 1) * half), noise.slice0(k * half, (k + 1) * half));
-  });
+  r.run(
+      [&](int k) { r.trainer(k).step(real.slice0(k * half, (k + 1) * half), noise.slice0(k * half, (k + 1) * half)); });
 }
 
 // Losses and probabilities of two records within a relative tolerance.
@@ -283,11 +282,11 @@ TEST_CASE("data parallel: a replica that fails aborts the group instead of leavi
   // replica 0 waits in one; the abort releases replica 0, and the pool reports replica 1's error.
   const Tensor bad = Tensor::zeros({4, 3, 8, 8}, DType::F32);
   CHECK_THROWS_WITH_AS(r->run([&](int k) {
-                         if (k == 0)
-                           r->trainer(0).step(real.slice0(0, 4), noise.slice0(0, 4));
-                         else
-                           r->trainer(1).step(bad, noise.slice0(4, 8));
-                       }),
+    if (k == 0)
+      r->trainer(0).step(real.slice0(0, 4), noise.slice0(0, 4));
+    else
+      r->trainer(1).step(bad, noise.slice0(4, 8));
+  }),
                        doctest::Contains("does not match"), Error);
 }
 
@@ -298,7 +297,8 @@ TEST_CASE("gpu data parallel: NCCL replicas on two GPUs on duplicated halves ste
     OptLevel level;
     bool graph;
   };
-  for (Run run : {Run{OptLevel::O2, false}, Run{OptLevel::O2, true}, Run{OptLevel::O1, true}, Run{OptLevel::O3, true}}) {
+  for (Run run :
+       {Run{OptLevel::O2, false}, Run{OptLevel::O2, true}, Run{OptLevel::O1, true}, Run{OptLevel::O3, true}}) {
     const bool graph = run.graph;
     INFO(std::string(opt_level_name(run.level)), " ", std::string(graph ? "CUDA graph" : "eager"));
     TrainerConfig cfg = replica_config(run.level, Device::cuda(0));
@@ -385,8 +385,9 @@ TEST_CASE("gpu data parallel: two GPUs with synchronised BatchNorm at O0 take on
 TEST_CASE("gpu train cli: --ngpu 2 trains with replicas checked identical in graph mode and with a forced overflow") {
   GE_REQUIRE_GPUS(2);
   TempDir tmp;
-  const std::string base = "train --dataset fake --imageSize 16 --ngf 8 --ndf 8 --batchSize 16 --ngpu 2 "
-                           "--check-replicas --max-steps 8 --opt-level O2 --no-progress ";
+  const std::string base =
+      "train --dataset fake --imageSize 16 --ngf 8 --ndf 8 --batchSize 16 --ngpu 2 "
+      "--check-replicas --max-steps 8 --opt-level O2 --no-progress ";
   const CommandResult graph = run_ganengine(base + "--outf " + tmp.dir.string() + "/graph");
   INFO(graph.output);
   CHECK(graph.exit_code == 0);
@@ -413,7 +414,6 @@ TEST_CASE("gpu train cli: --ngpu 2 trains with replicas checked identical in gra
 // ---- several processes (process_group.h)
 
 namespace {
-
 
 // The loss columns of metrics.jsonl's first `steps` records.
 std::vector<double> logged_losses(const std::filesystem::path& metrics, int steps) {
@@ -463,7 +463,9 @@ TEST_CASE("process group: the environment names the rank and malformed values ar
     CHECK(pg.local_rank == 1);
   }
   {
-    ScopedEnv env{{"OMPI_COMM_WORLD_SIZE", nullptr}, {"GANENGINE_WORLD_SIZE", "2"}, {"GANENGINE_RANK", "1"},
+    ScopedEnv env{{"OMPI_COMM_WORLD_SIZE", nullptr},
+                  {"GANENGINE_WORLD_SIZE", "2"},
+                  {"GANENGINE_RANK", "1"},
                   {"GANENGINE_LOCAL_RANK", nullptr}};
     const ProcessGroupInfo pg = detect_process_group();
     CHECK(pg.launcher == "env");
@@ -519,8 +521,9 @@ TEST_CASE("train cli: training over several processes needs GPUs and says so") {
   INFO(r.output);
   CHECK(r.exit_code == 1);
   CHECK(r.output.find("training over 2 processes needs GPUs") != std::string::npos);
-  const CommandResult both = run_ganengine_ranks({"GANENGINE_WORLD_SIZE=2 GANENGINE_RANK=0"},
-                                                 "train --dataset fake --ngpu 2 --max-steps 1 --outf " + tmp.dir.string());
+  const CommandResult both =
+      run_ganengine_ranks({"GANENGINE_WORLD_SIZE=2 GANENGINE_RANK=0"},
+                          "train --dataset fake --ngpu 2 --max-steps 1 --outf " + tmp.dir.string());
   CHECK(both.exit_code == 1);
   CHECK(both.output.find("drop --ngpu") != std::string::npos);
 }
@@ -528,8 +531,9 @@ TEST_CASE("train cli: training over several processes needs GPUs and says so") {
 TEST_CASE("gpu train cli: two processes with GANENGINE_RANK train as --ngpu 2 does") {
   GE_REQUIRE_GPUS(2);
   TempDir tmp;
-  const std::string args = "train --dataset fake --imageSize 16 --ngf 8 --ndf 8 --batchSize 16 --max-steps 6 "
-                           "--opt-level O0 --check-replicas --no-progress ";
+  const std::string args =
+      "train --dataset fake --imageSize 16 --ngf 8 --ndf 8 --batchSize 16 --max-steps 6 "
+      "--opt-level O0 --check-replicas --no-progress ";
   const std::string rendezvous = "GANENGINE_WORLD_SIZE=2 GANENGINE_RENDEZVOUS_FILE=" + (tmp.dir / "id").string();
   const CommandResult ranks = run_ganengine_ranks({rendezvous + " GANENGINE_RANK=0", rendezvous + " GANENGINE_RANK=1"},
                                                   args + "--outf " + (tmp.dir / "ranks").string());
@@ -570,8 +574,9 @@ TEST_CASE("mpirun gpu: two ranks train with synchronised BatchNorm and match --n
   REQUIRE_MESSAGE(std::system("command -v mpirun >/dev/null 2>&1") == 0,
                   "mpirun not found (apt-get install openmpi-bin)");
   TempDir tmp;
-  const std::string small = "train --dataset fake --imageSize 16 --ngf 8 --ndf 8 --batchSize 16 --max-steps 8 "
-                            "--sync-bn --check-replicas --no-progress ";
+  const std::string small =
+      "train --dataset fake --imageSize 16 --ngf 8 --ndf 8 --batchSize 16 --max-steps 8 "
+      "--sync-bn --check-replicas --no-progress ";
   // O2 in graph mode: samples are written at step 0 by rank 0 alone; with --sync-bn that look
   // must take no collective, or rank 0 would wait for rank 1 forever.
   const CommandResult o2 = run_ganengine_mpirun(2, small + "--opt-level O2 --outf " + (tmp.dir / "o2").string(), 300);

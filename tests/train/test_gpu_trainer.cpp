@@ -2,15 +2,15 @@
 #include <cmath>
 #include <cstring>
 
-#include "support/cli_runner.h"
-#include "ganengine/allocator.h"
 #include "core/backend.h"
 #include "core/tuning_policy.h"
+#include "ganengine/allocator.h"
 #include "ganengine/concurrent_region.h"
 #include "ganengine/cuda_graph.h"
 #include "ganengine/ops.h"
 #include "ganengine/state_dict.h"
 #include "ganengine/trainer.h"
+#include "support/cli_runner.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
 #include "support/trainer_compare.h"
@@ -28,7 +28,9 @@ TrainerConfig small_config(OptLevel level, Device d, DType half = DType::F16) {
   return small_trainer_config(level, d, 16, 32, half);
 }
 
-void batch(int64_t step, int64_t n, Tensor& real, Tensor& noise) { synthetic_step_inputs(step, n, 32, 11, real, noise); }
+void batch(int64_t step, int64_t n, Tensor& real, Tensor& noise) {
+  synthetic_step_inputs(step, n, 32, 11, real, noise);
+}
 
 }  // namespace
 
@@ -240,7 +242,7 @@ TEST_CASE("gpu trainer graph: dynamic-scale overflows and skipped steps inside t
   expect_same_state(eager, graph);
   CHECK(graph.graph_stats().replays == 11);
   CHECK(replay_overflowed);
-  WARN(replay_clean);  // the scenario, not the engine: the scale should have come down by then
+  WARN(replay_clean);        // the scenario, not the engine: the scale should have come down by then
   CHECK(re[0].overflow[0]);  // at 2^24 the very first step overflows
   CHECK(re[0].scale[0] == 8388608.f);
 }
@@ -357,10 +359,11 @@ TEST_CASE("gpu cuda graph: capture records without running and a failed capture 
   // A host round trip cannot be captured: the error surfaces, nothing stays captured, and
   // the stream takes ordinary work again.
   CudaGraph bad;
-  CHECK_THROWS_AS(bad.capture(d, [&] {
-    ops::scale_inplace(x, 2.f);
-    (void)x.to_doubles();
-  }),
+  CHECK_THROWS_AS(bad.capture(d,
+                              [&] {
+                                ops::scale_inplace(x, 2.f);
+                                (void)x.to_doubles();
+                              }),
                   Error);
   CHECK_FALSE(bad.captured());
   ops::scale_inplace(x, 0.5f);
@@ -508,8 +511,9 @@ TEST_CASE("trainer: cuda_graph needs a CUDA device and the train command says so
   TrainerConfig cfg = small_config(OptLevel::O0, Device::cpu());
   cfg.cuda_graph = true;
   CHECK_THROWS_WITH_AS(DcganTrainer{cfg}, doctest::Contains("needs a CUDA device"), Error);
-  const std::string tiny = "train --dataset fake --device cpu --imageSize 16 --ngf 4 --ndf 4 --nz 8 --no-progress "
-                           "--batchSize 8 --max-steps 1 ";
+  const std::string tiny =
+      "train --dataset fake --device cpu --imageSize 16 --ngf 4 --ndf 4 --nz 8 --no-progress "
+      "--batchSize 8 --max-steps 1 ";
   const CommandResult r = run_ganengine(tiny + "--cuda-graph --outf /nonexistent");
   INFO(r.output);
   CHECK(r.exit_code != 0);

@@ -53,7 +53,7 @@ __global__ void __launch_bounds__(kBlockThreads, 5)
   __shared__ alignas(16) T out_s[kTilePixels * kOutStride];
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int g = lane >> 2, t = lane & 3;  // mma fragment row / column pair
+  const int g = lane >> 2, t = lane & 3;                   // mma fragment row / column pair
   const int k0 = blockIdx.y * kGroupChannels + warp * 16;  // this warp's first output channel
 
   Input input(tl);

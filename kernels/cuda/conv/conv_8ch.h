@@ -55,8 +55,7 @@ bool conv2d_backward_data_8ch(const Tensor& dy, const Tensor& w, Tensor& dx, con
                               const ops::FusedActivation* act = nullptr, const Tensor* y_act = nullptr,
                               const DxActivation* dx_act = nullptr);
 bool conv2d_backward_data_8ch_applies(const Tensor& dy, const Tensor& w, const Tensor& dx, const Conv2dParams& p,
-                                      const ops::FusedActivation* act, const Tensor* y_act,
-                                      const DxActivation* dx_act);
+                                      const ops::FusedActivation* act, const Tensor* y_act, const DxActivation* dx_act);
 
 }  // namespace gpu
 }  // namespace ge

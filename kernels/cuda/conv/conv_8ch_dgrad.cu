@@ -53,7 +53,7 @@ constexpr int kPhasePixels = 128;  // per tile: 4 warps x 2 m-tiles of 16
 constexpr int kMaxPhaseCols = 32;  // J: Q when it is 8, 16 or 32, else 32-wide segments of a row
 
 struct DgradTiling {
-  int P = 0, Q = 0, H = 0, W = 0;  // dy's and dx's sizes
+  int P = 0, Q = 0, H = 0, W = 0;         // dy's and dx's sizes
   int rows = 0, cols = 0, cols_log2 = 0;  // R, J
   int fc = 0, fp_pixels = 0;              // footprint columns J + 2, pixels (R + 2)(J + 2)
   int per_image = 0, total = 0;           // tiles
@@ -203,7 +203,7 @@ __global__ void __launch_bounds__(kBlockThreads, kK == 64 ? 3 : 1)
     const T* dyn = dy + image;
     const T* yn = kActivation ? y_act + image : nullptr;
     int fcol = first_col;
-    int r = m0 - 1 + first_row, c = j0 - 1 + first_col;  // the dy pixel footprint pixel px reads
+    int r = m0 - 1 + first_row, c = j0 - 1 + first_col;            // the dy pixel footprint pixel px reads
     uint32_t offset = (first_pixel * kK + chunk * 8) * sizeof(T);  // in the buffer, unswizzled
     for (int px = first_pixel; px < tl.fp_pixels; px += kPixelStep) {
       const bool inside = static_cast<unsigned>(r) < static_cast<unsigned>(tl.P) &&
@@ -343,7 +343,7 @@ __global__ void __launch_bounds__(kBlockThreads, kK == 64 ? 3 : 1)
         }
       }
 
-    __syncthreads();  // every warp has read the footprint: its buffer stages the output
+    __syncthreads();       // every warp has read the footprint: its buffer stages the output
     T* out_s = in_s(buf);  // the tile's 2R x 2J output pixels, 8 channels each
 #pragma unroll
     for (int py = 0; py < 2; ++py)

@@ -35,13 +35,13 @@
 #include <climits>
 #include <string>
 
+#include "core/fast_divmod.h"
+#include "core/tuning_policy.h"
 #include "cuda/activation_math.cuh"
 #include "cuda/conv/conv_8ch_dgrad_narrow.h"
 #include "cuda/conv/conv_8ch_dx_activation.cuh"
 #include "cuda/conv/conv_8ch_tile.cuh"
 #include "cuda/copy_async.cuh"
-#include "core/tuning_policy.h"
-#include "core/fast_divmod.h"
 #include "cuda/kernel_launch.cuh"
 #include "cuda/vector_pack.cuh"
 
@@ -56,8 +56,8 @@ using conv8::weight_bits;
 
 constexpr int kWarps = 8;
 constexpr int kThreads = kWarps * 32;
-constexpr int kItemPixels = 8;     // dy pixels of an item: the product's n
-constexpr int kTilePixels = 192;   // dy pixels a tile computes, halo rows included (24 items, 3 a warp)
+constexpr int kItemPixels = 8;    // dy pixels of an item: the product's n
+constexpr int kTilePixels = 192;  // dy pixels a tile computes, halo rows included (24 items, 3 a warp)
 // dy's channels, the reduction's length. With 128 (ndf 128) the weights' fragments would take
 // twice the registers, one block an SM: conv_8ch_dgrad.cu keeps that width.
 constexpr int kReduction = 64;

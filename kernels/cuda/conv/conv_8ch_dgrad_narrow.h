@@ -24,8 +24,7 @@ bool conv2d_backward_data_narrow_applies(const Tensor& dy, const Tensor& dx);
 // everything else conv2d_backward_data_8ch asks of the tensors. True when it ran, false when the
 // shape is not one it takes.
 bool conv2d_backward_data_narrow(const Tensor& dy, const Tensor& w, Tensor& dx, const ops::FusedActivation* act,
-                                 const Tensor* y_act, const DxActivation* dx_act,
-                                 NarrowWalk walk = NarrowWalk::kAuto);
+                                 const Tensor* y_act, const DxActivation* dx_act, NarrowWalk walk = NarrowWalk::kAuto);
 
 }  // namespace gpu
 }  // namespace ge

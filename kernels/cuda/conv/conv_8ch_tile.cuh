@@ -14,21 +14,21 @@
 #include <cstdint>
 #include <utility>
 
+#include "core/fast_divmod.h"
 #include "cuda/copy_async.cuh"
 #include "cuda/cuda_util.cuh"
-#include "core/fast_divmod.h"
-#include "ganengine/ops.h"
 #include "cuda/kernel_launch.cuh"
+#include "ganengine/ops.h"
 
 namespace ge {
 namespace gpu {
 namespace conv8 {
 
-constexpr int kTilePixels = 64;      // output pixels per tile
-constexpr int kGroupChannels = 64;   // output channels a block works on
-constexpr int kK = 128;              // 4 x 4 taps x 8 channels: the GEMM's reduction length
-constexpr int kBlockThreads = 128;   // 4 warps
-constexpr int kMaxFootprint = 520;   // input pixels a tile reads, at most (choose_tiling)
+constexpr int kTilePixels = 64;     // output pixels per tile
+constexpr int kGroupChannels = 64;  // output channels a block works on
+constexpr int kK = 128;             // 4 x 4 taps x 8 channels: the GEMM's reduction length
+constexpr int kBlockThreads = 128;  // 4 warps
+constexpr int kMaxFootprint = 520;  // input pixels a tile reads, at most (choose_tiling)
 
 // The input pixels a tile of `rows` output rows by `cols` output columns reads.
 __host__ __device__ constexpr int footprint_rows(int rows) { return 2 * rows + 2; }
@@ -47,9 +47,9 @@ __device__ __forceinline__ void locate_tile(const FastDivmod& per_image, const F
 }
 
 struct Tiling {
-  int rows = 0, cols = 0;       // of one tile, in output pixels
-  int cols_log2 = 0;            // cols is a power of two (it divides 64, or is 64)
-  int per_image = 0, total = 0;  // tiles
+  int rows = 0, cols = 0;          // of one tile, in output pixels
+  int cols_log2 = 0;               // cols is a power of two (it divides 64, or is 64)
+  int per_image = 0, total = 0;    // tiles
   int H = 0, W = 0, P = 0, Q = 0;  // input and output sizes
   FastDivmod per_image_div;        // by per_image
   FastDivmod segments_div;         // by Q / cols, a row's tiles
@@ -71,12 +71,8 @@ struct Tiling {
   // 2 * col_of(m) + s, whose slot is col_of(m) + footprint_slot(s). Kernels compute both parts
   // once, outside their loops (integer division is slow on a GPU, and these sit under every
   // ldmatrix).
-  __device__ __forceinline__ int pixel_base(int m) const {
-    return 2 * row_of(m) * footprint_cols(cols) + col_of(m);
-  }
-  __device__ __forceinline__ int tap_offset(int r, int s) const {
-    return r * footprint_cols(cols) + footprint_slot(s);
-  }
+  __device__ __forceinline__ int pixel_base(int m) const { return 2 * row_of(m) * footprint_cols(cols) + col_of(m); }
+  __device__ __forceinline__ int tap_offset(int r, int s) const { return r * footprint_cols(cols) + footprint_slot(s); }
 };
 
 // The tiling for an (N, 8, H, W) input and (N, K, P, Q) output, or false when the shape is not

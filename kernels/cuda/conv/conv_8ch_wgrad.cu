@@ -43,9 +43,7 @@ constexpr int kFootprintBytes = kMaxFootprint * 8 * 2;
 static_assert((kMaxFootprint * 4 + RowsInput<__half, 3>::kRawHalves) * 2 <= kFootprintBytes,
               "RowsInput's 4-channel footprint and staging fit a buffer sized for 8-channel pixels");
 constexpr int kDyTileBytes = kTilePixels * kDyStride * 2;
-constexpr size_t smem_bytes(bool activation) {
-  return 2 * (kFootprintBytes + kDyTileBytes * (activation ? 2 : 1));
-}
+constexpr size_t smem_bytes(bool activation) { return 2 * (kFootprintBytes + kDyTileBytes * (activation ? 2 : 1)); }
 
 // Starts copying the 64 x 64 tile of t (N, P, Q, K) at image n, output row p0, column q0 and
 // channel k0 into rows of kDyStride halves.

@@ -38,9 +38,8 @@ bool conv2d_backward_data_gemm(const Tensor& dy, const Tensor& w, Tensor& dx, co
   const float alpha = 1.f, beta = 0.f;
   const cudaDataType_t type = cuda_type(w.dtype());
   // dx (L x N) = w (L x K) * dy (K x N).
-  CUBLAS_CHECK(cublasGemmEx(lane_cublas(ctx, kGemmWorkspace), CUBLAS_OP_N, CUBLAS_OP_N, L, N, K, &alpha, w.data(),
-                            type, L, dy.data(), type, K, &beta, dx.data(), type, L, CUBLAS_COMPUTE_32F,
-                            CUBLAS_GEMM_DEFAULT));
+  CUBLAS_CHECK(cublasGemmEx(lane_cublas(ctx, kGemmWorkspace), CUBLAS_OP_N, CUBLAS_OP_N, L, N, K, &alpha, w.data(), type,
+                            L, dy.data(), type, K, &beta, dx.data(), type, L, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   return true;
 }
 
@@ -52,9 +51,8 @@ bool conv2d_backward_filter_gemm(const Tensor& x, const Tensor& dy, Tensor& dw, 
   const float alpha = 1.f;
   const cudaDataType_t type = cuda_type(dw.dtype());
   // dw (L x K) = beta * dw + x (L x N) * dy^T (N x K).
-  CUBLAS_CHECK(cublasGemmEx(lane_cublas(ctx, kGemmWorkspace), CUBLAS_OP_N, CUBLAS_OP_T, L, K, N, &alpha, x.data(),
-                            type, L, dy.data(), type, K, &beta, dw.data(), type, L, CUBLAS_COMPUTE_32F,
-                            CUBLAS_GEMM_DEFAULT));
+  CUBLAS_CHECK(cublasGemmEx(lane_cublas(ctx, kGemmWorkspace), CUBLAS_OP_N, CUBLAS_OP_T, L, K, N, &alpha, x.data(), type,
+                            L, dy.data(), type, K, &beta, dw.data(), type, L, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   return true;
 }
 

@@ -21,8 +21,7 @@ namespace {
 bool direct8_applies(const ConvCall& c) {
   switch (c.pass) {
     case ConvPass::Forward: return conv2d_forward_8ch_applies(c.x, c.w, c.y, c.p);
-    case ConvPass::BackwardData:
-      return conv2d_backward_data_8ch_applies(c.y, c.w, c.x, c.p, c.act, c.y_act, c.dx_act);
+    case ConvPass::BackwardData: return conv2d_backward_data_8ch_applies(c.y, c.w, c.x, c.p, c.act, c.y_act, c.dx_act);
     default: return conv2d_backward_filter_8ch_applies(c.x, c.y, c.w, c.p, c.act, c.y_act);
   }
 }
@@ -63,7 +62,7 @@ bool gemm_applies(const ConvCall& c) { return conv_gemm_applies(c.x, c.w, c.y, c
 void gemm_run(const ConvCall& c) {
   Tensor out = c.pass == ConvPass::BackwardData ? c.x : c.w;
   const bool ran = c.pass == ConvPass::BackwardData ? conv2d_backward_data_gemm(c.y, c.w, out, c.p)
-                                                     : conv2d_backward_filter_gemm(c.x, c.y, out, c.p, c.beta);
+                                                    : conv2d_backward_filter_gemm(c.x, c.y, out, c.p, c.beta);
   GE_CHECK(ran, "the GEMM ", pass_name(c.pass), " did not take a call its applies() took");
 }
 
@@ -74,18 +73,34 @@ bool always(const ConvCall&) { return true; }
 const ConvPath kDirect8{"8-channel direct (conv_8ch*.cu)",
                         "f16/bf16 NHWC, 4x4 stride 2 pad 1, 8 input channels (of which x may hold 1 or 3), "
                         "64k output channels: D's first and G's last layer",
-                        /*narrow_channels=*/true, /*fuses_activation=*/true, direct8_applies, direct8_run};
+                        /*narrow_channels=*/true,
+                        /*fuses_activation=*/true,
+                        direct8_applies,
+                        direct8_run};
 const ConvPath kPhases{"phase-decomposed backward-data on warpgroup MMA (sm90a/conv_phase_dgrad.cu)",
                        "f16 NHWC on compute capability 9.0, 128 -> 64 channels, 4x4 stride 2 pad 1, 16x16 -> 32x32",
-                       /*narrow_channels=*/true, /*fuses_activation=*/false, phases_applies, phases_run};
+                       /*narrow_channels=*/true,
+                       /*fuses_activation=*/false,
+                       phases_applies,
+                       phases_run};
 const ConvPath kScalar{"one output per image (conv_scalar.cu)",
                        "f16/bf16, one output channel, a kernel as large as the input, no padding: D's last layer",
-                       /*narrow_channels=*/false, /*fuses_activation=*/false, scalar_applies, scalar_run};
+                       /*narrow_channels=*/false,
+                       /*fuses_activation=*/false,
+                       scalar_applies,
+                       scalar_run};
 const ConvPath kGemm{"one GEMM over the batch (conv_gemm.cpp, cuBLAS)",
                      "f16/bf16, a kernel covering the unpadded input (one output pixel): G's first layer",
-                     /*narrow_channels=*/false, /*fuses_activation=*/false, gemm_applies, gemm_run};
-const ConvPath kCudnn{"cuDNN (cudnn_conv.cu: searched algorithm or engine configuration)", "every convolution",
-                      /*narrow_channels=*/false, /*fuses_activation=*/false, always, cudnn_conv};
+                     /*narrow_channels=*/false,
+                     /*fuses_activation=*/false,
+                     gemm_applies,
+                     gemm_run};
+const ConvPath kCudnn{"cuDNN (cudnn_conv.cu: searched algorithm or engine configuration)",
+                      "every convolution",
+                      /*narrow_channels=*/false,
+                      /*fuses_activation=*/false,
+                      always,
+                      cudnn_conv};
 
 // The activations of `call` taken apart, around the call without them on the table's paths.
 void run_with_activations_apart(const ConvCall& call) {
@@ -128,20 +143,18 @@ void check_conv(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dP
            ": tensors must share a dtype: x ", x.str(), ", w ", w.str(), ", y ", y.str());
   GE_CHECK(x.device() == w.device() && x.device() == y.device(), "conv2d ", pass_name(pass),
            ": tensors must be on one device: x ", x.str(), ", w ", w.str(), ", y ", y.str());
-  GE_CHECK(p.stride >= 1 && p.pad >= 0, "conv2d: stride must be >= 1 and pad >= 0, got stride ", p.stride,
-           " pad ", p.pad);
+  GE_CHECK(p.stride >= 1 && p.pad >= 0, "conv2d: stride must be >= 1 and pad >= 0, got stride ", p.stride, " pad ",
+           p.pad);
   const int64_t H = x.dim(2), W = x.dim(3), R = w.dim(2), S = w.dim(3);
-  GE_CHECK(H + 2 * p.pad >= R && W + 2 * p.pad >= S, "conv2d: kernel ", R, "x", S,
-           " larger than the padded input ", x.str());
+  GE_CHECK(H + 2 * p.pad >= R && W + 2 * p.pad >= S, "conv2d: kernel ", R, "x", S, " larger than the padded input ",
+           x.str());
   const int64_t P = (H + 2 * p.pad - R) / p.stride + 1, Q = (W + 2 * p.pad - S) / p.stride + 1;
   // Every pass takes an x with fewer channels than w (ops.h: for forward and backward-filter the
   // rest are zeros, backward-data computes only x's).
   const bool x_channels_fit = x.dim(1) <= w.dim(1);
-  GE_CHECK(x_channels_fit && y.dim(1) == w.dim(0) && y.dim(0) == x.dim(0) && y.dim(2) == P &&
-               y.dim(3) == Q,
-           "conv2d ", pass_name(pass), ": shapes do not fit: x ", x.str(), ", w ", w.str(), ", y ", y.str(),
-           " (stride ", p.stride, ", pad ", p.pad, " gives output ", x.dim(0), "x", w.dim(0), "x", P, "x", Q,
-           ")");
+  GE_CHECK(x_channels_fit && y.dim(1) == w.dim(0) && y.dim(0) == x.dim(0) && y.dim(2) == P && y.dim(3) == Q, "conv2d ",
+           pass_name(pass), ": shapes do not fit: x ", x.str(), ", w ", w.str(), ", y ", y.str(), " (stride ", p.stride,
+           ", pad ", p.pad, " gives output ", x.dim(0), "x", w.dim(0), "x", P, "x", Q, ")");
 }
 
 }  // namespace

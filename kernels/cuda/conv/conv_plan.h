@@ -6,16 +6,15 @@
 #pragma once
 #include <memory>
 
-#include "cuda/conv/cudnn_descriptors.h"
 #include "core/backend.h"
 #include "cuda/conv/conv_paths.h"
+#include "cuda/conv/cudnn_descriptors.h"
 #include "runtime/cuda_context.h"
 
 namespace ge {
 namespace gpu {
 
 class EngineChoice;  // cudnn_engine.h
-
 
 // fp32 without TF32: CUDNN_FMA_MATH (results match an fp32 CPU reference); fp32 with TF32:
 // CUDNN_DEFAULT_MATH; f16/bf16: CUDNN_TENSOR_OP_MATH.

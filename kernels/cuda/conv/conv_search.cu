@@ -98,8 +98,8 @@ template <class Perf>
 std::vector<Candidate> candidates_of(const Perf* perf, int n) {
   std::vector<Candidate> out;
   for (int i = 0; i < n; ++i)
-    out.push_back({static_cast<int>(perf[i].algo), perf[i].status, perf[i].memory, perf[i].determinism,
-                   perf[i].mathType});
+    out.push_back(
+        {static_cast<int>(perf[i].algo), perf[i].status, perf[i].memory, perf[i].determinism, perf[i].mathType});
   return out;
 }
 
@@ -110,22 +110,22 @@ std::vector<Candidate> ranked_candidates(const ConvPlan& plan, ConvPass pass, Cu
     case ConvPass::Forward: {
       cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
       CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(ctx.cudnn(), plan.x_desc.get(), plan.w_desc.get(),
-                                                           plan.conv_desc.get(), plan.y_desc.get(),
-                                                           CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf));
+                                                         plan.conv_desc.get(), plan.y_desc.get(),
+                                                         CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf));
       return candidates_of(perf, n);
     }
     case ConvPass::BackwardData: {
       cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
       CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(ctx.cudnn(), plan.w_desc.get(), plan.y_desc.get(),
-                                                                plan.conv_desc.get(), plan.x_desc.get(),
-                                                                CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf));
+                                                              plan.conv_desc.get(), plan.x_desc.get(),
+                                                              CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf));
       return candidates_of(perf, n);
     }
     default: {
       cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-      CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-            ctx.cudnn(), plan.x_desc.get(), plan.y_desc.get(), plan.conv_desc.get(), plan.w_desc.get(),
-            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf));
+      CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(ctx.cudnn(), plan.x_desc.get(), plan.y_desc.get(),
+                                                                plan.conv_desc.get(), plan.w_desc.get(),
+                                                                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, perf));
       return candidates_of(perf, n);
     }
   }
@@ -182,10 +182,9 @@ cudnnStatus_t workspace_needed(const ConvPlan& plan, ConvPass pass, CudaContext&
                                                      plan.conv_desc.get(), plan.y_desc.get(),
                                                      static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo), needed);
     case ConvPass::BackwardData:
-      return cudnnGetConvolutionBackwardDataWorkspaceSize(ctx.cudnn(), plan.w_desc.get(), plan.y_desc.get(),
-                                                          plan.conv_desc.get(), plan.x_desc.get(),
-                                                          static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo),
-                                                          needed);
+      return cudnnGetConvolutionBackwardDataWorkspaceSize(
+          ctx.cudnn(), plan.w_desc.get(), plan.y_desc.get(), plan.conv_desc.get(), plan.x_desc.get(),
+          static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo), needed);
     default:
       return cudnnGetConvolutionBackwardFilterWorkspaceSize(
           ctx.cudnn(), plan.x_desc.get(), plan.y_desc.get(), plan.conv_desc.get(), plan.w_desc.get(),
@@ -211,8 +210,8 @@ cudnnStatus_t run_pass(const ConvPlan& plan, ConvPass pass, const void* x, const
   switch (pass) {
     case ConvPass::Forward:
       return cudnnConvolutionForward(ctx.cudnn(), &alpha, plan.x_desc.get(), x, plan.w_desc.get(), w,
-                                     plan.conv_desc.get(), static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo),
-                                     workspace, workspace_bytes, &beta, plan.y_desc.get(), out);
+                                     plan.conv_desc.get(), static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo), workspace,
+                                     workspace_bytes, &beta, plan.y_desc.get(), out);
     case ConvPass::BackwardData:
       return cudnnConvolutionBackwardData(ctx.cudnn(), &alpha, plan.w_desc.get(), w, plan.y_desc.get(), y,
                                           plan.conv_desc.get(), static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo),
@@ -233,8 +232,8 @@ void search_algorithm(ConvPlan& plan, ConvPass pass, const Tensor& x, const Tens
   const bool prefer_tensor_ops = x.dtype() != DType::F32;
   bool chosen = false;
   {
-    std::vector<Candidate> shortlist = qualifying(ranked_candidates(plan, pass, ctx), ws.bytes(), fma_only,
-                                                  deterministic_only, prefer_tensor_ops);
+    std::vector<Candidate> shortlist =
+        qualifying(ranked_candidates(plan, pass, ctx), ws.bytes(), fma_only, deterministic_only, prefer_tensor_ops);
     if (shortlist.size() > kTimedCandidates) shortlist.resize(kTimedCandidates);
     TimingEvents ev;
     double best_ms = std::numeric_limits<double>::infinity();
@@ -282,9 +281,7 @@ void search_engine(ConvPlan& plan, ConvPass pass, const Tensor& x, const Tensor&
   const EngineFilter filter{deterministic_only, fma_only};
   auto time_plan = [&](const EnginePlan& ep) {
     if (ep.workspace_bytes() > ws.bytes()) return std::numeric_limits<double>::infinity();
-    auto run = [&] {
-      return ep.run(ctx.cudnn(), x.data(), w.data(), y.data(), out, ws.ptr()) == CUDNN_STATUS_SUCCESS;
-    };
+    auto run = [&] { return ep.run(ctx.cudnn(), x.data(), w.data(), y.data(), out, ws.ptr()) == CUDNN_STATUS_SUCCESS; };
     return time_runs(ctx.stream(), run, ev);
   };
   const EngineSearchResult found = search_engine_config(ctx.cudnn(), conv, filter, time_plan,

@@ -68,12 +68,23 @@ int64_t device_class(int index) {
 ConvKey make_key(ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p) {
   const bool tf32 = x.dtype() == DType::F32 && p.allow_tf32;
   const bool deterministic = ops::deterministic_convolutions();
-  return {device_class(x.device().index),  static_cast<int64_t>(pass),     static_cast<int64_t>(x.dtype()),
-          static_cast<int64_t>(x.format()), static_cast<int64_t>(w.format()), static_cast<int64_t>(y.format()),
-          x.dim(0),          x.dim(1),                       x.dim(2),
-          x.dim(3),          w.dim(0),                       w.dim(2),
-          w.dim(3),          p.stride,                       p.pad,
-          tf32,              deterministic};
+  return {device_class(x.device().index),
+          static_cast<int64_t>(pass),
+          static_cast<int64_t>(x.dtype()),
+          static_cast<int64_t>(x.format()),
+          static_cast<int64_t>(w.format()),
+          static_cast<int64_t>(y.format()),
+          x.dim(0),
+          x.dim(1),
+          x.dim(2),
+          x.dim(3),
+          w.dim(0),
+          w.dim(2),
+          w.dim(3),
+          p.stride,
+          p.pad,
+          tf32,
+          deterministic};
 }
 
 std::mutex g_plans_mutex;
@@ -96,8 +107,8 @@ std::string persisted_key(const ConvKey& key, int device_index, DType dtype) {
 
 // The cached plan for this convolution, searched on first use. beta != 0 means the output
 // holds values to accumulate into, so the search writes into a scratch copy instead.
-ConvPlan& plan_for(ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p,
-                   float beta, CudaContext& ctx) {
+ConvPlan& plan_for(ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p, float beta,
+                   CudaContext& ctx) {
   const ConvKey key = make_key(pass, x, w, y, p);
   {
     std::lock_guard<std::mutex> lock(g_plans_mutex);

@@ -2,8 +2,8 @@
 // tensors: each tensor keeps its own memory format, so NCHW and NHWC (and, for filters, cuDNN's
 // K,R,S,C "NHWC" filter layout) are described exactly as they lie in memory.
 #pragma once
-#include "runtime/cuda_check.h"
 #include "ganengine/tensor.h"
+#include "runtime/cuda_check.h"
 
 namespace ge {
 namespace gpu {
@@ -31,8 +31,8 @@ class TensorDescriptor {
  public:
   explicit TensorDescriptor(const Tensor& t) {
     CUDNN_CHECK(cudnnCreateTensorDescriptor(&desc_));
-    CUDNN_CHECK(cudnnSetTensor4dDescriptor(desc_, cudnn_format(t.format()), cudnn_data_type(t.dtype()),
-                                           int_dim(t, 0), int_dim(t, 1), int_dim(t, 2), int_dim(t, 3)));
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(desc_, cudnn_format(t.format()), cudnn_data_type(t.dtype()), int_dim(t, 0),
+                                           int_dim(t, 1), int_dim(t, 2), int_dim(t, 3)));
   }
   ~TensorDescriptor() { cudnnDestroyTensorDescriptor(desc_); }
   TensorDescriptor(const TensorDescriptor&) = delete;
@@ -48,8 +48,8 @@ class FilterDescriptor {
  public:
   explicit FilterDescriptor(const Tensor& w) {
     CUDNN_CHECK(cudnnCreateFilterDescriptor(&desc_));
-    CUDNN_CHECK(cudnnSetFilter4dDescriptor(desc_, cudnn_data_type(w.dtype()), cudnn_format(w.format()),
-                                           int_dim(w, 0), int_dim(w, 1), int_dim(w, 2), int_dim(w, 3)));
+    CUDNN_CHECK(cudnnSetFilter4dDescriptor(desc_, cudnn_data_type(w.dtype()), cudnn_format(w.format()), int_dim(w, 0),
+                                           int_dim(w, 1), int_dim(w, 2), int_dim(w, 3)));
   }
   ~FilterDescriptor() { cudnnDestroyFilterDescriptor(desc_); }
   FilterDescriptor(const FilterDescriptor&) = delete;
@@ -65,8 +65,8 @@ class ConvolutionDescriptor {
  public:
   ConvolutionDescriptor(int pad, int stride, cudnnMathType_t math) {
     CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&desc_));
-    CUDNN_CHECK(cudnnSetConvolution2dDescriptor(desc_, pad, pad, stride, stride, 1, 1,
-                                                CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    CUDNN_CHECK(cudnnSetConvolution2dDescriptor(desc_, pad, pad, stride, stride, 1, 1, CUDNN_CROSS_CORRELATION,
+                                                CUDNN_DATA_FLOAT));
     set_math(math);
   }
   ~ConvolutionDescriptor() { cudnnDestroyConvolutionDescriptor(desc_); }

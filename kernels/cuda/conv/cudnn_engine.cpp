@@ -243,7 +243,7 @@ EngineConv engine_conv(ConvPass pass, const Tensor& x, const Tensor& w, const Te
   c.pre_pad[0] = c.pre_pad[1] = c.post_pad[0] = c.post_pad[1] = p.pad;
   c.stride = p.stride;
   c.beta = beta;
-  auto describe = [](const Tensor& t, int64_t (&dims)[4], int64_t (&strides)[4]) {
+  auto describe = [](const Tensor& t, int64_t(&dims)[4], int64_t(&strides)[4]) {
     const int64_t N = t.dim(0), C = t.dim(1), H = t.dim(2), W = t.dim(3);
     dims[0] = N, dims[1] = C, dims[2] = H, dims[3] = W;
     if (t.format() == MemoryFormat::NHWC)
@@ -344,10 +344,10 @@ std::unique_ptr<EnginePlan> build_engine_plan(cudnnHandle_t handle, const Engine
     parts->knobs.push_back(std::move(k));
   }
   std::vector<cudnnBackendDescriptor_t> knobs = raw(parts->knobs);
-  if (!built(parts->cfg, parts->cfg.set_desc(CUDNN_ATTR_ENGINECFG_ENGINE, parts->engine) &&
-                             (knobs.empty() || parts->cfg.set(CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
-                                                              CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                                                              static_cast<int64_t>(knobs.size()), knobs.data()))))
+  if (!built(parts->cfg,
+             parts->cfg.set_desc(CUDNN_ATTR_ENGINECFG_ENGINE, parts->engine) &&
+                 (knobs.empty() || parts->cfg.set(CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                                  static_cast<int64_t>(knobs.size()), knobs.data()))))
     return nullptr;
   if (!built(parts->plan, parts->plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle) &&
                               parts->plan.set_desc(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, parts->cfg)))
