@@ -20,7 +20,7 @@
 #                       folder holding one (.carry/base), optionally followed by
 #                       :VAR=value[,VAR=value] set for its runs; the first is the baseline  OUT/ab/
 #   --pack              (anywhere) at the end, everything under OUT into OUT/gpu-logs.tgz
-#                       (the device tool brings back only a few files)
+#                       (for hosts that hand back only a few files)
 # Example: tools/gpu_host.sh --pack suite first-step ab base=.carry/base new=.carry/ganengine
 #
 # The binaries: GE_BIN_DIR, else .carry/ (tools/stage_gpu.sh), else build/ (tools/gpu_env.sh).

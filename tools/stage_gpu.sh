@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds here and copies what the GPU host runs into .carry/ (git-ignored; name it in the
-# device tool's `carry`). The GPU host has its own CUDA driver, cuDNN and cuBLAS.
+# Builds here and copies what the GPU host runs into .carry/ (git-ignored: copy the folder to the
+# GPU host beside the checkout). The GPU host has its own CUDA driver, cuDNN and cuBLAS.
 # Only .carry/ganengine and .carry/ganengine_tests are replaced: whatever else .carry/ holds
 # (reference binaries in .carry/base/, data in .carry/data/) stays.
 set -euo pipefail

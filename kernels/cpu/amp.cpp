@@ -39,7 +39,7 @@ void unscale_grads(const std::vector<Tensor>& src, const std::vector<Tensor>& ds
 
 void scale_inplace(const Tensor& t, float factor) {
   require_cpu_floating(t, "scale_inplace tensor");
-  Tensor out = t;  // same storage, a non-const handle to write through
+  Tensor out = t;  // NOLINT(performance-unnecessary-copy-initialization): a writable handle to t's storage
   const bool wide = computes_in_double(t.dtype());
   for (int64_t i = 0; i < t.numel(); ++i) {
     const double v = load_as_double(t.data(), t.dtype(), i);  // element-wise: layout irrelevant

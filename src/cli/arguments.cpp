@@ -75,7 +75,7 @@ Arguments normalise_arguments(int argc, char** argv, const std::map<std::string,
       // option with an implicit value would not take the next word.
       if (rest.empty() && boolean_flags.count(name) && i + 1 < argc) {
         const std::string next = argv[i + 1];
-        if (next.rfind("-", 0) != 0) {  // a value, right or wrong: the flag's parser judges it
+        if (next.rfind('-', 0) != 0) {  // a value, right or wrong: the flag's parser judges it
           w += "=" + next;
           ++i;
         }

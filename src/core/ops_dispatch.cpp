@@ -222,9 +222,9 @@ void batchnorm_activation_forward_train(const Tensor& x, const Tensor& gamma, co
 }
 
 bool batchnorm_activation_forward_train_dot(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                            Tensor& running_mean, Tensor& running_var, float momentum, float eps,
-                                            const FusedActivation& act, Tensor& y, Tensor& save_mean,
-                                            Tensor& save_invstd, const Tensor& w, Tensor& dots) {
+                                            Tensor& running_mean, Tensor& running_var, [[maybe_unused]] float momentum,
+                                            [[maybe_unused]] float eps, const FusedActivation& act, Tensor& y,
+                                            Tensor& save_mean, Tensor& save_invstd, const Tensor& w, Tensor& dots) {
   const char* op = "batchnorm_activation_forward_train_dot";
   check_activation_forward_train(op, act, x, gamma, beta, running_mean, running_var, y, save_mean, save_invstd);
   same_device(op, {&x, &w, &dots});
@@ -260,7 +260,7 @@ bool batchnorm_activation_backward_outer(const Tensor& x, const Tensor& y, const
 }
 
 bool conv_transpose2d_forward_moments(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p,
-                                      Tensor& moments) {
+                                      [[maybe_unused]] Tensor& moments) {
   check_conv("conv_transpose2d_forward_moments", y, w, x, p);
 #ifdef GE_WITH_CUDA
   if (y.device().is_cuda()) return gpu::conv_transpose2d_forward_moments(x, w, y, p, moments);
@@ -270,8 +270,9 @@ bool conv_transpose2d_forward_moments(const Tensor& x, const Tensor& w, Tensor& 
 
 void batchnorm_activation_forward_train_moments(const Tensor& x, const Tensor& moments, const Tensor& gamma,
                                                 const Tensor& beta, Tensor& running_mean, Tensor& running_var,
-                                                float momentum, float eps, const FusedActivation& act, Tensor& y,
-                                                Tensor& save_mean, Tensor& save_invstd) {
+                                                [[maybe_unused]] float momentum, [[maybe_unused]] float eps,
+                                                const FusedActivation& act, Tensor& y, Tensor& save_mean,
+                                                Tensor& save_invstd) {
   const char* op = "batchnorm_activation_forward_train_moments";
   check_activation_forward_train(op, act, x, gamma, beta, running_mean, running_var, y, save_mean, save_invstd);
   same_device(op, {&x, &moments});

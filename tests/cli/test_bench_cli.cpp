@@ -165,9 +165,11 @@ TEST_CASE("bench cli: --dataset steps through the batches and noise train does")
     CHECK(data.find(std::string(placement) == "host" ? "host loader" : "GPU-resident") != std::string::npos);
     CHECK(row.find("graph_nodes")->as_integer() > 0);  // every timed step a replay (run_step_bench checks)
     const json::Value* losses = row.find("losses");
-    for (const auto& [bench_name, train_name] : {std::pair<const char*, const char*>{"errD_real", "errD_real"},
-                                                 {"errD_fake", "errD_fake"},
-                                                 {"errG", "loss_G"}}) {
+    for (const auto& names : {std::pair<const char*, const char*>{"errD_real", "errD_real"},
+                              {"errD_fake", "errD_fake"},
+                              {"errG", "loss_G"}}) {
+      const char* bench_name = names.first;
+      const char* train_name = names.second;
       INFO(bench_name);
       CHECK(static_cast<float>(losses->find(bench_name)->as_number()) ==
             static_cast<float>(step13.find(train_name)->as_number()));

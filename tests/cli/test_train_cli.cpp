@@ -42,7 +42,9 @@ void expect_state_dict_file(const std::string& path, bool generator, OptLevel le
                        : nn::make_discriminator(cfg, policy, nn::Placement{});
   const nn::StateDict want = nn::state_dict(*net);
   REQUIRE(file.tensors.size() == want.size());
-  for (auto& [k, t] : want) {
+  for (const auto& entry : want) {
+    const std::string& k = entry.first;
+    const Tensor& t = entry.second;
     INFO(path, " key ", k);
     auto it = file.tensors.find(k);
     REQUIRE(it != file.tensors.end());
@@ -56,7 +58,9 @@ std::map<std::string, Tensor> tensors_of(const std::string& path) { return load_
 void expect_bitwise_equal(const std::string& a, const std::string& b) {
   auto ta = tensors_of(a), tb = tensors_of(b);
   REQUIRE(ta.size() == tb.size());
-  for (auto& [k, t] : ta) {
+  for (const auto& entry : ta) {
+    const std::string& k = entry.first;
+    const Tensor& t = entry.second;
     INFO(a, " vs ", b, " key ", k);
     REQUIRE(tb.count(k));
     REQUIRE(tb.at(k).nbytes() == t.nbytes());
@@ -129,7 +133,9 @@ TEST_CASE("train cli: --netG and --netD continue from saved weights") {
   for (const char* net : {"netG_epoch_0.safetensors", "netD_epoch_0.safetensors"}) {
     auto a = tensors_of(first.file(net)), b = tensors_of(second.file(net));
     int weights = 0;
-    for (auto& [k, t] : a) {
+    for (const auto& entry : a) {
+      const std::string& k = entry.first;
+      const Tensor& t = entry.second;
       if (k.find(".weight") == std::string::npos && k.find(".bias") == std::string::npos) continue;
       INFO(net, " ", k);
       CHECK(std::memcmp(t.data(), b.at(k).data(), t.nbytes()) == 0);

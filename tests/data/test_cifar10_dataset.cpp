@@ -229,7 +229,7 @@ TEST_CASE("cifar10 python batch: truncated pickles and wrong contents name the f
     CHECK_THROWS_WITH_AS(Cifar10Dataset(root.dir.string(), 32), has("is the file truncated?"), Error);
   }
   SUBCASE("not a pickle at all") {
-    test::write_file_bytes(batch1, std::string("PK\x03\x04 a zip file", 16));
+    test::write_file_bytes(batch1, std::string("PK\x03\x04 a zip file"));
     CHECK_THROWS_WITH_AS(Cifar10Dataset(root.dir.string(), 32), has(batch1 + ": not a CIFAR-10 python batch"), Error);
   }
   SUBCASE("a pickle protocol other than 2 to 5") {

@@ -70,7 +70,9 @@ TEST_CASE("md5: the RFC 1321 test suite and a real file") {
       {"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789", "d174ab98d277d9f5a5611c2c9f419d9f"},
       {"12345678901234567890123456789012345678901234567890123456789012345678901234567890",
        "57edf4a22be3c955ac49da2e2107b67a"}};
-  for (const auto& [text, digest] : suite) {
+  for (const auto& entry : suite) {
+    const std::string& text = entry.first;
+    const std::string& digest = entry.second;
     CAPTURE(text);
     CHECK(md5_hex(text) == digest);
     Md5 pieces;  // the same bytes fed in uneven pieces

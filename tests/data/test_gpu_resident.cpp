@@ -107,7 +107,9 @@ void check_against_loader(const Dataset& ds, int64_t batch_size, DType dtype, Me
   Loader loader(ds, batch_size, seed, 1);
   GpuResidentSource source(ds, batch_size, seed, 3, kGpu, dtype, format, nullptr);
   REQUIRE(source.batches_per_epoch() == loader.batches_per_epoch());
-  for (const auto& [epoch, index] : visits(loader.batches_per_epoch())) {
+  for (const auto& visit : visits(loader.batches_per_epoch())) {
+    const int64_t epoch = visit.first;
+    const int64_t index = visit.second;
     CAPTURE(epoch);
     CAPTURE(index);
     const Tensor got = source.batch(epoch, index);
@@ -229,7 +231,9 @@ TEST_CASE("GpuResidentSource: epoch changes re-upload the order") {
   CHECK(!same_bytes(e1, e0.to(Device::cpu())));
   CHECK(same_bytes(e0_again, e0.to(Device::cpu())));
   Loader loader(ds, 64, 31, 1);
-  for (const auto& [epoch, got] : std::vector<std::pair<int64_t, Tensor>>{{0, e0}, {1, e1}, {7, e7}}) {
+  for (const auto& visit : std::vector<std::pair<int64_t, Tensor>>{{0, e0}, {1, e1}, {7, e7}}) {
+    const int64_t epoch = visit.first;
+    const Tensor& got = visit.second;
     CAPTURE(epoch);
     CHECK(same_bytes(got, ops::converted(loader.batch(epoch, 0), DType::F32, MemoryFormat::NHWC, Device::cpu())));
   }

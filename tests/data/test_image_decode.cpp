@@ -78,7 +78,7 @@ TEST_CASE("image decoding: lossless formats give back their pixels as RGB") {
   const DecodedImage grey = pattern_image(23, 17, 1);
   auto decoded = [&](const std::string& name, const std::string& bytes) {
     write_file_bytes(dir.file(name), bytes);
-    const DecodedImage img = decode_image(dir.file(name));
+    DecodedImage img = decode_image(dir.file(name));
     CHECK(img.channels == 3);
     return img;
   };
@@ -149,7 +149,7 @@ TEST_CASE("image decoding: bad files give errors naming the file and the problem
   TempDir dir;
   auto error_for = [&](const std::string& name, const std::string& bytes) {
     write_file_bytes(dir.file(name), bytes);
-    const std::string message = decode_error(dir.file(name));
+    std::string message = decode_error(dir.file(name));
     CHECK(message.find(dir.file(name)) != std::string::npos);  // names the file
     return message;
   };

@@ -81,7 +81,9 @@ TEST_CASE("safetensors: round trip of every dtype with metadata scalar and empty
   const SafeTensorsFile f = load_safetensors(path);
   CHECK(f.metadata == metadata);
   REQUIRE(f.tensors.size() == tensors.size());
-  for (const auto& [name, t] : tensors) {
+  for (const auto& entry : tensors) {
+    const std::string& name = entry.first;
+    const Tensor& t = entry.second;
     CAPTURE(name);
     REQUIRE(f.tensors.count(name) == 1);
     const Tensor& r = f.tensors.at(name);
@@ -159,7 +161,7 @@ TEST_CASE("safetensors: reads entries in any order with data ordered by alignmen
 TEST_CASE("safetensors: every corruption gives an error naming the file") {
   TempDir tmp;
   auto file_with = [&](const std::string& name, const std::string& bytes) {
-    const std::string path = tmp.file(name);
+    std::string path = tmp.file(name);
     write_file_bytes(path, bytes);
     return path;
   };

@@ -40,14 +40,18 @@ void check_network(Device d, bool generator, const SafeTensorsFile& f = golden("
   INFO(P, "input-gradient error ", e);
   CHECK(e < 1e-5);
   int grads = 0;
-  for (auto& [name, p] : net->named_params()) {
+  for (const auto& named : net->named_params()) {
+    const std::string& name = named.first;
+    nn::Param* p = named.second;
     e = rel_error(p->model_grad.to_doubles(), golden_tensor(f, P + "grad." + name).to_doubles());
     INFO(P, name, " gradient error ", e);
     CHECK(e < 1e-5);
     ++grads;
   }
   CHECK(grads == (generator ? 13 : 11));
-  for (auto& [name, b] : net->named_buffers()) {
+  for (const auto& named : net->named_buffers()) {
+    const std::string& name = named.first;
+    const nn::Buffer& b = named.second;
     if (!b.tensor) continue;
     e = rel_error(b.tensor->to_doubles(), golden_tensor(f, P + "after." + name).to_doubles());
     INFO(P, name, " error ", e);
@@ -174,7 +178,9 @@ void check_trajectory(Device d, const std::string& run, OptLevel level, double t
   if (level == OptLevel::O0) {
     for (auto* net : {&trainer.generator(), &trainer.discriminator()}) {
       const std::string P = net == &trainer.generator() ? "G." : "D.";
-      for (auto& [name, t] : nn::state_dict(*net)) {
+      for (const auto& entry : nn::state_dict(*net)) {
+        const std::string& name = entry.first;
+        const Tensor& t = entry.second;
         if (t.dtype() == DType::I64) {
           CHECK(t.item() == golden_tensor(ref, P + name).item());
           continue;

@@ -17,7 +17,7 @@ namespace cpu_checks {
 
 using namespace ge::test::cpu_ref;
 
-Values scaler_after(Values state, bool overflow, const ge::ops::ScalerConfig& cfg, int steps = 1) {
+Values scaler_after(const Values& state, bool overflow, const ge::ops::ScalerConfig& cfg, int steps = 1) {
   Tensor s = make(state, {2});
   const Tensor found_inf = make({overflow ? 1.0 : 0.0}, {1});
   for (int i = 0; i < steps; ++i) ge::ops::loss_scaler_update(s, found_inf, cfg);

@@ -58,7 +58,7 @@ class TarBuilder {
     h[156] = type;
     std::snprintf(h + 157, 100, "%s", link.c_str());
     std::memcpy(h + 257, "ustar", 6);
-    std::memcpy(h + 263, "00", 2);
+    h[263] = h[264] = '0';  // the version field: the two bytes "00", no terminator
     std::memset(h + 148, ' ', 8);
     unsigned sum = 0;
     for (unsigned char c : h) sum += c;

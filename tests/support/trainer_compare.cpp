@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <cstring>
 
 namespace ge::test {
@@ -27,7 +28,13 @@ void synthetic_step_inputs(int64_t step, int64_t n, int image_size, uint64_t see
   ops::fill_normal(noise, seed + 1, static_cast<uint64_t>(step) << 20);
 }
 
-bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+bool same_bits(float a, float b) {
+  static_assert(sizeof(float) == sizeof(uint32_t), "float is 32 bits");
+  uint32_t ua = 0, ub = 0;
+  std::memcpy(&ua, &a, sizeof a);
+  std::memcpy(&ub, &b, sizeof b);
+  return ua == ub;
+}
 
 bool same_tensor(const Tensor& a, const Tensor& b) {
   if (a.defined() != b.defined()) return false;

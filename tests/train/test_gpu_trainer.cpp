@@ -65,7 +65,9 @@ TEST_CASE("gpu trainer: O0 steps on the GPU follow the CPU trainer") {
     }
   }
   auto wa = nn::state_dict(cpu.generator()), wb = nn::state_dict(gpu.generator());
-  for (auto& [k, t] : wa) {
+  for (const auto& entry : wa) {
+    const std::string& k = entry.first;
+    const Tensor& t = entry.second;
     INFO(k);
     CHECK(rel_error(t.to_doubles(), wb.at(k).to_doubles()) < 1e-4);
   }
