@@ -1,4 +1,4 @@
-// Analytic FLOPs of one DCGAN training step (DESIGN.md, "Performance method": count first).
+// Analytic FLOPs of one DCGAN training step (docs/architecture.md, "Performance method").
 // Only convolutions are counted — BatchNorm, activations, losses, casts, unscaling and Adam are
 // memory-bound element-wise work whose FLOPs are well under 1% of the total at batch 64 and up
 // (Adam's ~12 FLOPs per parameter, spread over the batch, included) and say nothing about how
