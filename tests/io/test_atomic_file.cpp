@@ -46,13 +46,16 @@ TEST_CASE("write_file_atomically: a directory that cannot take the file fails cl
   }
   SUBCASE("a regular file where the directory should be") {
     write_file_bytes(tmp.file("plain"), "not a directory");
-    CHECK_THROWS_WITH_AS(write_file_atomically(tmp.file("plain/out.bin"), std::string("x")),
-                         Contains("Not a directory"), Error);
+    const std::string path = tmp.file("plain/out.bin");
+    CHECK_THROWS_WITH_AS(write_file_atomically(path, std::string("x")), Contains(path.c_str()), Error);
+    CHECK_THROWS_WITH_AS(write_file_atomically(path, std::string("x")), Contains("Not a directory"), Error);
+    CHECK_THROWS_WITH_AS(AtomicFile{path}, Contains(path.c_str()), Error);
     CHECK(tmp.entries() == std::vector<std::string>{"plain"});
+    CHECK(read_file_bytes(tmp.file("plain")) == "not a directory");
   }
   SUBCASE("read-only directory") {
     if (::geteuid() == 0) {
-      MESSAGE("read-only directory case skipped: root writes anywhere");
+      MESSAGE("read-only directory case skipped: root writes anywhere (the next subcase fails for root too)");
       return;
     }
     const std::string dir = tmp.file("ro");
@@ -61,6 +64,18 @@ TEST_CASE("write_file_atomically: a directory that cannot take the file fails cl
                          Error);
     ::chmod(dir.c_str(), 0755);
     CHECK(std::filesystem::is_empty(dir));
+  }
+  // A directory that cannot take the temporary, for root too (a read-only directory is no obstacle
+  // to root, and CI runs as root): a directory already holds the temporary's name.
+  SUBCASE("the temporary cannot be created in the directory") {
+    const std::string path = tmp.file("out.bin");
+    const std::string blocker = path + ".tmp." + std::to_string(::getpid());  // atomic_file.h's name
+    std::filesystem::create_directory(blocker);
+    CHECK_THROWS_WITH_AS(write_file_atomically(path, std::string("x")), Contains(path.c_str()), Error);
+    CHECK_THROWS_WITH_AS(write_file_atomically(path, std::string("x")), Contains("Is a directory"), Error);
+    CHECK_THROWS_WITH_AS(AtomicFile{path}, Contains(blocker.c_str()), Error);
+    CHECK(tmp.entries() == std::vector<std::string>{"out.bin.tmp." + std::to_string(::getpid())});
+    CHECK(std::filesystem::is_empty(blocker));
   }
   SUBCASE("the target is a directory: the rename fails and the temporary goes") {
     const std::string dir = tmp.file("a_directory");

@@ -17,9 +17,24 @@ namespace cpu_checks {
 
 using namespace ge::test::cpu_ref;
 
+// The hyperparameters the reference uses, stated here rather than read from the engine: Apex's
+// DCGAN example passes torch.optim.Adam lr 2e-4 and betas (0.5, 0.999), and leaves eps at
+// PyTorch's default, 1e-8. The engine's AdamConfig defaults must be these, so a change of them
+// fails here.
+constexpr double kLr = 2e-4, kBeta1 = 0.5, kBeta2 = 0.999, kEps = 1e-8;
+
+TEST_CASE("cpu ops: AdamConfig defaults to the DCGAN example's lr and betas and PyTorch's eps") {
+  const ge::ops::AdamConfig cfg;
+  CHECK(cfg.lr == kLr);
+  CHECK(cfg.beta1 == kBeta1);
+  CHECK(cfg.beta2 == kBeta2);
+  CHECK(cfg.eps == kEps);
+}
+
 TEST_CASE("cpu ops: Adam follows PyTorch over three steps") {
-  ge::ops::AdamConfig cfg;
-  cfg.lr = 0.01f;  // large enough that the updates dwarf fp32 rounding of the parameters
+  ge::ops::AdamConfig cfg;  // betas and eps: the engine's defaults, which the reference must match
+  const double lr = 0.01;   // large enough that the updates dwarf fp32 rounding of the parameters
+  cfg.lr = lr;
   const Values p0{1.0, -0.5, 0.25};
   const std::vector<Values> grads{{0.1, -0.2, 0.0}, {0.3, 0.05, 1e-3}, {-0.1, 0.4, -2.0}};
 
@@ -30,7 +45,7 @@ TEST_CASE("cpu ops: Adam follows PyTorch over three steps") {
 
   // The reference: the documented formula in double, step by step.
   Values p = p0, mr(3, 0.0), vr(3, 0.0);
-  const double b1 = cfg.beta1, b2 = cfg.beta2, lr = cfg.lr, eps = cfg.eps;
+  const double b1 = kBeta1, b2 = kBeta2, eps = kEps;
   for (int t = 1; t <= 3; ++t) {
     const Values& g = grads[static_cast<size_t>(t - 1)];
     for (size_t i = 0; i < 3; ++i) {
