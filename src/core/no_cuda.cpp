@@ -56,7 +56,7 @@ CudaGraph::~CudaGraph() {}  // user-provided, as the CUDA build's (which frees t
 void CudaGraph::capture(Device device, const std::function<void()>&) {
   fail("CUDA graph capture on ", device.str(), " needs a build with CUDA");
 }
-void CudaGraph::replay() { fail("CudaGraph::replay"); }
+void CudaGraph::replay() { fail("CudaGraph::replay in a build without CUDA"); }
 void CudaGraph::reset() {}
 
 // The GPU measurements of gpu_measure.h: `ganengine bench` refuses to start without a GPU, so

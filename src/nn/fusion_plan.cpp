@@ -33,7 +33,7 @@ std::string Fusion::describe() const {
 std::vector<Fusion> plan_fusion(const Sequential& net) {
   std::vector<Fusion> plan;
   const size_t n = net.layers().size();
-  // Activations first: the moments and dots links below depend on which layers fuse theirs.
+  // Activations first: the dots link below depends on which layers fuse theirs.
   std::vector<bool> fused(n, false);
   for (size_t i = 0; i + 1 < n; ++i) {
     const auto* act = layer_as<ActivationLayer>(net, i + 1, LayerKind::Activation);
