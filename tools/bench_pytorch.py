@@ -38,6 +38,12 @@ losses turn NaN within the timed steps (the row says so in "warning"); NaNs shou
 is the configuration PyTorch users get from .half(), as Apex O3 without master weights.
 
   python3 tools/bench_pytorch.py --batch-sizes 64,1024 --json bench_pytorch.json
+
+--device cpu times the same step on the CPU (the twin of `ganengine bench --device cpu`):
+  fp32            fp32, NCHW and channels_last (PyTorch's CPU convolutions run on its oneDNN)
+  autocast_bf16   torch.autocast("cpu", bfloat16), no loss scaling (bf16 needs none)
+with --threads compute threads (torch.set_num_threads), timed on the host clock; no memory
+figures. tools/bench_cpu.sh runs both benches side by side.
 """
 import argparse
 import contextlib
@@ -77,6 +83,12 @@ CONFIGS = [
     # and then only they are lost.
     ("graph_half", "fp16", "channels_last", True),
     ("graph_fp32", "fp32", "channels_last", True),
+]
+# The CPU's configurations (--device cpu): eager only.
+CPU_CONFIGS = [
+    ("fp32", "fp32", "NCHW", False),
+    ("fp32", "fp32", "channels_last", False),
+    ("autocast_bf16", "amp_bf16", "NCHW", False),
 ]
 GRAPH_SCALER_NOTE = ("GradScaler cannot be captured in a CUDA graph (GradScaler.step reads found_inf on the host), "
                      "so autocast+GradScaler runs eager only; graph configurations use no loss scaling.")
@@ -137,7 +149,8 @@ class Bench:
 
     def __init__(self, args, nets, precision, layout, graph, batch):
         G_cls, D_cls, weights_init = nets
-        dev = torch.device("cuda")
+        dev = torch.device(args.device)
+        self.device = args.device
         torch.manual_seed(1234)
         self.G = G_cls(args.nz, args.ngf, args.nc, args.image_size).to(dev)
         self.D = D_cls(args.ndf, args.nc, args.image_size).to(dev)
@@ -166,6 +179,7 @@ class Bench:
         self.optG = torch.optim.Adam(self.G.parameters(), lr=2e-4, betas=(0.5, 0.999), **kw)
         self.crit = nn.BCEWithLogitsLoss()
         self.amp = precision == "amp_fp16"
+        self.amp_bf16 = precision == "amp_bf16"
         if self.amp:
             GradScaler = getattr(torch.amp, "GradScaler", None) or torch.cuda.amp.GradScaler
             try:
@@ -177,6 +191,8 @@ class Bench:
         self.losses = None
 
     def autocast(self):
+        if self.amp_bf16:
+            return torch.autocast(self.device, dtype=torch.bfloat16)
         return torch.autocast("cuda", dtype=torch.float16) if self.amp else contextlib.nullcontext()
 
     def backward(self, loss, scaler):
@@ -259,7 +275,34 @@ def schedule(args, batch):
     return warmup, args.windows, steps
 
 
+def run_cpu_config(args, nets, name, precision, layout, batch):
+    """One configuration on the CPU: eager steps timed on the host clock (CPU ops are synchronous)."""
+    warmup, windows, steps = schedule(args, batch)
+    t0 = time.time()
+    b = Bench(args, nets, precision, layout, False, batch)
+    for _ in range(warmup):
+        b.run_one()
+    per_step = []
+    for _ in range(windows):
+        start = time.perf_counter()
+        for _ in range(steps):
+            b.run_one()
+        per_step.append((time.perf_counter() - start) * 1000.0 / steps)
+    ms = statistics.median(per_step)
+    losses = [float(x) for x in b.losses]
+    row = {"framework": "pytorch", "device": "cpu", "threads": torch.get_num_threads(), "config": name,
+           "precision": precision, "layout": layout, "graph": False, "batch": batch, "ms_per_step": ms,
+           "images_per_s": batch * 1000.0 / ms, "peak_mem_bytes": 0, "window_ms_per_step": per_step,
+           "warmup_steps": warmup, "steps_per_window": steps, "losses_errD_real_errD_fake_errG": losses,
+           "wall_s": round(time.time() - t0, 2)}
+    if not all(x == x and abs(x) != float("inf") for x in losses):
+        row["warning"] = "non-finite loss after the timed steps"
+    return row
+
+
 def run_config(args, nets, name, precision, layout, graph, batch):
+    if args.device == "cpu":
+        return run_cpu_config(args, nets, name, precision, layout, batch)
     gc.collect()
     torch.cuda.empty_cache()
     torch.cuda.synchronize()
@@ -356,8 +399,14 @@ def main():
     ap.add_argument("--time-budget", type=float, default=420.0,
                     help="seconds; configurations not started by then are skipped (0: no limit)")
     ap.add_argument("--json", help="write {meta, rows, errors} here (rewritten after every configuration)")
+    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                    help="cuda (the default) or cpu: the CPU's configurations, timed on the host clock")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="with --device cpu: compute threads (default 0: PyTorch's own choice, OMP_NUM_THREADS)")
     args = ap.parse_args()
 
+    if args.device == "cpu":
+        return main_cpu(args)
     if not torch.cuda.is_available():
         print("bench_pytorch: no CUDA device visible to PyTorch", file=sys.stderr)
         return 2
@@ -422,6 +471,39 @@ def main():
     if args.json:
         print(f"wrote {args.json}")
     return 0 if rows else 1
+
+
+def main_cpu(args):
+    """--device cpu: the CPU configurations, one line each, the same step as on the GPU."""
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    nets = import_networks()
+    batches = [int(x) for x in args.batch_sizes.split(",") if x.strip()]
+    wanted = None if args.configs == "all" else {c.strip() for c in args.configs.split(",")}
+    layouts = {x.strip() for x in args.layouts.split(",")}
+    plan = [c for c in CPU_CONFIGS if (wanted is None or c[0] in wanted) and c[2] in layouts]
+    meta = {"framework": "pytorch", "device": "cpu", "torch": torch.__version__, "threads": torch.get_num_threads(),
+            "mkldnn": torch.backends.mkldnn.is_available(), "python": platform.python_version(),
+            "imageSize": args.image_size, "ngf": args.ngf, "ndf": args.ndf, "nz": args.nz, "nc": args.nc}
+    print(f"PyTorch {meta['torch']} on the CPU, {meta['threads']} threads (oneDNN: {meta['mkldnn']})")
+    print(f"DCGAN imageSize {args.image_size} ngf {args.ngf} ndf {args.ndf} nz {args.nz}; batches {batches}")
+    sys.stdout.flush()
+    rows, errors = [], []
+    for name, precision, layout, _ in plan:
+        for batch in batches:
+            label = f"{name}/{precision}/{layout}/cpu/batch {batch}"
+            try:
+                row = run_cpu_config(args, nets, name, precision, layout, batch)
+                rows.append(row)
+                print(f"{label}: {row['ms_per_step']:.2f} ms/step, {row['images_per_s']:.1f} images/s (windows "
+                      f"{', '.join(f'{t:.2f}' for t in row['window_ms_per_step'])}; {row['wall_s']} s)"
+                      + (f" WARNING: {row['warning']}" if "warning" in row else ""), flush=True)
+            except Exception as e:  # noqa: BLE001
+                print(f"ERROR {label}: {type(e).__name__}: {e}", flush=True)
+                errors.append({"config": name, "precision": precision, "layout": layout, "batch": batch,
+                               "error": f"{type(e).__name__}: {e}"})
+            write_json(args.json, meta, rows, errors)
+    return 0 if rows and not errors else 1
 
 
 if __name__ == "__main__":

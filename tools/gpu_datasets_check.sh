@@ -23,7 +23,7 @@ run() {  # name, then dataset flags
   shift
   "$BIN" bench-data "$@" --workers 8 --seconds 2 2>&1 | sed "s/^/bench-data $name: /"
   "$BIN" train "$@" --workers 8 --niter 1 --opt-level O2 --log-interval 1000 --no-progress \
-      --outf "/tmp/ge-ds-$name" >"$OUT/ds_$name.log" 2>&1 || { echo "train $name FAILED"; tail -5 "$OUT/ds_$name.log"; status=1; }
+      --outf "/tmp/ge-ds-$name" --overwrite >"$OUT/ds_$name.log" 2>&1 || { echo "train $name FAILED"; tail -5 "$OUT/ds_$name.log"; status=1; }
   grep -E "^(data:|done)" "$OUT/ds_$name.log" | sed "s/^/epoch $name: /"
 }
 run cifar10 --dataset cifar10 --dataroot "$DATA/cifar10"

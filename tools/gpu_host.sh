@@ -8,6 +8,10 @@
 #   tests PATTERN       those doctest cases only (-tc patterns, comma-separated)          OUT/tests.log
 #   sanitize PATTERN    those doctest cases under compute-sanitizer: memcheck, racecheck,
 #                       initcheck and synccheck                                           OUT/sanitize/
+#   sanitize-train      a short training run (fake data, 32x32) at every opt level, eager
+#                       and graph, under each compute-sanitizer tool, SANITIZE_JOBS at once OUT/sanitize-train/
+#   signal              SIGTERM in the middle of a run on the GPU: exit 143 with the state
+#                       saved, and a resume from the state file alone                     OUT/signal/
 #   bench               the training benchmarks beside PyTorch (tools/bench_suite.sh)     OUT/bench/
 #   first-step          process start to the first step done, at batch 64 and 1024, with
 #                       every convolution searched (GANENGINE_CUDNN_CACHE=off)            OUT/first-step/
@@ -30,6 +34,7 @@
 #     BENCH_LIMIT [480] FIRST_STEP_LIMIT [90, per run] TRAIN_LIMIT [480] DATASETS_LIMIT [300]
 #     NCU_LIMIT [180, per batch size] AB_LIMIT [180, per run]
 #   SANITIZE_TOOLS [memcheck,racecheck,initcheck,synccheck] SANITIZE_LEAKS [0; 1: memcheck's leak check]
+#   SANITIZE_JOBS [8]: sanitize-train's runs at once (each is bound by the host's CPU)
 #   BENCH_PT_ARGS [--time-budget 120]: more options for tools/bench_pytorch.py
 #   FIRST_STEP_BATCHES [64,1024]
 #   AB_ROUNDS [3] AB_BATCHES [64,256,1024] AB_OPT_LEVELS [O2,O3] AB_ARGS (more `bench` options)
@@ -50,7 +55,7 @@ while (($#)); do
   case "$1" in
     --pack) pack=1 ;;
     -h | --help) usage ;;
-    suite | bench | first-step | train | datasets) steps+=("$1") ;;
+    suite | bench | first-step | train | datasets | sanitize-train | signal) steps+=("$1") ;;
     tests | sanitize)
       [ -n "${2:-}" ] || die "$1 needs a PATTERN of doctest cases"
       steps+=("$1"$'\t'"$2")
@@ -88,7 +93,7 @@ need=()
 for s in "${steps[@]}"; do
   case "${s%%$'\t'*}" in
     suite | tests | sanitize) need+=(ganengine ganengine_tests) ;;
-    bench | first-step | train | datasets | ncu) need+=(ganengine) ;;
+    bench | first-step | train | datasets | ncu | sanitize-train | signal) need+=(ganengine) ;;
     ab)
       for v in ${s#*$'\t'}; do
         bin=${v#*=}
@@ -111,7 +116,7 @@ echo "binaries: $GE_BIN_DIR; logs: $OUT"
 step_suite() {
   timeout "${SUITE_LIMIT:-480}" env OUT="$OUT/suite" tools/gpu_suite.sh >"$OUT/suite.log" 2>&1
   local rc=$?
-  tail -1 "$OUT/suite.log"
+  grep -E "^(ganengine tests: skipped|GPU suite summary)" "$OUT/suite.log" || tail -1 "$OUT/suite.log"
   ((rc == 124)) && echo "suite: stopped after SUITE_LIMIT=${SUITE_LIMIT:-480} s"
   grep -B3 -A12 "ERROR" "$OUT/suite/tests.log" 2>/dev/null | head -60
   return $rc
@@ -147,6 +152,73 @@ step_sanitize() {
       | grep -vE "COMPUTE-SANITIZER|SUMMARY" | head -8 | cut -c1-160; }
   done
   return $result
+}
+
+# One run: TOOL LEVEL MODE (graph or eager) LOG. Exit 3: the sanitizer found errors.
+sanitize_one_run() {
+  local mode_flag=()
+  [ "$3" = eager ] && mode_flag=(--no-cuda-graph)
+  timeout "${SANITIZE_LIMIT:-300}" compute-sanitizer --tool "$1" --error-exitcode 3 "$GE_BIN_DIR/ganengine" train \
+    --dataset fake --imageSize 32 --ngf 16 --ndf 16 --batchSize 16 --max-steps 3 --no-progress --no-tensorboard \
+    --opt-level "$2" "${mode_flag[@]}" --outf "/tmp/ge-sanitize-$1-$2-$3" >"$4" 2>&1
+}
+
+step_sanitize_train() {
+  local tool level mode runs=() rc result=0 tools
+  mkdir -p "$OUT/sanitize-train"
+  IFS=, read -ra tools <<<"${SANITIZE_TOOLS:-memcheck,racecheck,initcheck,synccheck}"
+  for tool in "${tools[@]}"; do
+    for level in O0 O1 O2 O3; do
+      for mode in graph eager; do runs+=("$tool $level $mode"); done
+    done
+  done
+  # The runs share the GPU; each is slowed mostly on the host, so several run at once.
+  export GE_BIN_DIR
+  printf '%s\n' "${runs[@]}" | xargs -P "${SANITIZE_JOBS:-8}" -L 1 bash -c \
+    "$(declare -f sanitize_one_run); sanitize_one_run \$0 \$1 \$2 $OUT/sanitize-train/\$0-\$1-\$2.log; \
+     echo \$? > $OUT/sanitize-train/\$0-\$1-\$2.rc"
+  for r in "${runs[@]}"; do
+    read -r tool level mode <<<"$r"
+    local base="$OUT/sanitize-train/$tool-$level-$mode"
+    rc=$(cat "$base.rc" 2>/dev/null || echo missing)
+    local summary
+    summary=$(grep -E "(ERROR|RACECHECK) SUMMARY" "$base.log" | tail -1)
+    echo "$tool $level $mode: exit $rc; ${summary:-no summary}"
+    [ "$rc" = 0 ] || { result=1; grep -E "^========= [A-Z]" "$base.log" | grep -vE "COMPUTE-SANITIZER|SUMMARY" \
+      | head -4 | cut -c1-160; tail -2 "$base.log"; }
+  done
+  return $result
+}
+
+step_signal() {
+  local dir=/tmp/ge-signal rc pid
+  rm -rf "$dir"
+  mkdir -p "$OUT/signal"
+  "$GE_BIN_DIR/ganengine" train --dataset fake --max-steps 100000 --no-progress --log-interval 10 --outf "$dir" \
+    >"$OUT/signal/run.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 120); do  # until a few steps are logged
+    grep -q '"step": *[1-9]' "$dir/metrics.jsonl" 2>/dev/null && break
+    sleep 0.5
+  done
+  kill -TERM "$pid"
+  wait "$pid"
+  rc=$?
+  echo "SIGTERM: exit $rc (143 expected); $(grep -ciE "saved|stopped" "$OUT/signal/run.log") lines say it saved"
+  tail -3 "$OUT/signal/run.log"
+  [ -f "$dir/training_state.safetensors" ] || { echo "no training_state.safetensors written"; return 1; }
+  local saved
+  saved=$(python3 -c 'import json, struct, sys
+f = open(sys.argv[1], "rb")
+print(json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))["__metadata__"]["global_step"])' \
+    "$dir/training_state.safetensors")
+  echo "state saved at step $saved"
+  "$GE_BIN_DIR/ganengine" train --resume "$dir/training_state.safetensors" --max-steps "$((saved + 2))" \
+    >"$OUT/signal/resume.log" 2>&1
+  local resume_rc=$?
+  echo "resume from the file alone: exit $resume_rc"
+  tail -3 "$OUT/signal/resume.log"
+  ((rc == 143 && resume_rc == 0))
 }
 
 step_bench() {

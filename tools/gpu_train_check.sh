@@ -38,7 +38,7 @@ PY
 done
 # One epoch per opt level at batch 64 (fake data: 1000 images, 16 steps), for images/s.
 for L in O0 O1 O2 O3; do
-  "$BIN" train --dataset fake --opt-level $L --niter 1 --outf /tmp/ge-epoch-$L --log-interval 1000 --no-progress \
+  "$BIN" train --dataset fake --opt-level $L --niter 1 --outf /tmp/ge-epoch-$L --overwrite --log-interval 1000 --no-progress \
       2>&1 | grep -E "^done" | sed "s/^/epoch $L: /"
 done
 tail -n 3 "$OUT/checkpoints.log"

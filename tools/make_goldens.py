@@ -13,6 +13,14 @@ CI dependency: the files it writes are committed, and the C++ tests read them.
                               20 DCGAN training steps (64x64, ngf=ndf=8, batch 4) at O0, O1, O2
                               with Apex's per-loss dynamic loss scaling emulated exactly, plus an
                               O1 run with forced overflows (test hook), as the reference trajectory
+  golden_loss_scale.safetensors
+                              Apex's dynamic loss scaler over thousands of steps that cross its
+                              growth window, with and without overflows; checked here against
+                              PyTorch's own scaler update (torch._amp_update_scale_) below the cap
+  golden_grid.safetensors     torchvision.utils.save_image's pixels (make_grid, normalize=True) for
+                              random batches of 1 and 3 channels, f32 and f16
+
+  --only NAME[,NAME]          writes only these (ops, dcgan, adam, train, loss_scale, grid)
 """
 import argparse
 import os
@@ -244,6 +252,69 @@ class ApexScaler:
         return overflow and self.dynamic
 
 
+def loss_scale_goldens(path):
+    """Sequences of found_inf flags and the (scale, clean steps) Apex's scaler holds after each.
+
+    "grow": from 2^16, 9,000 steps with rare random overflows and overflows placed on the step
+    that would have grown the scale and right after a growth; "cap": from 2^23,
+    5,000 clean steps (one growth to 2^24, then none). Below the cap Apex's rule is PyTorch's
+    GradScaler rule, so PyTorch's kernel must give the same scales (asserted)."""
+    out, meta = {}, {}
+    gen = torch.Generator().manual_seed(11)
+    sequences = {"grow": (2.0 ** 16, 9000), "cap": (2.0 ** 23, 5000)}
+    for name, (init, steps) in sequences.items():
+        if name == "grow":
+            # Random overflows outside [2005, 8006); inside it, an overflow at 4004 (the 2000th
+            # clean step after the one at 2004, which would have grown the scale), a growth at
+            # 6004 and an overflow right after it, then a growth at 8005.
+            flags = (torch.rand(steps, generator=gen) < 1.0 / 1500).tolist()
+            for at in range(2005, 8006):
+                flags[at] = False
+            for at in (3, 4, 2004, 4004, 6005):
+                flags[at] = True
+        else:
+            flags = [False] * steps
+        scaler = ApexScaler(True, init=init)
+        scales, counts = [], []
+        for f in flags:
+            scaler.update(bool(f))
+            scales.append(scaler.scale)
+            counts.append(scaler.unskipped)
+        if name == "grow":
+            dev = "cuda" if torch.cuda.is_available() else "cpu"
+            ts = torch.tensor([init], dtype=torch.float32, device=dev)
+            tracker = torch.zeros(1, dtype=torch.int32, device=dev)
+            for i, f in enumerate(flags):
+                found = torch.tensor([1.0 if f else 0.0], device=dev)
+                torch._amp_update_scale_(ts, tracker, found, 2.0, 0.5, 2000)
+                assert ts.item() == scales[i] and tracker.item() == counts[i], (i, ts.item(), scales[i])
+        out[name + ".found_inf"] = torch.tensor([1.0 if f else 0.0 for f in flags], dtype=torch.float32)
+        out[name + ".scale"] = torch.tensor(scales, dtype=torch.float32)
+        out[name + ".clean_steps"] = torch.tensor(counts, dtype=torch.float32)
+        meta[name + ".init_scale"] = repr(init)
+        print(name, "growths:", sum(1 for a, b in zip([init] + scales, scales) if b > a),
+              "overflows:", sum(flags), "final scale:", scales[-1])
+    meta["growth_interval"] = "2000"
+    save(path, out, meta)
+
+
+def grid_goldens(path):
+    """save_image(images, normalize=True): make_grid (nrow 8, padding 2, min-max over the batch),
+    then x * 255 + 0.5, clamped, truncated to u8, as torchvision writes the PNG."""
+    import torchvision.utils as vutils
+    out = {}
+    gen = torch.Generator().manual_seed(5)
+    cases = {"rgb_f32": (11, 3, 9, 7, torch.float32), "grey_f32": (3, 1, 6, 6, torch.float32),
+             "rgb_f16": (10, 3, 8, 8, torch.float16)}
+    for name, (n, c, h, w, dtype) in cases.items():
+        images = (torch.rand(n, c, h, w, generator=gen) * 3.0 - 1.2).to(dtype)
+        grid = vutils.make_grid(images, nrow=8, padding=2, normalize=True)
+        pixels = grid.mul(255).add_(0.5).clamp_(0, 255).permute(1, 2, 0).to("cpu", torch.uint8)
+        out[name + ".images"] = images
+        out[name + ".pixels"] = pixels.to(torch.float32)  # (H, W, 3) as the PNG holds them
+    save(path, out)
+
+
 def dump_state(path, level, G, D, mG, mD, optG, optD, scalers, step):
     """PyTorch's state before `step`, in ganengine's training-state format (training_state.h),
     so the C++ tests can take one step from exactly this state."""
@@ -427,14 +498,25 @@ def main():
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--teacher-dir", help="also write PyTorch's state before every training step here "
                                           "(not committed: the GPU suite's step-by-step comparison reads them)")
+    ap.add_argument("--only", default="ops,dcgan,adam,train,loss_scale,grid",
+                    help="comma-separated: which goldens to write (default: all)")
     args = ap.parse_args()
+    only = set(args.only.split(","))
     os.makedirs(args.out, exist_ok=True)
     g = torch.Generator().manual_seed(7)
-    op_goldens(os.path.join(args.out, "golden_ops.safetensors"), g)
-    dcgan_goldens(os.path.join(args.out, "golden_dcgan.safetensors"))
-    adam_goldens(os.path.join(args.out, "golden_adam.safetensors"))
-    train_goldens(args.out, args.device, args.teacher_dir)
-    if args.teacher_dir:  # the example's full-width networks, too large to commit
+    if "ops" in only:
+        op_goldens(os.path.join(args.out, "golden_ops.safetensors"), g)
+    if "dcgan" in only:
+        dcgan_goldens(os.path.join(args.out, "golden_dcgan.safetensors"))
+    if "adam" in only:
+        adam_goldens(os.path.join(args.out, "golden_adam.safetensors"))
+    if "train" in only:
+        train_goldens(args.out, args.device, args.teacher_dir)
+    if "loss_scale" in only:
+        loss_scale_goldens(os.path.join(args.out, "golden_loss_scale.safetensors"))
+    if "grid" in only:
+        grid_goldens(os.path.join(args.out, "golden_grid.safetensors"))
+    if args.teacher_dir and "train" in only:  # the example's full-width networks, too large to commit
         dcgan_goldens(os.path.join(args.teacher_dir, "golden_dcgan_full.safetensors"), ngf=64, ndf=64)
 
 

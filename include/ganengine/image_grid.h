@@ -14,7 +14,9 @@ namespace ge {
 // black pixels around and between the images (a single image is written alone, unpadded), and
 // rounded to u8 as save_image does (x * 255 + 0.5, clamped to [0, 255], truncated). The
 // arithmetic rounds like PyTorch's on the tensor's device and dtype, so even the last bit of
-// a half-precision batch agrees. The file is written atomically (src/io/atomic_file.h).
+// a half-precision batch agrees. A path ending in .jpg or .jpeg gets a JPEG (quality 95), as
+// save_image picks the format by extension; any other a PNG. The file is written atomically
+// (src/io/atomic_file.h).
 void save_image_grid(const Tensor& images, const std::string& path, int nrow = 8, int padding = 2);
 
 // One image (1, C, H, W) with values in [-1, 1] (the generator's Tanh range), written as it is:

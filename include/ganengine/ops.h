@@ -257,6 +257,15 @@ void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
                const std::vector<Tensor>& exp_avg_sq, Tensor& step, const Tensor& skip, const AdamConfig& cfg,
                const std::vector<Tensor>& half_copies = {}, const PendingGrads* pending = nullptr);
 
+// ---- exponential moving average of weights (--ema-decay), for every i and element:
+//   average[i] = decay * average[i] + (1 - decay) * value[i]
+// computed in fp32 as two products and a sum, each rounded to f32 (no fused multiply-add), so
+// the CPU and the GPU agree bitwise; decay and 1 - decay are the f32 roundings of the doubles.
+// averages are f32; values any floating dtype of the same numel, stored in the same element
+// order (the same shape and memory format, or a layout whose order does not differ). One
+// multi-tensor launch on the GPU, capturable in a CUDA graph.
+void ema_update(const std::vector<Tensor>& averages, const std::vector<Tensor>& values, double decay);
+
 // ---- random numbers: Philox4x32-10 keyed by seed, element i drawn from counter (offset + i/4).
 // The same (seed, offset) gives bitwise the same values on the CPU and the GPU.
 void fill_uniform(Tensor& t, uint64_t seed, uint64_t offset);  // [0, 1) in f32 (a half type may round up to 1)

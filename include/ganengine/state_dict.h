@@ -18,4 +18,14 @@ StateDict state_dict(Sequential& net);
 // nothing else may be there; `what` names the source in error messages (a file name).
 void load_state_dict(Sequential& net, const StateDict& sd, const std::string& what);
 
+// A state_dict from a file, by its content: a safetensors file, or a .pth written by torch.save
+// (its ZIP format or the legacy one). Names saved from a DataParallel wrapper ("module.main.0.weight")
+// lose their "module." prefix when every name has it.
+StateDict load_state_dict_file(const std::string& path);
+
+// A DCGAN generator's shape (nz, ngf, nc, imageSize) read off its weights: main.0.weight is
+// (nz, ngf*mult, 4, 4), the last transposed convolution (ngf, nc, 4, 4), and k transposed
+// convolutions make images of side 2^(k+1). `what` names the source in errors.
+NetConfig infer_generator_config(const StateDict& sd, const std::string& what);
+
 }  // namespace ge::nn

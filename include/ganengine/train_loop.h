@@ -35,7 +35,17 @@ struct TrainOptions {
   int sample_interval = 100;
   int64_t max_steps = -1;  // stop early (after this many steps in total, resumed ones included)
   std::string resume;      // training-state file
-  bool progress = true;    // the progress line (only drawn on a terminal)
+  bool overwrite = false;  // --overwrite: start a new run in an --outf that holds another run's state
+  // --checkpoint-every: the training state is also saved inside epochs, every N global steps
+  // when steps > 0, else after this much training time since the last save (0: never).
+  int64_t checkpoint_every_steps = 0;
+  double checkpoint_every_seconds = 600;
+  bool progress = true;     // the progress line (only drawn on a terminal)
+  bool tensorboard = true;  // TensorBoard event files under <outf>/tb/ (--no-tensorboard)
+  double ema_decay = 0;     // --ema-decay: TrainerConfig::ema_decay (0: no moving average)
+  // For run.json: the program's version and every flag, as given or defaulted (name, value).
+  std::string version;
+  std::vector<std::pair<std::string, std::string>> flag_values;
   std::vector<std::pair<int64_t, int>> force_overflow;  // test hook: (global step, loss id)
   std::pair<int64_t, int64_t> profile_steps{-1, -1};    // --profile-steps A:B (global steps, inclusive)
   bool cuda_graph = false;  // TrainerConfig::cuda_graph (the CLI turns it on for GPUs unless --no-cuda-graph)
@@ -48,8 +58,8 @@ struct TrainOptions {
   DataPlacement data_on = DataPlacement::Auto;
 };
 
-// Runs training; returns the process exit code (0; 3 when a loss scale hit its floor; 130 when
-// interrupted, after saving the training state).
+// Runs training; returns the process exit code (0; 3 when a loss scale hit its floor; 128 + the
+// signal, 130 for SIGINT and 143 for SIGTERM, when stopped by one, after saving the training state).
 int run_training(const TrainOptions& opt);
 
 // Prints, for each layer of both networks, the dtype it stores and computes in.

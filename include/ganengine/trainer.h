@@ -70,6 +70,12 @@ struct TrainerConfig {
   ReplicaGroup* replicas = nullptr;
   // With replicas: every BatchNorm2d takes its batch statistics over all replicas (--sync-bn).
   bool sync_batchnorm = false;
+  // In (0, 1): an exponential moving average of G's weights (the fp32 masters where the policy
+  // keeps them, else the weights), updated after every G step inside the step (ops::ema_update,
+  // so a captured step carries it): average = decay * average + (1 - decay) * weight. 0: none.
+  // A step whose G update an overflow skipped updates it too, towards the unchanged weights, as
+  // PyTorch's loops do: the decision stays on the device.
+  double ema_decay = 0;
 };
 
 // The losses of the example's three backward passes.
@@ -125,6 +131,11 @@ class DcganTrainer {
   nn::Sequential& discriminator() { return *D_; }
   Adam& optimizer_G() { return *optG_; }
   Adam& optimizer_D() { return *optD_; }
+  // TrainerConfig::ema_decay: the averages of G's params() in their order (f32, each shaped and
+  // laid out as its weight), empty when off. restart_ema sets them to G's weights as they are
+  // now (the constructor does; so does `train` after loading --netG).
+  std::vector<Tensor>& generator_ema() { return ema_; }
+  void restart_ema();
   // Loss scaler i's state: f32 (2) = {scale, clean steps}.
   Tensor& scaler_state(int i) { return scaler_[i]; }
   const TrainerConfig& config() const { return cfg_; }
@@ -166,8 +177,9 @@ class DcganTrainer {
   std::unique_ptr<nn::Sequential> G_, D_;
   std::unique_ptr<Adam> optG_, optD_;
   std::array<Tensor, 3> scaler_;
-  Tensor record_;   // f32 (12) on the device, read by record()
-  Tensor no_skip_;  // f32 (1) zero: static loss scales never skip a step (Apex)
+  Tensor record_;            // f32 (12) on the device, read by record()
+  Tensor no_skip_;           // f32 (1) zero: static loss scales never skip a step (Apex)
+  std::vector<Tensor> ema_;  // generator_ema()
   std::array<bool, 3> forced_{};
   // D's and G's last loss's gradients left for their optimizer to unscale (optimizer_unscales).
   std::array<std::optional<ops::PendingGrads>, 2> pending_;

@@ -5,6 +5,7 @@
 #pragma once
 #include <string>
 
+#include "ganengine/safetensors.h"
 #include "ganengine/trainer.h"
 
 namespace ge {
@@ -24,8 +25,14 @@ struct RunIdentity {
 
 void save_training_state(const std::string& path, DcganTrainer& trainer, const Tensor& fixed_noise,
                          const RunPosition& pos, const RunIdentity& id);
+// What save_training_state writes, for a caller that publishes it with other files
+// (train/checkpoint_set.h).
+SafeTensorsFile training_state_contents(DcganTrainer& trainer, const Tensor& fixed_noise, const RunPosition& pos,
+                                        const RunIdentity& id);
 // Restores into a trainer built with the same settings; returns the position and fills fixed_noise.
-// Errors name the file and every setting that differs from the saved run.
+// Errors name the file and every setting that differs from the saved run; a position, loss
+// scale or fixed noise that no save writes (negative, not a number, not finite) is refused as
+// damage, and so is a checkpoint set whose files belong to different saves.
 RunPosition load_training_state(const std::string& path, DcganTrainer& trainer, Tensor& fixed_noise,
                                 const RunIdentity& expected);
 

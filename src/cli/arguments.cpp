@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "core/backend.h"
+#include "core/cpu_backend.h"
 #include "data/dataset_registry.h"
 #include "data/download.h"
 #include "ganengine/error.h"
@@ -54,8 +55,14 @@ Device resolve_device(const std::string& spec, const char* command, bool warn_on
                    command, why);
     return Device::cpu();
   }
+  // cpu runs the fast backend (oneDNN, when built), cpu-reference the reference loops.
+  if (spec == "cpu-reference") {
+    set_cpu_backend(CpuBackend::Reference);
+    return Device::cpu();
+  }
   const Device d = Device::parse(spec);
   if (d.is_cuda() && !cuda_available()) fail("--device ", spec, ": no usable CUDA GPU here", why, "; use --device cpu");
+  if (d.is_cpu()) set_cpu_backend(CpuBackend::Fast);
   return d;
 }
 
@@ -87,12 +94,43 @@ Arguments normalise_arguments(int argc, char** argv, const std::map<std::string,
   return a;
 }
 
+namespace {
+
+// cxxopts reports a value that does not parse as "Argument 'V' failed to parse", without the
+// flag: find the flag that V was given to, and say what it takes.
+std::string describe_bad_value(const Arguments& args, const std::string& cxxopts_message) {
+  // cxxopts quotes with U+2018 and U+2019 where the terminal takes UTF-8, else with '.
+  const bool curly = cxxopts_message.find("\u2018") != std::string::npos;
+  const std::string lquote = curly ? "\u2018" : "'", rquote = curly ? "\u2019" : "'";
+  const size_t open = cxxopts_message.find(lquote);
+  const size_t close = cxxopts_message.rfind(rquote);
+  if (open == std::string::npos || close == std::string::npos || close <= open) return cxxopts_message;
+  const std::string value = cxxopts_message.substr(open + lquote.size(), close - open - lquote.size());
+  std::string flag;
+  for (size_t i = 1; i < args.words.size() && flag.empty(); ++i) {
+    const std::string& w = args.words[i];
+    const size_t eq = w.find('=');
+    if (w.rfind('-', 0) == 0 && eq != std::string::npos && w.substr(eq + 1) == value)
+      flag = w.substr(0, eq);
+    else if (w.rfind('-', 0) == 0 && eq == std::string::npos && i + 1 < args.words.size() && args.words[i + 1] == value)
+      flag = w;
+  }
+  const bool integer = !value.empty() && value.find_first_not_of("+-0123456789") == std::string::npos;
+  const std::string expected = integer ? "is out of range for this flag (expected a smaller whole number)"
+                                       : "is not a valid value (expected a number; true or false for a switch)";
+  return (flag.empty() ? std::string("a value") : flag) + " '" + value + "' " + expected;
+}
+
+}  // namespace
+
 std::optional<cxxopts::ParseResult> parse_command_line(cxxopts::Options& options, Arguments& args, const char* command,
                                                        const std::vector<std::string>& help_groups) {
   const std::string see = std::string(" (see 'ganengine ") + command + " --help')";
   std::optional<cxxopts::ParseResult> r;
   try {
     r = options.parse(args.argc(), args.argv());
+  } catch (const cxxopts::exceptions::incorrect_argument_type& e) {
+    fail(describe_bad_value(args, e.what()), see);
   } catch (const cxxopts::exceptions::exception& e) {
     fail(e.what(), see);
   }

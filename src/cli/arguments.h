@@ -25,7 +25,8 @@ class Arguments {
 };
 
 // --device for a command: "" means the GPU when there is one, else the CPU (with a warning on
-// stderr when warn_on_cpu); "cuda[:k]" without a usable GPU is an error that says so.
+// stderr when warn_on_cpu); "cuda[:k]" without a usable GPU is an error that says so. "cpu" runs
+// CPU ops on the fast backend, "cpu-reference" on the reference loops (core/cpu_backend.h).
 Device resolve_device(const std::string& spec, const char* command, bool warn_on_cpu);
 
 // For the commands' --help, from the dataset registry: every --dataset name as

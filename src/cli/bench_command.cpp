@@ -13,6 +13,7 @@
 #include "cli/bench_report.h"
 #include "cli/commands.h"
 #include "core/backend.h"
+#include "core/cpu_backend.h"
 #include "data/dataset_registry.h"
 #include "ganengine/data.h"
 #include "ganengine/data_pipeline.h"
@@ -84,6 +85,50 @@ int positive(const cxxopts::ParseResult& r, const char* flag) {
   return v;
 }
 
+// --device cpu (the fast backend) or cpu-reference (the reference loops): the step timed on the
+// host, its convolutions' GFLOP/s beside ms/step and images/s.
+int run_cpu_bench(const std::string& spec, const BenchRun& run, const std::vector<OptLevel>& levels,
+                  const std::vector<int64_t>& batches, const AmpOverrides& amp, int threads) {
+  const Device device = resolve_device(spec, "bench", /*warn_on_cpu=*/false);
+  set_cpu_threads(threads);
+  set_cpu_bf16_compute(true);
+  std::printf("ganengine bench on the CPU (--device %s): %s; %s\n", spec.c_str(), describe_cpu_backend().c_str(),
+              describe_cpu_features().c_str());
+  std::printf("networks: %dx%d, nz %lld, ngf %lld, ndf %lld; %.3f GFLOP per image per step (convolutions only)\n",
+              run.net.image_size, run.net.image_size, static_cast<long long>(run.net.nz),
+              static_cast<long long>(run.net.ngf), static_cast<long long>(run.net.ndf),
+              static_cast<double>(dcgan_step_flops(run.net, 1)) * 1e-9);
+  std::printf("each row: median of %d windows of %d steps after %d warm-up steps; one synthetic batch in host memory\n",
+              run.windows, run.steps, run.warmup);
+  StepBenchConfig cfg;
+  cfg.net = run.net;
+  cfg.amp = amp;
+  cfg.device = device;
+  cfg.warmup = run.warmup;
+  cfg.steps = run.steps;
+  cfg.windows = run.windows;
+  bool all_ok = true;
+  for (OptLevel level : levels)
+    for (int64_t batch : batches) {
+      cfg.level = level;
+      cfg.batch = batch;
+      std::printf("%s batch %5lld: ", opt_level_name(level), static_cast<long long>(batch));
+      std::fflush(stdout);
+      try {
+        const StepBenchResult res = run_step_bench(cfg);
+        std::printf("%9.2f ms/step %9.1f images/s %8.1f GFLOP/s  (%s)%s\n", res.ms_per_step, res.images_per_s,
+                    res.tflops * 1e3, describe_cpu_precision(resolve_policy(level, amp).compute_dtype).c_str(),
+                    res.finite ? "" : "  NON-FINITE LOSSES");
+        all_ok = all_ok && res.finite;
+      } catch (const Error& e) {
+        std::printf("failed: %s\n", e.what());
+        all_ok = false;
+      }
+      std::fflush(stdout);
+    }
+  return all_ok ? 0 : 1;
+}
+
 Device bench_device(const std::string& spec) {
   const Device d = Device::parse(spec);
   if (!d.is_cuda()) fail("ganengine bench needs a CUDA GPU (--device ", spec, " is not one)");
@@ -148,7 +193,8 @@ int run_bench(int argc, char** argv) {
     ("skip-bad-images", "with --dataset: skip undecodable images instead of stopping")
     ("download", "with --dataset: fetch it into --dataroot first (" + downloadable_datasets() + "), md5-checked")
     ("download-mirror", "with --download: base URL to download from (else $GANENGINE_DATASET_MIRROR, else the official sites)", cxxopts::value<std::string>()->default_value(""))
-    ("device", "cuda | cuda:K", cxxopts::value<std::string>()->default_value("cuda:0"))
+    ("device", "cuda | cuda:K | cpu | cpu-reference (cpu: the oneDNN backend; cpu-reference: the plain reference loops)", cxxopts::value<std::string>()->default_value("cuda:0"))
+    ("threads", "with --device cpu: compute threads (default 0: OMP_NUM_THREADS when set, else every core)", cxxopts::value<int>()->default_value("0"))
     ("h,help", "show this help");
   // clang-format on
   Arguments args = normalise_arguments(argc, argv,
@@ -187,14 +233,20 @@ int run_bench(int argc, char** argv) {
     amp.loss_scale = run.loss_scale;
   }
   for (OptLevel level : levels) (void)resolve_policy(level, amp);  // a bad --loss-scale fails now
-  const std::vector<bool> graph_modes = parse_graph_modes(r["cuda-graph"].as<std::string>());
-  if (r.count("no-cuda-graph") && graph_modes != std::vector<bool>{false})
-    fail("--cuda-graph ", r["cuda-graph"].as<std::string>(), " and --no-cuda-graph contradict each other");
+  // --cuda-graph's default (on) gives way to --no-cuda-graph; only an explicit --cuda-graph that
+  // asks for graphs contradicts it.
+  std::vector<bool> graph_modes = parse_graph_modes(r["cuda-graph"].as<std::string>());
+  if (r.count("no-cuda-graph")) {
+    if (r.count("cuda-graph") && graph_modes != std::vector<bool>{false})
+      fail("--cuda-graph ", r["cuda-graph"].as<std::string>(), " and --no-cuda-graph contradict each other");
+    graph_modes = {false};
+  }
   run.warmup = positive(r, "warmup");
   run.steps = positive(r, "steps");
   run.windows = positive(r, "windows");
-  const int graph_warmup = TrainerConfig{}.cuda_graph_warmup + 2;  // eager steps, the capture, one replay
-  if (run.warmup < graph_warmup && std::count(graph_modes.begin(), graph_modes.end(), true))
+  const int graph_warmup = TrainerConfig{}.cuda_graph_warmup + 2;          // eager steps, the capture, one replay
+  const bool on_cpu = r["device"].as<std::string>().rfind("cpu", 0) == 0;  // CPU steps are never captured
+  if (!on_cpu && run.warmup < graph_warmup && std::count(graph_modes.begin(), graph_modes.end(), true))
     fail("--warmup ", run.warmup, " is too short for --cuda-graph on (at least ", graph_warmup,
          ": the trainer's eager steps, the capture and one replay come before the timed steps)");
   run.ngpu = r["ngpu"].as<int>();
@@ -218,7 +270,14 @@ int run_bench(int argc, char** argv) {
                          "(an epoch's last, partial batch left out)"
                    : "one synthetic batch and one noise batch resident on the GPU (no input pipeline; --dataset "
                      "includes it)";
-  const Device device = bench_device(r["device"].as<std::string>());
+  const std::string device_spec = r["device"].as<std::string>();
+  if (on_cpu) {
+    if (data || !json_path.empty() || run.ngpu != 1 || r.count("profile") || r.count("memory-breakdown"))
+      fail("--device ", device_spec,
+           " times the step alone: --dataset, --json, --ngpu, --profile and --memory-breakdown are for GPU runs");
+    return run_cpu_bench(device_spec, run, levels, batches, amp, r["threads"].as<int>());
+  }
+  const Device device = bench_device(device_spec);
   run.device = device.str();
   run.date = utc_now_iso8601();
   run.facts = device_facts(device);

@@ -8,4 +8,6 @@ int run_train(int argc, char** argv);
 int run_generate(int argc, char** argv);
 int run_bench_data(int argc, char** argv);
 int run_bench(int argc, char** argv);
+int run_convert(int argc, char** argv);
+int run_export(int argc, char** argv);
 }  // namespace ge::cli

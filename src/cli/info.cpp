@@ -3,6 +3,7 @@
 
 #include "cli/commands.h"
 #include "core/backend.h"
+#include "core/cpu_backend.h"
 #include "core/process_group.h"
 #include "core/tuning_policy.h"
 #include "ganengine/system_info.h"
@@ -16,6 +17,9 @@ const char* version() { return "0.1.0"; }
 int run_info(int, char**) {
   std::printf("ganengine %s\n", version());
   for (const auto& line : system_info_lines()) std::printf("%s\n", line.c_str());
+  // `--device cpu` runs the fast backend; `--device cpu-reference` the loops every test checks.
+  std::printf("cpu backend (--device cpu): %s\n", describe_cpu_backend().c_str());
+  std::printf("cpu features: %s\n", describe_cpu_features().c_str());
   std::printf("tuning policy (GANENGINE_TUNING=key=value,... overrides; docs/performance.md):\n");
   for (const auto& line : tuning().describe()) std::printf("  %s\n", line.c_str());
   std::printf("convolution paths, tried in order (the first that applies runs the pass):\n");

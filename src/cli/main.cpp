@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/error_text.h"
 #include "ganengine/error.h"
 
 namespace {
@@ -18,6 +19,8 @@ void print_usage() {
       "  generate   images from a trained generator\n"
       "  bench      ms/step, images/s and TFLOP/s of the training step on the GPU\n"
       "  bench-data images/s of the input pipeline for a dataset\n"
+      "  convert    a PyTorch .pth state_dict into a .safetensors file\n"
+      "  export     a generator as an ONNX model\n"
       "  info       build configuration and the devices this machine offers\n"
       "\nRun 'ganengine <command> --help' for a command's options.\n",
       ge::cli::version());
@@ -41,13 +44,16 @@ int main(int argc, char** argv) {
     if (cmd == "bench") return ge::cli::run_bench(argc - 1, argv + 1);
     if (cmd == "bench-data") return ge::cli::run_bench_data(argc - 1, argv + 1);
     if (cmd == "info") return ge::cli::run_info(argc - 1, argv + 1);
-    std::fprintf(stderr,
-                 "ganengine: unknown command '%s' (expected train, generate, bench, bench-data or info). See "
-                 "'ganengine --help'.\n",
-                 cmd.c_str());
+    if (cmd == "convert") return ge::cli::run_convert(argc - 1, argv + 1);
+    if (cmd == "export") return ge::cli::run_export(argc - 1, argv + 1);
+    std::fprintf(
+        stderr,
+        "ganengine: unknown command '%s' (expected train, generate, bench, bench-data, convert, export or info). See "
+        "'ganengine --help'.\n",
+        cmd.c_str());
     return 2;
   } catch (const ge::Error& e) {
-    std::fprintf(stderr, "ganengine %s: error: %s\n", cmd.c_str(), e.what());
+    std::fprintf(stderr, "ganengine %s: error: %s\n", cmd.c_str(), ge::cli::error_text_for_user(e.what()).c_str());
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ganengine %s: error: %s\n", cmd.c_str(), e.what());

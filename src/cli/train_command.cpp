@@ -7,7 +7,10 @@
 
 #include "cli/arguments.h"
 #include "cli/commands.h"
+#include "cli/resume_settings.h"
 #include "core/backend.h"
+#include "core/cpu_backend.h"
+#include "core/process_group.h"
 #include "data/dataset_registry.h"
 #include "ganengine/data.h"
 #include "ganengine/train_loop.h"
@@ -56,6 +59,39 @@ std::pair<int64_t, int64_t> parse_profile_steps(const std::string& spec) {
   return {a, b};
 }
 
+// --checkpoint-every: "N" steps, "Ns", "Nm" or "Nh" of training time, "0" for epoch ends only.
+void parse_checkpoint_every(const std::string& spec, TrainOptions& opt) {
+  char* end = nullptr;
+  const long long n = std::strtoll(spec.c_str(), &end, 10);
+  const std::string unit = end ? end : "";
+  const bool digits = !spec.empty() && end != spec.c_str() && spec[0] != '-' && spec[0] != '+';
+  if (!digits || n < 0 || (unit != "" && unit != "s" && unit != "m" && unit != "h") || n > (1LL << 40))
+    fail("--checkpoint-every '", spec,
+         "' (expected N steps, or a time such as 90s, 10m or 2h; 0 saves at epoch ends only)");
+  opt.checkpoint_every_steps = unit.empty() ? n : 0;
+  const double seconds_per_unit = unit == "s" ? 1 : unit == "m" ? 60 : 3600;
+  opt.checkpoint_every_seconds = unit.empty() ? 0 : static_cast<double>(n) * seconds_per_unit;
+}
+
+// Every flag of the command with the value it has in this run: as given, else its default
+// ("true"/"false" for switches), in the order --help lists them.
+std::vector<std::pair<std::string, std::string>> flag_values(const cxxopts::Options& o, const cxxopts::ParseResult& r) {
+  std::map<std::string, std::string> given;
+  for (const auto& kv : r.arguments()) given[kv.key()] = kv.value();
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const char* group : {"main_amp.py", "ganengine"})
+    for (const auto& d : o.group_help(group).options) {
+      const std::string name = d.l.empty() ? d.s : d.l.front();
+      if (name == "help") continue;
+      auto it = given.find(name);
+      if (it != given.end())
+        out.emplace_back(name, d.is_boolean && it->second.empty() ? "true" : it->second);
+      else
+        out.emplace_back(name, d.has_default ? d.default_value : (d.is_boolean ? "false" : ""));
+    }
+  return out;
+}
+
 }  // namespace
 
 int run_train(int argc, char** argv) {
@@ -79,14 +115,15 @@ int run_train(int argc, char** argv) {
     ("ngpu", "GPUs to train on, from --device's on: each takes an equal share of --batchSize, gradients averaged with NCCL", cxxopts::value<int>()->default_value("1"))
     ("sync-bn", "with several GPUs: BatchNorm statistics over the whole global batch (PyTorch's SyncBatchNorm) instead of per replica")
     ("check-replicas", "with --ngpu > 1: check after every step that all replicas hold bitwise the same weights (slow; for debugging)")
-    ("netG", "generator weights (.safetensors) to continue from", cxxopts::value<std::string>()->default_value(""))
-    ("netD", "discriminator weights (.safetensors) to continue from", cxxopts::value<std::string>()->default_value(""))
+    ("netG", "generator weights to continue from (.safetensors, or a .pth of torch.save)", cxxopts::value<std::string>()->default_value(""))
+    ("netD", "discriminator weights to continue from (.safetensors, or a .pth of torch.save)", cxxopts::value<std::string>()->default_value(""))
     ("outf", "folder to output images and model checkpoints", cxxopts::value<std::string>()->default_value("."))
     ("manualSeed", "manual seed", cxxopts::value<uint64_t>()->default_value("2809"))
     ("classes", "comma separated list of classes for the lsun data set", cxxopts::value<std::string>()->default_value("bedroom"))
     ("opt_level", "Apex opt level: O0 (fp32) | O1 (mixed) | O2 (half model, fp32 masters) | O3 (pure half)", cxxopts::value<std::string>()->default_value("O1"));
   o.add_options("ganengine")
-    ("device", "cpu | cuda | cuda:K (default: the GPU when there is one, else the CPU with a warning)", cxxopts::value<std::string>()->default_value(""))
+    ("device", "cpu | cpu-reference | cuda | cuda:K (default: the GPU when there is one, else the CPU with a warning; cpu runs oneDNN, cpu-reference the plain reference loops)", cxxopts::value<std::string>()->default_value(""))
+    ("threads", "CPU compute threads (default 0: OMP_NUM_THREADS when set, else every core)", cxxopts::value<int>()->default_value("0"))
     ("half", "what half precision means: fp16 | bf16 (bf16 runs without loss scaling)", cxxopts::value<std::string>()->default_value("fp16"))
     ("keep-batchnorm-fp32", "Apex override: BatchNorm params in fp32 (True/False)", cxxopts::value<std::string>()->implicit_value("True"))
     ("master-weights", "Apex override: fp32 master weights for half models (True/False)", cxxopts::value<std::string>()->implicit_value("True"))
@@ -95,10 +132,14 @@ int run_train(int argc, char** argv) {
     ("tf32", "let O0's fp32 convolutions use TF32 (off: O0 is true fp32)")
     ("log-interval", "print and log every N iterations", cxxopts::value<int>()->default_value("1"))
     ("sample-interval", "write sample grids every N iterations", cxxopts::value<int>()->default_value("100"))
-    ("max-steps", "stop after N steps in total (the epoch's samples and weights are still written)", cxxopts::value<int64_t>()->default_value("-1"))
-    ("resume", "continue exactly from a training_state.safetensors", cxxopts::value<std::string>()->default_value(""))
+    ("max-steps", "stop after N steps in total (the epoch's samples and weights are still written); -1: no limit", cxxopts::value<int64_t>()->default_value("-1"))
+    ("resume", "continue exactly from a training_state.safetensors, with the settings it records (flags given with it may change only --niter, --max-steps, the intervals, --workers and paths)", cxxopts::value<std::string>()->default_value(""))
+    ("overwrite", "start a new run in an --outf that holds another run's training state, replacing its files")
+    ("checkpoint-every", "also save the training state inside epochs: every N steps, or every Ns / Nm / Nh of training; 0: only at epoch ends", cxxopts::value<std::string>()->default_value("10m"))
     ("print-precision", "print the dtype each layer stores and computes in, then exit")
     ("no-progress", "no progress line on the terminal")
+    ("no-tensorboard", "write no TensorBoard event files (default: under <outf>/tb/, see `tensorboard --logdir <outf>/tb`)")
+    ("ema-decay", "keep an exponential moving average of G's weights with this decay (e.g. 0.999), saved as netG_ema_epoch_N.safetensors and used for the sample grids; 0: off", cxxopts::value<double>()->default_value("0"))
     ("download", "fetch the dataset into --dataroot first (" + downloadable_datasets() + "), md5-checked")
     ("download-mirror", "base URL to download from (else $GANENGINE_DATASET_MIRROR, else the official sites)", cxxopts::value<std::string>()->default_value(""))
     ("skip-bad-images", "skip (and count) undecodable images instead of stopping")
@@ -119,8 +160,13 @@ int run_train(int argc, char** argv) {
                                         {"net-d", "netD"},
                                         {"data-root", "dataroot"}},
                                        {"keep-batchnorm-fp32", "master-weights"});
-  const std::optional<cxxopts::ParseResult> parsed = parse_command_line(o, args, "train", {"main_amp.py", "ganengine"});
+  std::optional<cxxopts::ParseResult> parsed = parse_command_line(o, args, "train", {"main_amp.py", "ganengine"});
   if (!parsed) return 0;
+  if (parsed->count("resume")) {  // the settings the state records fill in what was not given
+    args = complete_resume_arguments(o, args, *parsed, (*parsed)["resume"].as<std::string>());
+    args.finish();
+    parsed = parse_command_line(o, args, "train", {"main_amp.py", "ganengine"});
+  }
   const cxxopts::ParseResult& r = *parsed;
 
   TrainOptions opt;
@@ -162,8 +208,17 @@ int run_train(int argc, char** argv) {
   opt.log_interval = r["log-interval"].as<int>();
   opt.sample_interval = r["sample-interval"].as<int>();
   opt.max_steps = r["max-steps"].as<int64_t>();
+  if (opt.max_steps < -1) fail("--max-steps ", opt.max_steps, " (expected a number of steps >= 0, or -1 for no limit)");
   opt.resume = r["resume"].as<std::string>();
+  opt.overwrite = r.count("overwrite") > 0;
+  parse_checkpoint_every(r["checkpoint-every"].as<std::string>(), opt);
   opt.progress = r.count("no-progress") == 0;
+  opt.tensorboard = r.count("no-tensorboard") == 0;
+  opt.ema_decay = r["ema-decay"].as<double>();
+  if (!(opt.ema_decay >= 0 && opt.ema_decay < 1))
+    fail("--ema-decay ", opt.ema_decay, " (expected 0 <= decay < 1: 0 turns the average off, 0.999 is typical)");
+  opt.version = version();
+  opt.flag_values = flag_values(o, r);
   opt.download = r.count("download") > 0;
   opt.download_mirror = r["download-mirror"].as<std::string>();
   opt.skip_bad_images = r.count("skip-bad-images") > 0;
@@ -183,7 +238,13 @@ int run_train(int argc, char** argv) {
   if (!(opt.beta1 >= 0 && opt.beta1 < 1))
     fail("--beta1 ", opt.beta1, " (expected 0 <= beta1 < 1, the example's is 0.5)");
 
+  // Under a multi-process launcher the topology's own message (drop --ngpu) is the one to give.
+  if (opt.ngpu > 1 && r["device"].as<std::string>().empty() && !cuda_available() && detect_process_group().size == 1)
+    fail("--ngpu ", opt.ngpu, " trains on ", opt.ngpu, " GPUs, but there is no usable GPU here",
+         built_with_cuda() ? "" : " (this build has no CUDA)", "; use --ngpu 1 to train on the CPU");
   opt.device = resolve_device(r["device"].as<std::string>(), "train", /*warn_on_cpu=*/true);
+  set_cpu_threads(r["threads"].as<int>());
+  set_cpu_bf16_compute(true);  // bf16 convolutions in bf16 where the CPU has it (core/cpu_backend.h)
   if (graph_asked && !opt.device.is_cuda())
     fail("--cuda-graph needs a CUDA device (training runs on ", opt.device.str(), ")");
   // On by default on a GPU; the forced-overflow test hook needs host decisions, so it runs eagerly.

@@ -48,6 +48,7 @@
                  const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq, Tensor& step,             \
                  const Tensor& skip, const ops::AdamConfig& cfg, const std::vector<Tensor>& half_copies,              \
                  const ops::PendingGrads* pending);                                                                   \
+  void ema_update(const std::vector<Tensor>& averages, const std::vector<Tensor>& values, double decay);              \
   void fill_uniform(Tensor& t, uint64_t seed, uint64_t offset);                                                       \
   void fill_normal(Tensor& t, uint64_t seed, uint64_t offset, float mean, float stddev);
 

@@ -2,6 +2,10 @@
 #include <atomic>
 
 #include "core/backend.h"
+#include "core/cpu_backend.h"
+#ifdef GE_WITH_ONEDNN
+#include "onednn/fast_ops.h"
+#endif
 
 namespace ge {
 
@@ -28,6 +32,33 @@ bool on_cpu(const Tensor& t) { return t.device().is_cpu(); }
   do {                                                                               \
     if (!on_cpu(first)) fail("a CUDA tensor reached an op in a build without CUDA"); \
     cpu::call;                                                                       \
+  } while (0)
+#endif
+
+// CPU tensors run on the fast backend when it is chosen and built (core/cpu_backend.h) and
+// takes the call; otherwise, and for the ops it does not cover, on the reference.
+#ifdef GE_WITH_ONEDNN
+#define GE_CPU_FAST(call)                                \
+  do {                                                   \
+    if (!(cpu_fast_active() && onednn::call)) cpu::call; \
+  } while (0)
+#else
+#define GE_CPU_FAST(call) cpu::call
+#endif
+
+#ifdef GE_WITH_CUDA
+#define GE_DISPATCH_FAST(first, call) \
+  do {                                \
+    if (on_cpu(first))                \
+      GE_CPU_FAST(call);              \
+    else                              \
+      gpu::call;                      \
+  } while (0)
+#else
+#define GE_DISPATCH_FAST(first, call)                                                \
+  do {                                                                               \
+    if (!on_cpu(first)) fail("a CUDA tensor reached an op in a build without CUDA"); \
+    GE_CPU_FAST(call);                                                               \
   } while (0)
 #endif
 
@@ -71,30 +102,30 @@ Tensor with_weight_channels(const Tensor& x, const Tensor& w) {
 void conv2d_forward(const Tensor& x_in, const Tensor& w, Tensor& y, const Conv2dParams& p) {
   check_conv("conv2d_forward", x_in, w, y, p);
   const Tensor x = with_weight_channels(x_in, w);
-  GE_DISPATCH(x, conv2d_forward(x, w, y, p));
+  GE_DISPATCH_FAST(x, conv2d_forward(x, w, y, p));
 }
 
 void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p) {
   check_conv("conv2d_backward_data", dx, w, dy, p);
   if (dx.device().is_cuda()) {  // the GPU backend handles a narrower dx itself
-    GE_DISPATCH(dy, conv2d_backward_data(dy, w, dx, p));
+    GE_DISPATCH_FAST(dy, conv2d_backward_data(dy, w, dx, p));
     return;
   }
   // The CPU kernel writes all of w's channels.
-  write_with_channels(dx, w.dim(1), [&](Tensor& full) { GE_DISPATCH(dy, conv2d_backward_data(dy, w, full, p)); });
+  write_with_channels(dx, w.dim(1), [&](Tensor& full) { GE_DISPATCH_FAST(dy, conv2d_backward_data(dy, w, full, p)); });
 }
 
 void conv2d_backward_filter(const Tensor& x_in, const Tensor& dy, Tensor& dw, const Conv2dParams& p, float beta) {
   check_conv("conv2d_backward_filter", x_in, dw, dy, p);
   const Tensor x = with_weight_channels(x_in, dw);
-  GE_DISPATCH(x, conv2d_backward_filter(x, dy, dw, p, beta));
+  GE_DISPATCH_FAST(x, conv2d_backward_filter(x, dy, dw, p, beta));
 }
 
 void conv2d_activation_forward(const Tensor& x_in, const Tensor& w, Tensor& y, const Conv2dParams& p,
                                const FusedActivation& act) {
   check_conv("conv2d_activation_forward", x_in, w, y, p);
   const Tensor x = with_weight_channels(x_in, w);
-  GE_DISPATCH(x, conv2d_activation_forward(x, w, y, p, act));
+  GE_DISPATCH_FAST(x, conv2d_activation_forward(x, w, y, p, act));
 }
 
 void conv2d_activation_backward_filter(const Tensor& x_in, const Tensor& y, const Tensor& dy, Tensor& dw,
@@ -104,7 +135,7 @@ void conv2d_activation_backward_filter(const Tensor& x_in, const Tensor& y, cons
   same_device("conv2d_activation_backward_filter", {&x, &y, &dy, &dw});
   GE_CHECK(y.shape() == dy.shape() && y.dtype() == dy.dtype(), "conv2d_activation_backward_filter: y ", y.str(),
            " and dy ", dy.str(), " must match");
-  GE_DISPATCH(x, conv2d_activation_backward_filter(x, y, dy, dw, p, act, beta));
+  GE_DISPATCH_FAST(x, conv2d_activation_backward_filter(x, y, dy, dw, p, act, beta));
 }
 
 void conv2d_activation_backward_data(const Tensor& y, const Tensor& dy, const Tensor& w, Tensor& dx,
@@ -119,14 +150,14 @@ void conv2d_activation_backward_data(const Tensor& y, const Tensor& dy, const Te
       "conv2d_activation_backward_data: the input activation's output ", input ? input->x.str() : "", " must match dx ",
       dx.str());
   if (dx.device().is_cuda()) {  // the GPU backend handles a narrower dx itself
-    GE_DISPATCH(dy, conv2d_activation_backward_data(y, dy, w, dx, p, act, input));
+    GE_DISPATCH_FAST(dy, conv2d_activation_backward_data(y, dy, w, dx, p, act, input));
     return;
   }
   // The CPU kernel writes all of w's channels; the input activation's output gets them as zeros.
   write_with_channels(dx, w.dim(1), [&](Tensor& full) {
     InputActivation wide;
     if (input) wide = {input->act, with_channels(input->x, w.dim(1))};
-    GE_DISPATCH(dy, conv2d_activation_backward_data(y, dy, w, full, p, act, input ? &wide : nullptr));
+    GE_DISPATCH_FAST(dy, conv2d_activation_backward_data(y, dy, w, full, p, act, input ? &wide : nullptr));
   });
 }
 
@@ -146,11 +177,11 @@ void conv_transpose2d_activation_forward(const Tensor& x, const Tensor& w, Tenso
                                          const FusedActivation& act) {
   check_conv("conv_transpose2d_activation_forward", y, w, x, p);
   if (y.device().is_cuda()) {  // the GPU backend handles a narrower y itself
-    GE_DISPATCH(x, conv_transpose2d_activation_forward(x, w, y, p, act));
+    GE_DISPATCH_FAST(x, conv_transpose2d_activation_forward(x, w, y, p, act));
     return;
   }
-  write_with_channels(y, w.dim(1),
-                      [&](Tensor& full) { GE_DISPATCH(x, conv_transpose2d_activation_forward(x, w, full, p, act)); });
+  write_with_channels(
+      y, w.dim(1), [&](Tensor& full) { GE_DISPATCH_FAST(x, conv_transpose2d_activation_forward(x, w, full, p, act)); });
 }
 void conv_transpose2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p) {
   conv2d_forward(dy, w, dx, p);
@@ -181,8 +212,8 @@ void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor&
   GE_CHECK(save_mean.dtype() == DType::F32 && save_invstd.dtype() == DType::F32,
            "batchnorm_forward_train: saved statistics must be f32");
   GE_CHECK(x.numel() / x.dim(1) > 1, "batchnorm_forward_train: expected more than 1 value per channel, got ", x.str());
-  GE_DISPATCH(x, batchnorm_forward_train(x, gamma, beta, running_mean, running_var, momentum, eps, y, save_mean,
-                                         save_invstd, nullptr, sync));
+  GE_DISPATCH_FAST(x, batchnorm_forward_train(x, gamma, beta, running_mean, running_var, momentum, eps, y, save_mean,
+                                              save_invstd, nullptr, sync));
 }
 
 namespace {
@@ -217,8 +248,8 @@ void batchnorm_activation_forward_train(const Tensor& x, const Tensor& gamma, co
                                         Tensor& y, Tensor& save_mean, Tensor& save_invstd, const BatchNormSync* sync) {
   check_activation_forward_train("batchnorm_activation_forward_train", act, x, gamma, beta, running_mean, running_var,
                                  y, save_mean, save_invstd);
-  GE_DISPATCH(x, batchnorm_forward_train(x, gamma, beta, running_mean, running_var, momentum, eps, y, save_mean,
-                                         save_invstd, &act, sync));
+  GE_DISPATCH_FAST(x, batchnorm_forward_train(x, gamma, beta, running_mean, running_var, momentum, eps, y, save_mean,
+                                              save_invstd, &act, sync));
 }
 
 bool batchnorm_activation_forward_train_dot(const Tensor& x, const Tensor& gamma, const Tensor& beta,
@@ -297,7 +328,7 @@ void batchnorm_activation_forward_eval(const Tensor& x, const Tensor& gamma, con
   check_bn_params("batchnorm_activation_forward_eval", x, {&gamma, &beta, &running_mean, &running_var});
   GE_CHECK(y.shape() == x.shape() && y.dtype() == x.dtype(), "batchnorm_activation_forward_eval: y ", y.str(), " x ",
            x.str());
-  GE_DISPATCH(x, batchnorm_forward_eval(x, gamma, beta, running_mean, running_var, eps, y, &act));
+  GE_DISPATCH_FAST(x, batchnorm_forward_eval(x, gamma, beta, running_mean, running_var, eps, y, &act));
 }
 
 void batchnorm_activation_backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& gamma,
@@ -313,7 +344,8 @@ void batchnorm_activation_backward(const Tensor& x, const Tensor& y, const Tenso
              "batchnorm_activation_backward: x ", x.str(), ", y, dy and dx must match it, got ", t->str());
   GE_CHECK(dgamma.dtype() == gamma.dtype() && dbeta.dtype() == gamma.dtype() && beta.dtype() == gamma.dtype(),
            "batchnorm_activation_backward: beta and the parameter grads must have gamma's dtype");
-  GE_DISPATCH(x, batchnorm_backward(x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta, &act, &y, &beta, sync));
+  GE_DISPATCH_FAST(x,
+                   batchnorm_backward(x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta, &act, &y, &beta, sync));
 }
 
 void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
@@ -321,7 +353,7 @@ void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& 
   same_device("batchnorm_forward_eval", {&x, &gamma, &beta, &running_mean, &running_var, &y});
   check_bn_params("batchnorm_forward_eval", x, {&gamma, &beta, &running_mean, &running_var});
   GE_CHECK(y.shape() == x.shape() && y.dtype() == x.dtype(), "batchnorm_forward_eval: y ", y.str(), " x ", x.str());
-  GE_DISPATCH(x, batchnorm_forward_eval(x, gamma, beta, running_mean, running_var, eps, y, nullptr));
+  GE_DISPATCH_FAST(x, batchnorm_forward_eval(x, gamma, beta, running_mean, running_var, eps, y, nullptr));
 }
 
 void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,
@@ -333,7 +365,7 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
            "batchnorm_backward: x ", x.str(), " dy ", dy.str(), " dx ", dx.str());
   GE_CHECK(dgamma.dtype() == gamma.dtype() && dbeta.dtype() == gamma.dtype(),
            "batchnorm_backward: parameter grads must have gamma's dtype");
-  GE_DISPATCH(
+  GE_DISPATCH_FAST(
       x, batchnorm_backward(x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta, nullptr, nullptr, nullptr, sync));
 }
 
@@ -350,7 +382,7 @@ void activation_forward(Activation a, const Tensor& x, Tensor& y, float negative
   same_device("activation_forward", {&x, &y});
   GE_CHECK(x.shape() == y.shape() && x.dtype() == y.dtype() && x.format() == y.format() && is_floating(x.dtype()),
            "activation_forward: x ", x.str(), " y ", y.str());
-  GE_DISPATCH(x, activation_forward(a, x, y, negative_slope));
+  GE_DISPATCH_FAST(x, activation_forward(a, x, y, negative_slope));
 }
 
 void activation_backward(Activation a, const Tensor& y, const Tensor& dy, Tensor& dx, float negative_slope) {
@@ -358,7 +390,7 @@ void activation_backward(Activation a, const Tensor& y, const Tensor& dy, Tensor
   GE_CHECK(y.shape() == dy.shape() && y.shape() == dx.shape() && y.dtype() == dy.dtype() && y.dtype() == dx.dtype() &&
                y.format() == dy.format() && y.format() == dx.format(),
            "activation_backward: y ", y.str(), " dy ", dy.str(), " dx ", dx.str());
-  GE_DISPATCH(y, activation_backward(a, y, dy, dx, negative_slope));
+  GE_DISPATCH_FAST(y, activation_backward(a, y, dy, dx, negative_slope));
 }
 
 void bce_with_logits_forward(const Tensor& logits, float target, Tensor& loss, Tensor& mean_sigmoid) {
@@ -382,7 +414,7 @@ void cast(const Tensor& src, Tensor& dst) {
   same_device("cast", {&src, &dst});
   GE_CHECK(src.shape() == dst.shape() && is_floating(src.dtype()) && is_floating(dst.dtype()), "cast: ", src.str(),
            " to ", dst.str());
-  GE_DISPATCH(src, cast(src, dst));
+  GE_DISPATCH_FAST(src, cast(src, dst));
 }
 
 Tensor converted(const Tensor& src, DType dtype, MemoryFormat format, Device device) {
@@ -407,12 +439,12 @@ void unscale_grads(const std::vector<Tensor>& src, const std::vector<Tensor>& ds
   }
   GE_CHECK(scale.dtype() == DType::F32 && found_inf.dtype() == DType::F32,
            "unscale_grads: scale/found_inf must be f32");
-  GE_DISPATCH(scale, unscale_grads(src, dst, scale, found_inf, accumulate));
+  GE_DISPATCH_FAST(scale, unscale_grads(src, dst, scale, found_inf, accumulate));
 }
 
 void scale_inplace(const Tensor& t, float factor) {
   GE_CHECK(is_floating(t.dtype()), "scale_inplace: ", t.str());
-  GE_DISPATCH(t, scale_inplace(t, factor));
+  GE_DISPATCH_FAST(t, scale_inplace(t, factor));
 }
 
 void copy_padded(const Tensor& src, Tensor& dst) {
@@ -489,7 +521,22 @@ void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
     }
   }
   if (n == 0) return;
-  GE_DISPATCH(step, adam_step(params, grads, exp_avg, exp_avg_sq, step, skip, cfg, half_copies, pending));
+  GE_DISPATCH_FAST(step, adam_step(params, grads, exp_avg, exp_avg_sq, step, skip, cfg, half_copies, pending));
+}
+
+void ema_update(const std::vector<Tensor>& averages, const std::vector<Tensor>& values, double decay) {
+  GE_CHECK(averages.size() == values.size(), "ema_update: ", averages.size(), " averages for ", values.size(),
+           " values");
+  GE_CHECK(decay >= 0 && decay <= 1, "ema_update: decay ", decay, " (expected 0..1)");
+  for (size_t i = 0; i < averages.size(); ++i) {
+    same_device("ema_update", {&averages[i], &values[i]});
+    GE_CHECK(averages[i].dtype() == DType::F32 && is_floating(values[i].dtype()) &&
+                 averages[i].shape() == values[i].shape() && averages[i].format() == values[i].format(),
+             "ema_update: average ", averages[i].str(), " of ", values[i].str(),
+             " (expected an f32 average of the value's shape and memory format)");
+  }
+  if (averages.empty()) return;
+  GE_DISPATCH(averages[0], ema_update(averages, values, decay));
 }
 
 void fill_uniform(Tensor& t, uint64_t seed, uint64_t offset) {

@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "core/checked_size.h"
 #include "data/md5.h"
 
 namespace ge {
@@ -69,8 +70,12 @@ std::string cache_file_problem(const uint8_t* file, uint64_t file_bytes, const C
       found.image_size != expected.image_size || found.channels != expected.channels || found.name != expected.name)
     return "source changed";
 
-  // count and image size match the source's, which are sane: no overflow here.
-  const uint64_t want = header_bytes + expected.count * expected.image_bytes();
+  const uint64_t want = static_cast<uint64_t>(checked_add(
+      static_cast<int64_t>(header_bytes),
+      checked_mul(static_cast<int64_t>(expected.count),
+                  checked_add(static_cast<int64_t>(expected.image_bytes()), kCacheChecksumBytes, "cache image bytes"),
+                  "cache file size"),
+      "cache file size"));
   if (file_bytes < want) return "truncated";
   if (file_bytes > want) return "corrupt (" + std::to_string(file_bytes - want) + " bytes longer than its header says)";
   *images_offset = header_bytes;

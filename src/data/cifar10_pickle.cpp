@@ -8,8 +8,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <memory>
+#include <deque>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ganengine/error.h"
@@ -17,8 +18,11 @@
 namespace ge {
 namespace {
 
+// Values live in the interpreter's arena and point at each other with plain pointers: a
+// pickle can nest a million lists deep or make a list contain itself through the memo, and
+// neither may cost a recursive destructor (a stack overflow) or a reference cycle (a leak).
 struct Value;
-using Ref = std::shared_ptr<Value>;
+using Ref = Value*;
 
 struct Value {
   enum class Kind { None, Bool, Int, Float, Bytes, Text, Tuple, List, Dict, Global, Object };
@@ -31,17 +35,9 @@ struct Value {
                              // Object as callable, arguments, state (set by BUILD)
 };
 
-Ref make(Value::Kind kind) {
-  auto v = std::make_shared<Value>();
-  v->kind = kind;
-  return v;
-}
-
-Ref make_int(int64_t n, Value::Kind kind = Value::Kind::Int) {
-  Ref v = make(kind);
-  v->number = n;
-  return v;
-}
+// A CIFAR-10 batch holds about 20,000 values (10,000 labels and file names); a file that
+// makes far more is not one, and must not make us allocate a value per byte of a large file.
+constexpr size_t kMaxValues = size_t(1) << 20;
 
 // Strings up to this size are read into memory (dict keys, dtype codes); larger ones (the
 // image buffer) are only located and skipped.
@@ -131,6 +127,20 @@ class Interpreter {
  public:
   explicit Interpreter(const ReadOnlyFile& file) : file_(file), in_(file) {}
 
+  Ref make(Value::Kind kind) {
+    if (arena_.size() >= kMaxValues)
+      bad(in_.position(), "more than ", kMaxValues, " values (a CIFAR-10 batch holds about 20,000)");
+    arena_.emplace_back();
+    arena_.back().kind = kind;
+    return &arena_.back();
+  }
+
+  Ref make_int(int64_t n, Value::Kind kind = Value::Kind::Int) {
+    Ref v = make(kind);
+    v->number = n;
+    return v;
+  }
+
   Ref run() {
     for (;;) {
       const int64_t at = in_.position();
@@ -189,12 +199,13 @@ class Interpreter {
 
   void memo_put(uint64_t key, int64_t at) {
     if (key > (1u << 24)) bad(at, "a memo index of ", key);
-    if (memo_.size() <= key) memo_.resize(key + 1);
     memo_[key] = top(at);
   }
   void memo_get(uint64_t key, int64_t at) {
-    if (key >= memo_.size() || !memo_[key]) bad(at, "a memo lookup of an index never stored (", key, ")");
-    stack_.push_back(memo_[key]);
+    const auto found = memo_.find(key);
+    if (found == memo_.end()) bad(at, "a memo lookup of an index never stored (", key, ")");
+    if (stack_.size() >= kMaxValues) bad(at, "more than ", kMaxValues, " values on the stack");
+    stack_.push_back(found->second);
   }
 
   void step(uint8_t op, int64_t at) {
@@ -208,7 +219,10 @@ class Interpreter {
       case 0x95:  // FRAME: a size hint only
         in_.uint_le(8);
         break;
-      case '(': marks_.push_back(stack_.size()); break;
+      case '(':
+        if (marks_.size() >= kMaxValues) bad(at, "more than ", kMaxValues, " MARKs");
+        marks_.push_back(stack_.size());
+        break;
       case 'N': stack_.push_back(make(K::None)); break;
       case 0x88: stack_.push_back(make_int(1, K::Bool)); break;
       case 0x89: stack_.push_back(make_int(0, K::Bool)); break;
@@ -360,7 +374,8 @@ class Interpreter {
   Stream in_;
   std::vector<Ref> stack_;
   std::vector<size_t> marks_;
-  std::vector<Ref> memo_;
+  std::unordered_map<uint64_t, Ref> memo_;
+  std::deque<Value> arena_;  // every value made; a deque never moves them
 };
 
 bool is_string(const Ref& v, const char* s) {
@@ -383,7 +398,7 @@ PickledImageRows locate_pickled_cifar_data(const ReadOnlyFile& file, int64_t exp
   const std::string expected = "expected a pickled dict whose b'data' is a numpy uint8 array of shape (" +
                                std::to_string(expected_rows) + ", " + std::to_string(expected_row_bytes) + ")";
   if (root->kind != Value::Kind::Dict) fail(file.path(), ": the pickle holds no dict; ", expected);
-  Ref array;
+  Ref array = nullptr;
   for (size_t i = 0; i + 1 < root->items.size(); i += 2)
     if (is_string(root->items[i], "data")) array = root->items[i + 1];
   if (!array) fail(file.path(), ": the pickled dict has no key b'data'; ", expected);

@@ -29,6 +29,7 @@ struct CachedDataset::Mapping {
   void* base = MAP_FAILED;
   size_t bytes = 0;
   const uint8_t* images = nullptr;
+  const uint8_t* checksums = nullptr;  // u32 little-endian per image, after the images
   size_t image_bytes = 0;
   ~Mapping() {
     if (base != MAP_FAILED) ::munmap(base, bytes);
@@ -68,6 +69,7 @@ std::unique_ptr<CachedDataset::Mapping> CachedDataset::Mapping::open(const std::
   if (!why->empty()) return nullptr;
   m->images = file + offset;
   m->image_bytes = static_cast<size_t>(expected.image_bytes());
+  m->checksums = m->images + size_t(expected.count) * m->image_bytes;
   return m;
 }
 
@@ -151,7 +153,7 @@ CachedDataset::CachedDataset(std::unique_ptr<Dataset> source, const std::string&
 
   ensure_directory(cache_dir);  // throws naming the directory when it cannot be created or written
   const std::string encoded = encode_cache_header(header);
-  check_free_space(cache_dir, path_, encoded.size() + header.count * header.image_bytes());
+  check_free_space(cache_dir, path_, encoded.size() + header.count * (header.image_bytes() + kCacheChecksumBytes));
   write_file_atomically(path_, [&](std::FILE* f) {
     if (std::fwrite(encoded.data(), 1, encoded.size(), f) != encoded.size())
       fail("cannot write dataset cache ", path_, ": ", std::strerror(errno), " (is the disk full?)");
@@ -166,6 +168,12 @@ CachedDataset::~CachedDataset() = default;
 void CachedDataset::read(int64_t index, uint8_t* hwc_out) const {
   GE_CHECK(index >= 0 && index < size(), "dataset cache ", path_, ": index ", index, " out of range [0, ", size(), ")");
   std::memcpy(hwc_out, mapping_->images + size_t(index) * mapping_->image_bytes, mapping_->image_bytes);
+  const uint8_t* stored = mapping_->checksums + size_t(index) * kCacheChecksumBytes;
+  const uint32_t want =
+      uint32_t(stored[0]) | uint32_t(stored[1]) << 8 | uint32_t(stored[2]) << 16 | uint32_t(stored[3]) << 24;
+  if (image_checksum(hwc_out, mapping_->image_bytes) != want)
+    fail("dataset cache ", path_, ": image ", index, " does not match its checksum (the file is damaged); ",
+         "delete the file and it is rebuilt from the source on the next run");
 }
 
 }  // namespace ge

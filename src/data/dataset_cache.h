@@ -8,7 +8,9 @@
 // Layout, integers little-endian:
 //   "GECACHE1"  u32 version  u32 header_bytes  u64 count  u32 image_size  u32 channels
 //   char[32] fingerprint MD5 (hex)  u32 name_length  name  char[32] MD5 (hex) of the bytes before
-//   then count images of image_size x image_size x channels u8, HWC, back to back.
+//   then count images of image_size x image_size x channels u8, HWC, back to back,
+//   then count u32 CRC-32s, one per image: a read checks its image's, so a damaged byte in
+//   the pixels is an error naming the file and the image, never silently trained on.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -37,10 +39,13 @@ class CachedDataset : public Dataset {
   int image_size() const override { return source_->image_size(); }
   std::string name() const override { return source_->name(); }
   std::string fingerprint() const override { return fingerprint_; }
-  // A copy out of the mapping: never touches the source, safe from any number of threads.
+  // A copy out of the mapping, its checksum checked (ge::Error naming the file and the image
+  // when it does not match): never touches the source, safe from any number of threads.
   void read(int64_t index, uint8_t* hwc_out) const override;
 
   const std::string& path() const { return path_; }
+  // The dataset the cache holds the images of (what it skipped, for --skip-bad-images).
+  const Dataset& source() const { return *source_; }
   // Whether this open used an existing file as it was (false: it decoded the source).
   bool reused() const { return rebuild_reason_.empty(); }
   // Why the source was decoded: "missing", "source changed", "truncated", "corrupt header", ...

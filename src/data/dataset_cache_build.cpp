@@ -3,6 +3,7 @@
 #include "data/dataset_cache_build.h"
 
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <atomic>
@@ -107,6 +108,17 @@ void decode_chunk(const Dataset& source, int64_t first, int64_t n, size_t image_
 
 }  // namespace
 
+uint32_t image_checksum(const uint8_t* bytes, size_t size) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  while (size > 0) {  // zlib takes 32-bit lengths
+    const uInt n = static_cast<uInt>(std::min<size_t>(size, 1u << 30));
+    crc = crc32(crc, bytes, n);
+    bytes += n;
+    size -= n;
+  }
+  return static_cast<uint32_t>(crc);
+}
+
 void write_decoded_images(const Dataset& source, int workers, const std::string& path, std::FILE* f) {
   const size_t image_bytes = size_t(source.image_size()) * source.image_size() * source.channels();
   const int64_t total = source.size();
@@ -114,6 +126,8 @@ void write_decoded_images(const Dataset& source, int workers, const std::string&
       std::clamp<int64_t>(int64_t(kMaxChunkBytes / std::max<size_t>(image_bytes, 1)), 1, kMaxChunkImages);
   std::vector<uint8_t> buffer(size_t(std::min(chunk, std::max<int64_t>(total, 1))) * image_bytes);
   Progress progress(path, total);
+  std::string checksums;
+  checksums.reserve(size_t(total) * 4);
   for (int64_t first = 0; first < total; first += chunk) {
     const int64_t n = std::min(chunk, total - first);
     decode_chunk(source, first, n, image_bytes, std::max(1, workers), buffer.data(),
@@ -121,8 +135,14 @@ void write_decoded_images(const Dataset& source, int workers, const std::string&
     const size_t bytes = size_t(n) * image_bytes;
     if (std::fwrite(buffer.data(), 1, bytes, f) != bytes)
       fail("cannot write dataset cache ", path, ": ", std::strerror(errno), " (is the disk full?)");
+    for (int64_t i = 0; i < n; ++i) {
+      const uint32_t crc = image_checksum(buffer.data() + size_t(i) * image_bytes, image_bytes);
+      for (int b = 0; b < 4; ++b) checksums += static_cast<char>((crc >> (8 * b)) & 0xff);
+    }
     progress.update(first + n);
   }
+  if (std::fwrite(checksums.data(), 1, checksums.size(), f) != checksums.size())
+    fail("cannot write dataset cache ", path, ": ", std::strerror(errno), " (is the disk full?)");
   progress.finish();
 }
 

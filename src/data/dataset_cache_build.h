@@ -11,8 +11,12 @@ namespace ge {
 // Reads images 0 .. size-1 of source on `workers` threads (0 or 1: the calling thread) a
 // chunk at a time and writes their bytes to f in order, so memory holds one chunk, not the
 // dataset. When this takes more than ~2 s a progress line with an ETA naming `path` goes to
-// stderr. The first exception of any read is passed on (the caller's atomic write then
+// stderr. After the images comes one little-endian CRC-32 (zlib's) per image, in order.
+// The first exception of any read is passed on (the caller's atomic write then
 // removes the partial file); a failed write throws ge::Error naming path.
+// The checksum stored for one image's bytes.
+uint32_t image_checksum(const uint8_t* bytes, size_t size);
+
 void write_decoded_images(const Dataset& source, int workers, const std::string& path, std::FILE* f);
 
 }  // namespace ge

@@ -1,6 +1,7 @@
 // read_idx_images: one pass through gzread; gzip or not is zlib's business, the layout ours.
 #include "data/idx_images.h"
 
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <cstring>
 #include <memory>
 
+#include "core/checked_size.h"
 #include "ganengine/error.h"
 
 namespace ge {
@@ -18,6 +20,9 @@ constexpr uint32_t kImagesMagic = 0x00000803;  // unsigned byte elements, 3 dime
 constexpr uint32_t kLabelsMagic = 0x00000801;  // the labels file beside it, a common mix-up
 constexpr int64_t kMaxSide = 1 << 14;
 constexpr int64_t kChunk = int64_t(1) << 26;
+// Deflate cannot expand a byte of compressed data into more than 1032 bytes (a run of 258
+// bytes costs at least two bits), so a gzip file of n bytes holds at most 1032 n bytes.
+constexpr int64_t kMaxDeflateRatio = 1032;
 
 struct GzCloser {
   void operator()(gzFile_s* f) const { gzclose(f); }
@@ -81,8 +86,17 @@ IdxImages read_idx_images(const std::string& path) {
   images.cols = static_cast<int>(cols);
 
   // Grown as the data arrives, so a corrupt header announcing terabytes fails on the data's
-  // end, not on an allocation.
-  const int64_t bytes = images.count * rows * cols;
+  // end, not on an allocation; a gzip file whose header claims more than its compressed size
+  // could ever inflate to fails before anything is inflated.
+  const int64_t bytes = checked_product({images.count, rows, cols}, path + ": IDX image bytes");
+  struct stat st {};
+  if (!gzdirect(file.get()) && ::stat(path.c_str(), &st) == 0) {
+    const int64_t most = checked_mul(static_cast<int64_t>(st.st_size), kMaxDeflateRatio, "gzip inflated size bound");
+    if (bytes > most)
+      fail(path, ": header gives ", images.count, " images of ", rows, " x ", cols, " (", bytes,
+           " bytes), more than a gzip file of ", st.st_size, " bytes can hold (at most ", most,
+           " bytes inflated); expected an IDX image file whose header matches its data");
+  }
   int64_t pixels = 0;
   while (pixels < bytes) {
     const int64_t want = std::min<int64_t>(bytes - pixels, kChunk);

@@ -93,6 +93,54 @@ void check_decode_result(tjhandle tj, int result, const ImageBytes& in) {
   fail_image(in, "corrupt JPEG data (", why, ")");
 }
 
+// What a walk over the file's markers finds: whether a frame is progressive (SOF2, SOF6,
+// SOF10, SOF14) and whether the end-of-image marker comes before the data ends. Segments are
+// skipped by their lengths, entropy-coded data byte by byte (there a 0xFF is followed by a
+// stuffed 0x00 or a restart marker, anything else is the next marker).
+struct JpegMarkers {
+  bool progressive = false;
+  bool reaches_end = false;
+};
+
+JpegMarkers walk_jpeg_markers(const ImageBytes& in) {
+  JpegMarkers found;
+  const uint8_t* d = in.data;
+  size_t pos = 2;  // after SOI
+  for (;;) {
+    while (pos < in.size && d[pos] != 0xFF) ++pos;  // stray bytes: libjpeg warns and goes on
+    while (pos < in.size && d[pos] == 0xFF) ++pos;  // fill bytes
+    if (pos >= in.size) return found;
+    const uint8_t marker = d[pos++];
+    if (marker == 0xD9) {
+      found.reaches_end = true;
+      return found;
+    }
+    if ((marker >= 0xD0 && marker <= 0xD7) || marker == 0x01 || marker == 0x00) continue;  // no length
+    if (in.size - pos < 2) return found;
+    const size_t length = size_t(d[pos]) << 8 | d[pos + 1];
+    if (marker == 0xC2 || marker == 0xC6 || marker == 0xCA || marker == 0xCE) found.progressive = true;
+    if (length < 2 || in.size - pos < length) return found;
+    pos += length;
+    if (marker != 0xDA) continue;
+    while (pos + 1 < in.size) {  // entropy-coded data up to the next marker
+      if (d[pos] == 0xFF && d[pos + 1] != 0x00 && !(d[pos + 1] >= 0xD0 && d[pos + 1] <= 0xD7) && d[pos + 1] != 0xFF)
+        break;
+      pos += d[pos] == 0xFF && d[pos + 1] != 0xFF ? 2 : 1;
+    }
+    if (pos + 1 >= in.size) return found;
+  }
+}
+
+// libjpeg reads a progressive file's every scan before it returns the first row, and PIL
+// stops with "image file is truncated" when the data ends before the end-of-image marker.
+// libjpeg-turbo itself only warns and fills in what it had, and its warning is not always
+// the one TurboJPEG reports, so the markers decide.
+void check_progressive_complete(const ImageBytes& in) {
+  const JpegMarkers markers = walk_jpeg_markers(in);
+  if (markers.progressive && !markers.reaches_end)
+    fail_image(in, "truncated JPEG (a progressive JPEG whose data ends before its end-of-image marker)");
+}
+
 }  // namespace
 
 ImageHeader probe_jpeg(const ImageBytes& in) {
@@ -103,6 +151,7 @@ ImageHeader probe_jpeg(const ImageBytes& in) {
 DecodedImage decode_jpeg(const ImageBytes& in) {
   tjhandle tj = thread_decompressor(in);
   const JpegHeader h = read_header(tj, in);
+  check_progressive_complete(in);
   // TJFLAG_LIMITSCANS refuses progressive files with hundreds of scans, which would take
   // minutes to decode (a known denial-of-service pattern); real photos have about ten.
   const int flags = TJFLAG_ACCURATEDCT | TJFLAG_LIMITSCANS;

@@ -48,6 +48,43 @@ void check_bmp_pixel_data(const ImageBytes& in) {
                needed, " bytes of pixel data from offset ", offset, ", the file has ", in.file_size, " bytes");
 }
 
+// A GIF's blocks up to the end of its first image's data (the frame stb and PIL decode): the
+// screen descriptor and colour table, extensions, the image descriptor, its colour table and
+// LZW sub-blocks up to their zero terminator. stb reads zeros past the end of the data, so a
+// cut-off GIF would decode without a word where PIL raises "image file is truncated".
+void check_gif_first_frame_complete(const ImageBytes& in) {
+  const uint8_t* d = in.data;
+  const size_t n = in.size;
+  auto truncated = [&] { fail_image(in, "truncated GIF (the data ends before its first frame's image data does)"); };
+  auto skip_sub_blocks = [&](size_t pos) {
+    for (;;) {
+      if (pos >= n) truncated();
+      const size_t block = d[pos++];
+      if (block == 0) return pos;
+      pos += block;
+    }
+  };
+  if (n < 13) truncated();
+  size_t pos = 13;
+  if (d[10] & 0x80) pos += size_t(3) << ((d[10] & 7) + 1);  // global colour table
+  for (;;) {
+    if (pos >= n) truncated();
+    const uint8_t introducer = d[pos++];
+    if (introducer == 0x21) {  // extension: label, then sub-blocks
+      pos = skip_sub_blocks(pos + 1);
+    } else if (introducer == 0x2C) {  // image descriptor: 9 bytes, colour table, LZW code size
+      if (n - pos < 9) truncated();
+      const uint8_t flags = d[pos + 8];
+      pos += 9;
+      if (flags & 0x80) pos += size_t(3) << ((flags & 7) + 1);
+      skip_sub_blocks(pos + 1);
+      return;
+    } else {
+      return;  // a trailer before any image, or garbage: stb's message says which
+    }
+  }
+}
+
 // PNG's IHDR: bit depth 16 and colour type 0 (greyscale without alpha).
 bool is_16bit_grey_png(const ImageBytes& in) { return in.size > 25 && in.data[24] == 16 && in.data[25] == 0; }
 
@@ -82,6 +119,7 @@ ImageHeader probe_with_stb(const ImageBytes& in, ImageFormat format) {
 
 DecodedImage decode_with_stb(const ImageBytes& in, ImageFormat format) {
   const ImageHeader header = probe_with_stb(in, format);
+  if (format == ImageFormat::gif) check_gif_first_frame_complete(in);
   if (format == ImageFormat::png && is_16bit_grey_png(in)) return decode_16bit_grey_png_like_pil(in, stb_length(in));
   int width = 0, height = 0, channels_in_file = 0;
   std::unique_ptr<stbi_uc, void (*)(void*)> pixels(

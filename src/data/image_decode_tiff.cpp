@@ -85,6 +85,25 @@ ImageHeader read_size(const ImageBytes& in, TIFF* tif) {
   return {ImageFormat::tiff, int(width), int(height)};
 }
 
+// Every strip (or tile) must hold at least one byte inside the file. libtiff pads a short
+// StripOffsets list with empty strips and decodes those as blank rows without an error, so a
+// file of a few hundred bytes could otherwise claim tens of millions of pixels, all but a few
+// of them invented, and cost seconds and hundreds of megabytes to "decode".
+void check_strips_inside_file(const ImageBytes& in, TIFF* tif) {
+  const bool tiled = TIFFIsTiled(tif) != 0;
+  const uint32_t n = tiled ? TIFFNumberOfTiles(tif) : TIFFNumberOfStrips(tif);
+  const char* what = tiled ? "tile" : "strip";
+  if (n == 0 || n > in.size) fail_image(in, "corrupt TIFF: ", n, " ", what, "s in a file of ", in.size, " bytes");
+  for (uint32_t i = 0; i < n; ++i) {
+    int err = 0;
+    const uint64_t offset = TIFFGetStrileOffsetWithErr(tif, i, &err);
+    const uint64_t bytes = TIFFGetStrileByteCountWithErr(tif, i, &err);
+    if (err != 0 || bytes == 0 || offset > in.size || in.size - offset < bytes)
+      fail_image(in, "truncated or corrupt TIFF: ", what, " ", i, " of ", n, " (", bytes, " bytes at byte ", offset,
+                 ") does not lie inside the file's ", in.size, " bytes");
+  }
+}
+
 }  // namespace
 
 ImageHeader probe_tiff(const ImageBytes& in) {
@@ -97,6 +116,7 @@ DecodedImage decode_tiff(const ImageBytes& in) {
   MemoryFile file{in.data, in.size, 0, {}};
   auto tif = open_tiff(in, file);
   const ImageHeader h = read_size(in, tif.get());
+  check_strips_inside_file(in, tif.get());
   std::vector<uint32_t> abgr(size_t(h.width) * size_t(h.height));
   if (!TIFFReadRGBAImageOriented(tif.get(), uint32_t(h.width), uint32_t(h.height), abgr.data(), ORIENTATION_TOPLEFT,
                                  /*stop_on_error=*/1))

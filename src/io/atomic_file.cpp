@@ -3,7 +3,9 @@
 // write "<path>.tmp.<pid>", fsync, rename over path, fsync the directory.
 #include "io/atomic_file.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,7 +14,6 @@
 #include <cstring>
 
 #include "ganengine/error.h"
-#include "io/atomic_file.h"
 
 namespace ge {
 namespace {
@@ -96,6 +97,46 @@ void write_file_atomically(const std::string& path, const std::function<void(std
 
 void write_file_atomically(const std::string& path, const std::string& bytes) {
   write_file_atomically(path, [&](std::FILE* f) { std::fwrite(bytes.data(), 1, bytes.size(), f); });
+}
+
+std::string temporary_path_for(const std::string& path) { return temp_path_for(path); }
+
+void rename_in_order(const std::vector<std::pair<std::string, std::string>>& from_to) {
+  for (const auto& [from, to] : from_to)
+    if (std::rename(from.c_str(), to.c_str()) != 0)
+      fail("cannot write ", to, ": renaming ", from, " over it failed: ", errno_text(), kRenameHint);
+  for (const auto& entry : from_to) sync_directory_of(entry.second);
+}
+
+namespace {
+
+// The pid of a "<name>.tmp.<pid>" file name, or 0 when the name is not of that form.
+long temporary_owner(const std::string& name) {
+  const size_t at = name.rfind(".tmp.");
+  if (at == std::string::npos || at == 0) return 0;
+  const std::string digits = name.substr(at + 5);
+  if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) return 0;
+  return std::stol(digits);
+}
+
+bool process_is_running(long pid) { return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM; }
+
+}  // namespace
+
+std::vector<std::string> remove_stale_temporaries(const std::string& dir) {
+  std::vector<std::string> removed;
+  DIR* d = ::opendir(dir.empty() ? "." : dir.c_str());
+  if (!d) return removed;
+  std::vector<std::string> names;
+  while (const dirent* e = ::readdir(d)) names.emplace_back(e->d_name);
+  ::closedir(d);
+  for (const std::string& name : names) {
+    const long pid = temporary_owner(name);
+    if (pid <= 0 || pid == ::getpid() || process_is_running(pid)) continue;
+    const std::string path = dir.empty() || dir == "." ? name : (dir.back() == '/' ? dir : dir + "/") + name;
+    if (::unlink(path.c_str()) == 0) removed.push_back(name);
+  }
+  return removed;
 }
 
 // ---- directories

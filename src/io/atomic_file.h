@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace ge {
 
@@ -46,6 +48,20 @@ void write_file_atomically(const std::string& path, const std::string& bytes);
 // writer throws, the temporary is removed, path is left as it was and the exception goes on
 // unchanged. Write errors writer leaves on the stream (ferror) are detected and reported.
 void write_file_atomically(const std::string& path, const std::function<void(std::FILE*)>& writer);
+
+// The temporary a write of path goes through: "<path>.tmp.<pid>" beside it.
+std::string temporary_path_for(const std::string& path);
+
+// Renames each from over its to, in order, then makes the renames durable. Used to publish
+// files written to temporaries together: the last one is the one whose presence tells that
+// the others are complete. Throws ge::Error naming the file when a rename fails (the earlier
+// ones stay done; the caller's manifest then tells the set is mixed).
+void rename_in_order(const std::vector<std::pair<std::string, std::string>>& from_to);
+
+// Removes the "<name>.tmp.<pid>" files in dir that a process no longer running left behind
+// (killed mid-write, SIGKILL or a power loss); a live process's temporaries are left alone.
+// Returns the names removed. A missing dir removes nothing.
+std::vector<std::string> remove_stale_temporaries(const std::string& dir);
 
 // mkdir -p: creates dir and any missing parents. Throws ge::Error when a component exists but
 // is not a directory, when a directory cannot be created, or when dir ends up not writable.

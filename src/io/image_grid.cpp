@@ -11,6 +11,7 @@
 #include <stb/stb_image_write.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
@@ -84,18 +85,33 @@ GridLayout layout_for(int64_t n, int64_t h, int64_t w, int nrow, int padding) {
   return {columns, rows, columns * (w + padding) + padding, rows * (h + padding) + padding, padding};
 }
 
+bool is_jpeg_path(const std::string& path) {
+  const size_t dot = path.rfind('.');
+  if (dot == std::string::npos) return false;
+  std::string ext = path.substr(dot);
+  for (char& ch : ext) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return ext == ".jpg" || ext == ".jpeg";
+}
+
 void append_to_string(void* context, void* data, int size) {
   static_cast<std::string*>(context)->append(static_cast<const char*>(data), static_cast<size_t>(size));
 }
 
-// Encodes interleaved u8 pixels as PNG in memory and writes the file atomically.
+// Encodes interleaved u8 pixels in memory, as JPEG (quality 95, alpha dropped) when the path
+// ends in .jpg or .jpeg, as torchvision's save_image picks the format by extension, else as PNG,
+// and writes the file atomically.
 void write_png(const std::string& path, const std::vector<uint8_t>& pixels, int64_t width, int64_t height,
                int64_t channels) {
-  std::string png;
-  const int ok = stbi_write_png_to_func(append_to_string, &png, static_cast<int>(width), static_cast<int>(height),
-                                        static_cast<int>(channels), pixels.data(), static_cast<int>(width * channels));
-  if (!ok) fail("cannot write ", path, ": PNG encoding of a ", width, " x ", height, " image failed");
-  write_file_atomically(path, png);
+  std::string encoded;
+  const bool jpeg = is_jpeg_path(path);
+  const int ok =
+      jpeg ? stbi_write_jpg_to_func(append_to_string, &encoded, static_cast<int>(width), static_cast<int>(height),
+                                    static_cast<int>(channels), pixels.data(), 95)
+           : stbi_write_png_to_func(append_to_string, &encoded, static_cast<int>(width), static_cast<int>(height),
+                                    static_cast<int>(channels), pixels.data(), static_cast<int>(width * channels));
+  if (!ok)
+    fail("cannot write ", path, ": ", jpeg ? "JPEG" : "PNG", " encoding of a ", width, " x ", height, " image failed");
+  write_file_atomically(path, encoded);
 }
 
 }  // namespace

@@ -10,10 +10,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <limits>
 #include <vector>
 
+#include "core/checked_size.h"
 #include "io/atomic_file.h"
+#include "io/file_kind.h"
 #include "io/json.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -95,17 +96,15 @@ HeaderEntry parse_entry(const std::string& path, const std::string& name, const 
 
   const json::Value* shape = v.find("shape");
   if (!shape || !shape->is_array()) fail(path, ": ", where, ": expected an array field \"shape\"");
-  uint64_t numel = 1;
+  int64_t numel = 1;
   for (size_t i = 0; i < shape->as_array().size(); ++i) {
     const json::Value& d = shape->as_array()[i];
     if (!d.is_integer() || d.as_integer() < 0)
       fail(path, ": ", where, ": expected shape[", i, "] to be a non-negative integer, got ",
            d.is_integer() ? std::to_string(d.as_integer()) : std::string("a ") + json::kind_name(d.kind()));
-    const uint64_t dim = static_cast<uint64_t>(d.as_integer());
-    if (dim != 0 && numel > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / dim)
-      fail(path, ": ", where, ": shape ", json::write(*shape), " has more elements than fit in 64 bits");
-    numel *= dim;
-    e.shape.push_back(static_cast<int64_t>(dim));
+    const int64_t dim = d.as_integer();
+    numel = checked_mul(numel, dim, path + ": " + where + ": shape " + json::write(*shape) + " (elements in 64 bits)");
+    e.shape.push_back(dim);
   }
 
   const json::Value* offsets = v.find("data_offsets");
@@ -115,12 +114,11 @@ HeaderEntry parse_entry(const std::string& path, const std::string& name, const 
   e.end = checked_integer(path, where + " data_offsets[1]", offsets->as_array()[1]);
   if (e.end < e.begin) fail(path, ": ", where, ": data_offsets [", e.begin, ", ", e.end, "] end before they begin");
 
-  const uint64_t elem = dtype_size(e.dtype);
-  if (numel > std::numeric_limits<uint64_t>::max() / elem)
-    fail(path, ": ", where, ": shape ", shape_str(e.shape), " is too large");
-  if (e.end - e.begin != numel * elem)
+  const uint64_t bytes = static_cast<uint64_t>(
+      checked_mul(numel, static_cast<int64_t>(dtype_size(e.dtype)), path + ": " + where + ": tensor bytes"));
+  if (e.end - e.begin != bytes)
     fail(path, ": ", where, ": data_offsets [", e.begin, ", ", e.end, "] span ", e.end - e.begin, " bytes, but dtype ",
-         safetensors_dtype_name(e.dtype), " and shape ", shape_str(e.shape), " need ", numel * elem, " bytes");
+         safetensors_dtype_name(e.dtype), " and shape ", shape_str(e.shape), " need ", bytes, " bytes");
   return e;
 }
 
@@ -196,6 +194,11 @@ SafeTensorsFile load_safetensors(const std::string& path) {
   file.read_at(0, prefix, kLengthPrefixBytes);
   uint64_t header_bytes = 0;
   for (int i = 7; i >= 0; --i) header_bytes = (header_bytes << 8) | prefix[i];
+  if (header_bytes > kSafetensorsMaxHeaderBytes || header_bytes > file.size() - kLengthPrefixBytes) {
+    // Most often another kind of file: say which, and what to do with it.
+    const std::string other = not_safetensors_message(path, sniff_file_kind(path));
+    if (!other.empty()) fail(other);
+  }
   if (header_bytes > kSafetensorsMaxHeaderBytes)
     fail(path, ": header length ", header_bytes, " exceeds the ", kSafetensorsMaxHeaderBytes,
          "-byte limit; expected a safetensors file");

@@ -1,7 +1,14 @@
 #include "ganengine/state_dict.h"
 
+#include <cerrno>
+#include <cstring>
+#include <fstream>
 #include <set>
 #include <sstream>
+
+#include "ganengine/safetensors.h"
+#include "io/file_kind.h"
+#include "io/pth_reader.h"
 
 namespace ge::nn {
 
@@ -64,6 +71,52 @@ void load_state_dict(Sequential& net, const StateDict& sd, const std::string& wh
       *b.counter = static_cast<int64_t>(t->to_doubles()[0]);
     }
   }
+}
+
+namespace {
+
+// DataParallel's state_dict names every entry "module.<name>": the wrapped network's names.
+StateDict without_data_parallel_prefix(StateDict sd) {
+  const std::string prefix = "module.";
+  for (const auto& kv : sd)
+    if (kv.first.compare(0, prefix.size(), prefix) != 0) return sd;
+  StateDict out;
+  for (auto& [name, t] : sd) out.emplace(name.substr(prefix.size()), std::move(t));
+  return out;
+}
+
+}  // namespace
+
+StateDict load_state_dict_file(const std::string& path) {
+  if (!std::ifstream(path, std::ios::binary))
+    fail(path, ": cannot open weights (.safetensors or .pth): ", std::strerror(errno));
+  const FileKind kind = sniff_file_kind(path);
+  StateDict sd = kind == FileKind::PthZip || kind == FileKind::PthLegacy || kind == FileKind::Zip
+                     ? load_pth_state_dict(path)
+                     : load_safetensors(path).tensors;
+  return without_data_parallel_prefix(std::move(sd));
+}
+
+NetConfig infer_generator_config(const StateDict& sd, const std::string& what) {
+  auto first = sd.find("main.0.weight");
+  if (first == sd.end() || first->second.rank() != 4)
+    fail(what, " has no 4-D 'main.0.weight': not a DCGAN generator's state_dict");
+  int transposed = 0;
+  const Tensor* last = nullptr;
+  for (int i = 0; i < 64; i += 3) {
+    auto it = sd.find("main." + std::to_string(i) + ".weight");
+    if (it == sd.end() || it->second.rank() != 4) break;
+    ++transposed;
+    last = &it->second;
+  }
+  if (transposed < 3)
+    fail(what, ": found ", transposed, " transposed convolutions; a DCGAN generator has at least 3 (16x16 images)");
+  NetConfig cfg;
+  cfg.nz = first->second.dim(0);
+  cfg.ngf = last->dim(0);
+  cfg.nc = last->dim(1);
+  cfg.image_size = 1 << (transposed + 1);
+  return cfg;
 }
 
 }  // namespace ge::nn

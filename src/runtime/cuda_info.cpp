@@ -2,6 +2,7 @@
 #include <vector>
 
 #include "core/backend.h"
+#include "core/cuda_version_text.h"
 #include "runtime/cuda_check.h"
 
 namespace ge::gpu {
@@ -10,9 +11,8 @@ std::vector<std::string> cuda_info_lines() {
   std::vector<std::string> lines;
   int runtime = 0, driver = 0;
   cudaRuntimeGetVersion(&runtime);
-  cudaDriverGetVersion(&driver);
-  lines.push_back("CUDA runtime " + std::to_string(runtime / 1000) + "." + std::to_string(runtime % 1000 / 10) +
-                  ", driver supports " + std::to_string(driver / 1000) + "." + std::to_string(driver % 1000 / 10));
+  if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
+  lines.push_back(cuda_versions_line(runtime, driver));
   size_t v = cudnnGetVersion();
   lines.push_back("cuDNN " + std::to_string(v / 10000) + "." + std::to_string(v % 10000 / 100) + "." +
                   std::to_string(v % 100) + " (compiled against " + std::to_string(CUDNN_MAJOR) + "." +

@@ -46,6 +46,9 @@ DcganTrainer::DcganTrainer(const TrainerConfig& cfg)
   scaler_cfg_.dynamic = cfg_.policy.dynamic_loss_scale;
   scaler_cfg_.min_scale = cfg_.policy.min_loss_scale;
   for (auto& s : scaler_) s = Tensor::from_doubles({cfg_.policy.initial_loss_scale, 0.0}, {2}, DType::F32, cfg_.device);
+  if (!(cfg_.ema_decay >= 0 && cfg_.ema_decay < 1))
+    fail("EMA decay ", cfg_.ema_decay, " (expected 0 <= decay < 1; 0 turns the average off)");
+  restart_ema();
   record_ = Tensor::zeros({kSlots}, DType::F32, cfg_.device);
   no_skip_ = Tensor::zeros({1}, DType::F32, cfg_.device);
   if (cfg_.cuda_graph) {
@@ -121,6 +124,17 @@ void DcganTrainer::scaled_backward(nn::Sequential& d, const Tensor& logits, floa
   if (cfg_.replicas) cfg_.replicas->all_reduce_max(found);
   ops::loss_scaler_update(scaler_[id], found, scaler_cfg_);
   if (cfg_.policy.dynamic_loss_scale) record_scale();
+}
+
+void DcganTrainer::restart_ema() {
+  // A captured step holds the averages' addresses.
+  if (graph_ && graph_->captured()) fail("restart_ema: the step has been captured into a CUDA graph already");
+  ema_.clear();
+  if (cfg_.ema_decay == 0) return;
+  for (nn::Param* p : G_->params()) {
+    const Tensor& w = p->optimizer_value();
+    ema_.push_back(w.dtype() == DType::F32 ? w.clone() : ops::converted(w, DType::F32, w.format(), w.device()));
+  }
 }
 
 bool DcganTrainer::optimizer_unscales(const std::vector<nn::Param*>& params) const {
@@ -239,6 +253,11 @@ void DcganTrainer::step_body(const Tensor& real, const Tensor& noise) {
     optG_->step(cfg_.policy.dynamic_loss_scale ? record_.slice0(kFound + 2, kFound + 3) : no_skip_,
                 pending_[1] ? &*pending_[1] : nullptr);
     pending_[1].reset();
+    if (!ema_.empty()) {
+      std::vector<Tensor> weights;
+      for (nn::Param* p : G_->params()) weights.push_back(p->optimizer_value());
+      ops::ema_update(ema_, weights, cfg_.ema_decay);
+    }
     if (cfg_.replicas) {
       region.join();  // the losses and probabilities were written on the side lane
       const Tensor losses = record_.slice0(kErr, kProb + 3);

@@ -64,9 +64,44 @@ std::vector<std::unique_ptr<BatchSource>> open_bench_sources(const Dataset& ds, 
   return out;
 }
 
+// The CPU's step (the fast backend or the reference, whichever is chosen): one synthetic batch
+// and its noise in host memory, every step eager, each window timed on the host clock (the CPU
+// ops finish before they return).
+StepBenchResult run_cpu_step_bench(const StepBenchConfig& cfg) {
+  GE_CHECK(!cfg.data, "run_step_bench: the input pipeline (--dataset) is timed on the GPU only");
+  GE_CHECK(cfg.replicas == 1 && !cfg.cuda_graph, "run_step_bench: the CPU runs one eager replica");
+  TrainerConfig tc;
+  tc.net = cfg.net;
+  tc.policy = resolve_policy(cfg.level, cfg.amp);
+  tc.seed = cfg.seed;
+  tc.device = cfg.device;
+  tc.cuda_graph = false;
+  DcganTrainer trainer(tc);
+  const Tensor real = synthetic_real_batch(cfg, tc.policy);
+  Tensor noise = Tensor::empty({cfg.batch, cfg.net.nz, 1, 1}, DType::F32, cfg.device);
+  ops::fill_normal(noise, cfg.seed, /*offset=*/ops::philox_counters_for(real.numel()));
+  for (int s = 0; s < cfg.warmup; ++s) trainer.step(real, noise);
+  StepBenchResult r;
+  r.data = "one synthetic batch in host memory (no input pipeline)";
+  for (int w = 0; w < cfg.windows; ++w) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int s = 0; s < cfg.steps; ++s) trainer.step(real, noise);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    r.window_ms_per_step.push_back(ms / cfg.steps);
+  }
+  r.ms_per_step = median(r.window_ms_per_step);
+  r.images_per_s = static_cast<double>(cfg.batch) / (r.ms_per_step * 1e-3);
+  r.step_flops = dcgan_step_flops(cfg.net, cfg.batch);
+  r.tflops = static_cast<double>(r.step_flops) / (r.ms_per_step * 1e-3) / 1e12;
+  r.last = trainer.record();
+  for (float v : {r.last.errD_real, r.last.errD_fake, r.last.errG}) r.finite = r.finite && std::isfinite(v);
+  return r;
+}
+
 }  // namespace
 
 StepBenchResult run_step_bench(const StepBenchConfig& cfg) {
+  if (cfg.device.is_cpu()) return run_cpu_step_bench(cfg);
   GE_CHECK(cfg.device.is_cuda(), "run_step_bench on ", cfg.device.str());
   GE_CHECK(cfg.batch >= 1 && cfg.warmup >= 1 && cfg.steps >= 1 && cfg.windows >= 1, "run_step_bench: batch ", cfg.batch,
            " warmup ", cfg.warmup, " steps ", cfg.steps, " windows ", cfg.windows);

@@ -17,28 +17,38 @@
 #include <vector>
 
 #include "core/backend.h"
+#include "core/checked_size.h"
 #include "core/conv_algo_cache.h"
+#include "core/cpu_backend.h"
 #include "core/process_clock.h"
 #include "core/process_group.h"
+#include "core/stop_signal.h"
 #include "core/tuning_policy.h"
 #include "ganengine/image_grid.h"
 #include "ganengine/safetensors.h"
 #include "ganengine/state_dict.h"
 #include "ganengine/training_state.h"
 #include "io/atomic_file.h"
+#include "io/tensorboard_events.h"
 #include "nn/fusion_plan.h"
 #include "runtime/nccl_group.h"
 #include "runtime/profiling.h"
+#include "train/checkpoint_set.h"
+#include "train/generator_ema.h"
+#include "train/logged_step.h"
+#include "train/metrics_file.h"
+#include "train/output_folder.h"
 #include "train/pending_logs.h"
+#include "train/progress_line.h"
 #include "train/replica_set.h"
+#include "train/run_flags.h"
+#include "train/run_record.h"
+#include "train/skipped_images.h"
 #include "train/training_noise.h"
 
 namespace ge {
 
 namespace {
-
-volatile std::sig_atomic_t g_interrupted = 0;
-void on_interrupt(int) { g_interrupted = 1; }
 
 std::string join_path(const std::string& dir, const std::string& name) {
   if (dir.empty() || dir == ".") return name;
@@ -51,32 +61,13 @@ std::string epoch_file(const std::string& outf, const char* fmt, int64_t epoch) 
   return join_path(outf, buf);
 }
 
-std::string format_duration(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "?";
-  long s = static_cast<long>(seconds + 0.5);
-  char buf[32];
-  if (s >= 3600)
-    std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, s / 60 % 60);
-  else
-    std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
-  return buf;
-}
-
 // metrics.jsonl: one JSON record per logged step, kept in memory and rewritten atomically at
-// each sample interval, epoch end and exit, so the file on disk is always whole.
+// each sample interval, epoch end and exit, so the file on disk is always whole; a resumed run
+// starts from the records its state holds (train/metrics_file.h).
 class MetricsLog {
  public:
-  MetricsLog(std::string path, int64_t keep_until_step) : path_(std::move(path)) {
-    // On resume, keep what the interrupted run logged up to where it saved its state.
-    if (keep_until_step <= 0) return;
-    std::ifstream in(path_);
-    std::string line;
-    while (std::getline(in, line)) {
-      auto at = line.find("\"step\": ");
-      if (at == std::string::npos) continue;
-      if (std::stoll(line.substr(at + 8)) <= keep_until_step) text_ += line + "\n";
-    }
-  }
+  MetricsLog(std::string path, int64_t keep_until_step)
+      : path_(std::move(path)), text_(read_metrics_for_resume(path_, keep_until_step)) {}
   void add(const std::string& json_line) { text_ += json_line + "\n"; }
   void flush() { write_file_atomically(path_, text_); }
 
@@ -84,18 +75,6 @@ class MetricsLog {
   std::string path_;
   std::string text_;
 };
-
-std::string json_record(int64_t step, int64_t epoch, int64_t iter, const StepRecord& r, double images_per_s) {
-  char buf[640];
-  std::snprintf(buf, sizeof buf,
-                "{\"step\": %lld, \"epoch\": %lld, \"iter\": %lld, \"loss_D\": %.9g, \"loss_G\": %.9g, "
-                "\"errD_real\": %.9g, \"errD_fake\": %.9g, \"D_x\": %.9g, \"D_G_z1\": %.9g, \"D_G_z2\": %.9g, "
-                "\"loss_scale\": [%.9g, %.9g, %.9g], \"overflow\": [%d, %d, %d], \"images_per_s\": %.1f}",
-                static_cast<long long>(step), static_cast<long long>(epoch), static_cast<long long>(iter),
-                r.errD_real + r.errD_fake, r.errG, r.errD_real, r.errD_fake, r.D_x, r.D_G_z1, r.D_G_z2, r.scale[0],
-                r.scale[1], r.scale[2], r.overflow[0], r.overflow[1], r.overflow[2], images_per_s);
-  return buf;
-}
 
 // Overflows are summarised, at most one line per interval, never one per step.
 class OverflowSummary {
@@ -140,6 +119,7 @@ TrainerConfig trainer_config(const TrainOptions& opt, int nc) {
   cfg.beta1 = opt.beta1;
   cfg.cuda_graph = opt.cuda_graph;
   cfg.sync_batchnorm = opt.sync_bn;
+  cfg.ema_decay = opt.ema_decay;
   return cfg;
 }
 
@@ -230,9 +210,10 @@ void check_loop_options(const TrainOptions& opt) {
   if (opt.batch_size < 1) fail("--batchSize ", opt.batch_size, " (expected a positive number)");
   if (opt.niter < 1) fail("--niter ", opt.niter, " (expected at least 1)");
   if (opt.sample_interval < 1 || opt.log_interval < 1) fail("--sample-interval and --log-interval must be >= 1");
-  if (opt.batch_size * opt.nz > kMaxNoiseValuesPerStep)
-    fail("--batchSize x --nz is too large (", opt.batch_size * opt.nz, " noise values per step, at most ",
-         kMaxNoiseValuesPerStep, ")");
+  const int64_t noise_values = checked_mul(opt.batch_size, opt.nz, "--batchSize x --nz (noise values per step)");
+  if (noise_values > kMaxNoiseValuesPerStep)
+    fail("--batchSize x --nz is too large (", noise_values, " noise values per step, at most ", kMaxNoiseValuesPerStep,
+         ")");
 }
 
 // Replica k runs on the k-th GPU from --device on; under mpirun, on the process's local GPU.
@@ -304,8 +285,9 @@ void build_trainers(const TrainOptions& opt, RunSetup& run) {
   run.cfg = trainer_config(opt, run.dataset().channels());
   run.replicas->make_trainers(run.cfg);
   for (auto& t : run.replicas->trainers()) {
-    if (!opt.netG.empty()) nn::load_state_dict(t->generator(), load_safetensors(opt.netG).tensors, opt.netG);
-    if (!opt.netD.empty()) nn::load_state_dict(t->discriminator(), load_safetensors(opt.netD).tensors, opt.netD);
+    if (!opt.netG.empty()) nn::load_state_dict(t->generator(), nn::load_state_dict_file(opt.netG), opt.netG);
+    if (!opt.netD.empty()) nn::load_state_dict(t->discriminator(), nn::load_state_dict_file(opt.netD), opt.netD);
+    if (!opt.netG.empty()) t->restart_ema();  // the average starts from the loaded weights
   }
 }
 
@@ -330,6 +312,13 @@ void start_or_resume(const TrainOptions& opt, RunSetup& run) {
     Tensor scratch = run.fixed_noise.clone();
     load_training_state(opt.resume, run.replicas->trainer(k), scratch, run.identity);
   }
+  // A position no save writes (a damaged or hand-edited file): an iteration past the epoch's
+  // last batch would otherwise silently start the next epoch.
+  const int64_t per_epoch = run.batches().batches_per_epoch();
+  if (run.start.iteration >= per_epoch)
+    fail(opt.resume, ": iteration ", run.start.iteration, " is beyond epoch ", run.start.epoch, "'s last batch (",
+         per_epoch - 1, " with --batchSize ", opt.batch_size, " on ", run.dataset().size(),
+         " images): the file is damaged or belongs to another dataset");
   std::printf("resumed from %s at epoch %lld, iteration %lld (step %lld)\n", opt.resume.c_str(),
               static_cast<long long>(run.start.epoch), static_cast<long long>(run.start.iteration),
               static_cast<long long>(run.start.global_step));
@@ -337,7 +326,7 @@ void start_or_resume(const TrainOptions& opt, RunSetup& run) {
 
 // The global step the run stops before: the end of --niter epochs, or --max-steps when sooner.
 int64_t stop_step(const TrainOptions& opt, int64_t per_epoch) {
-  const int64_t total_steps = per_epoch * opt.niter;
+  const int64_t total_steps = checked_mul(per_epoch, opt.niter, "--niter x batches per epoch (steps in all)");
   return opt.max_steps >= 0 ? std::min<int64_t>(opt.max_steps, total_steps) : total_steps;
 }
 
@@ -366,13 +355,35 @@ void print_run_header(const TrainOptions& opt, const RunSetup& run) {
       dataset.name().c_str(), static_cast<long long>(dataset.size()), static_cast<long long>(per_epoch),
       static_cast<long long>(opt.batch_size), opt_level_name(opt.opt_level), opt.device.str().c_str(),
       static_cast<long long>(to_go), run.batches().describe().c_str());
+  if (opt.batch_size > dataset.size())
+    std::printf("note: --batchSize %lld is larger than the dataset: each epoch is one partial batch of %lld images\n",
+                static_cast<long long>(opt.batch_size), static_cast<long long>(dataset.size()));
+  const std::string skipped = skipped_images_summary(dataset, /*at_end=*/false);
+  if (!skipped.empty()) std::fprintf(stderr, "%s\n", skipped.c_str());
   if (run.topo.world > 1) print_data_parallel(opt, run);
+  if (opt.device.is_cpu())
+    std::printf("cpu: %s; %s\n", describe_cpu_backend().c_str(),
+                describe_cpu_precision(resolve_policy(opt.opt_level, opt.amp).compute_dtype).c_str());
   std::fflush(stdout);
 }
 
+// What run.json records beside the flags (run_record.h).
+RunFacts run_facts(const TrainOptions& opt, const RunSetup& run) {
+  RunFacts f;
+  f.policy = run.cfg.policy;
+  f.dataset = run.dataset().name();
+  f.dataset_images = run.dataset().size();
+  f.batches_per_epoch = run.batches().batches_per_epoch();
+  f.start_step = run.start.global_step;
+  f.stop_step = stop_step(opt, f.batches_per_epoch);
+  f.world = run.topo.world;
+  f.resumed = !opt.resume.empty();
+  return f;
+}
+
 // The epoch loop and everything along it: every replica's steps, the console lines and
-// metrics.jsonl, sample grids, each epoch's weights and training state, and SIGINT, which
-// stops the run after saving where it was.
+// metrics.jsonl, sample grids, each epoch's checkpoint set, the training state between them
+// (--checkpoint-every), and SIGINT or SIGTERM, which stop the run after saving where it was.
 class TrainingLoop {
  public:
   TrainingLoop(const TrainOptions& opt, RunSetup& run);
@@ -383,16 +394,18 @@ class TrainingLoop {
 
   bool run_epoch(int64_t epoch, int64_t first);
   bool train_step(int64_t epoch, int64_t i, const Tensor& real);
-  bool skip_small_batch(const Tensor& real) const;
+  bool skip_small_batch(const Tensor& real);
   void replica_step(int k, int64_t epoch, int64_t i, const Tensor& real);
   void check_replicas();
-  void report_first_step() const;
+  void report_first_step();
   void log_step(int64_t epoch, int64_t i);
   void on_record(const PendingLog& at, const StepRecord& r);
   void check_scale_floor(const PendingLog& at, const StepRecord& r);
-  void draw_progress(const PendingLog& at, double images_per_s, double elapsed) const;
   void save_samples(const Tensor& real, int64_t epoch);
   void save_epoch_outputs(int64_t epoch, const RunPosition& next);
+  CheckpointFile state_file(const RunPosition& next);
+  bool checkpoint_due() const;
+  void save_mid_epoch_state(const RunPosition& next);
   void agree_on_interrupt();
   bool interrupted() const;
   double seconds_since_start() const { return std::chrono::duration<double>(clock::now() - t_start_).count(); }
@@ -409,9 +422,12 @@ class TrainingLoop {
   MetricsLog metrics_;
   OverflowSummary overflows_;
   const bool tty_;
+  ProgressLine progress_{tty_};
+  std::unique_ptr<TensorBoardWriter> tensorboard_;  // rank 0, unless --no-tensorboard
+  std::unique_ptr<EmaSampler> ema_sampler_;         // with --ema-decay: draws the sample grids
   PendingLogs logs_;
-  void (*prev_sigint_)(int) = nullptr;
   clock::time_point t_start_;
+  clock::time_point last_checkpoint_;  // of the training state, for the time-based --checkpoint-every
   int64_t step_;
   int64_t steps_this_run_ = 0, images_this_run_ = 0;
   int exit_code_ = 0;
@@ -434,10 +450,15 @@ TrainingLoop::TrainingLoop(const TrainOptions& opt, RunSetup& run)
       step_(run.start.global_step) {}
 
 int TrainingLoop::run() {
-  g_interrupted = 0;
-  prev_sigint_ = std::signal(SIGINT, on_interrupt);
-  t_start_ = clock::now();
+  // From the first step on, SIGINT and SIGTERM stop the run at the next step boundary with its
+  // state saved; before, nothing is lost by the default action (every file is written atomically).
+  const StopSignalScope stop_on_signal;
+  t_start_ = last_checkpoint_ = clock::now();
   const RunPosition& start = run_.start;
+  if (topo_.writer && opt_.tensorboard)
+    tensorboard_ =
+        std::make_unique<TensorBoardWriter>(join_path(opt_.outf, "tb"), opt_.resume.empty() ? -1 : start.global_step);
+  if (topo_.writer && !trainer_.generator_ema().empty()) ema_sampler_ = std::make_unique<EmaSampler>(trainer_);
   for (int64_t epoch = start.epoch; epoch < opt_.niter && step_ < stop_at_ && !interrupted(); ++epoch)
     if (!run_epoch(epoch, epoch == start.epoch ? start.iteration : 0)) break;
   return finish();
@@ -461,6 +482,8 @@ bool TrainingLoop::run_epoch(int64_t epoch, int64_t first) {
       logs_.drain();
       if (topo_.writer) metrics_.flush();
     }
+    if (i + 1 < per_epoch_ && step_ < stop_at_ && !interrupted() && checkpoint_due())
+      save_mid_epoch_state(RunPosition{epoch, i + 1, step_});
   }
   // The epoch is over, or the run stops inside it: its samples and weights are written.
   if (last_real.defined() && !last_sampled) save_samples(last_real, epoch);
@@ -486,13 +509,15 @@ bool TrainingLoop::train_step(int64_t epoch, int64_t i, const Tensor& real) {
   ++step_;
   if (++steps_this_run_ == 1) report_first_step();
   images_this_run_ += real.dim(0);
+  progress_.update({epoch, opt_.niter, i + 1, per_epoch_, step_, stop_at_, steps_this_run_, images_this_run_});
   return true;
 }
 
 // A last batch too small to give each GPU an image is skipped.
-bool TrainingLoop::skip_small_batch(const Tensor& real) const {
+bool TrainingLoop::skip_small_batch(const Tensor& real) {
   const int world = topo_.world;
   if (!(world > 1 && (real.dim(0) + world - 1) / world * (world - 1) >= real.dim(0))) return false;
+  const auto hold = progress_.hold();
   if (topo_.writer)
     std::fprintf(stderr,
                  "ganengine train: skipping a last batch of %lld images: too few to give each of the %d "
@@ -528,8 +553,9 @@ void TrainingLoop::check_replicas() {
 
 // Start-up cost as a user sees it, from process start to the first step done: one wait for
 // the device, once per run.
-void TrainingLoop::report_first_step() const {
+void TrainingLoop::report_first_step() {
   synchronize(opt_.device);
+  const auto hold = progress_.hold();
   std::printf("first step done %.2f s after process start (%.2f s of it opening the dataset)",
               seconds_since_process_start(), run_.data_prep_s);
   const ConvAlgoCache& algos = process_conv_algo_cache();
@@ -549,20 +575,29 @@ void TrainingLoop::log_step(int64_t epoch, int64_t i) {
   if (topo_.multi_process) agree_on_interrupt();
 }
 
-// A logged step's record, once it has reached the host: the console line, metrics.jsonl, the
-// overflow summary, the loss-scale floor check and the progress line.
+// A logged step's record, once it has reached the host: the console line, metrics.jsonl and
+// TensorBoard's scalars (both from the same LoggedStep), the overflow summary and the
+// loss-scale floor check, with the progress line erased meanwhile.
 void TrainingLoop::on_record(const PendingLog& at, const StepRecord& r) {
+  const auto hold = progress_.hold();
   overflows_.add(r, at.step);
   const double elapsed = seconds_since_start();
-  const double ips = at.images / std::max(elapsed, 1e-9);
+  LoggedStep logged{at.step, at.epoch, at.iteration, r};
+  logged.images_per_s = std::round(at.images / std::max(elapsed, 1e-9) * 10) / 10;
+  logged.wall_time = wall_time_now();
+  logged.elapsed_s = elapsed;
+  logged.lr_G = logged.lr_D = opt_.lr;
   std::printf("[%lld/%d][%lld/%lld] Loss_D: %.4f Loss_G: %.4f D(x): %.4f D(G(z)): %.4f / %.4f  scale: %g %g %g\n",
               static_cast<long long>(at.epoch), opt_.niter, static_cast<long long>(at.iteration),
               static_cast<long long>(per_epoch_), r.errD_real + r.errD_fake, r.errG, r.D_x, r.D_G_z1, r.D_G_z2,
               r.scale[0], r.scale[1], r.scale[2]);
-  metrics_.add(json_record(at.step, at.epoch, at.iteration, r, ips));
+  metrics_.add(metrics_record(logged));
+  if (tensorboard_) {
+    tensorboard_->add_scalars(at.step, tensorboard_scalars(logged), logged.wall_time);
+    tensorboard_->flush();
+  }
   if (topo_.writer) overflows_.maybe_print(elapsed, r, false);
   check_scale_floor(at, r);
-  if (tty_) draw_progress(at, ips, elapsed);
   std::fflush(stdout);
 }
 
@@ -581,49 +616,89 @@ void TrainingLoop::check_scale_floor(const PendingLog& at, const StepRecord& r) 
   exit_code_ = 3;
 }
 
-void TrainingLoop::draw_progress(const PendingLog& at, double images_per_s, double elapsed) const {
-  const double rate = (at.step + 1 - run_.start.global_step) / std::max(elapsed, 1e-9);
-  std::fprintf(stderr, "\r\033[K%lld/%lld steps  %.0f img/s  ETA %s", static_cast<long long>(at.step + 1),
-               static_cast<long long>(stop_at_), images_per_s,
-               format_duration((stop_at_ - at.step - 1) / rate).c_str());
-  std::fflush(stderr);
-}
-
 void TrainingLoop::save_samples(const Tensor& real, int64_t epoch) {
   if (!topo_.writer) return;
   save_image_grid(real, join_path(opt_.outf, "real_samples.png"));
   // As in the example, G runs on the fixed noise in training mode (batch statistics); unlike
   // the example, this leaves G's running statistics alone, so writing samples (which a stop
   // or resume adds) never changes the run: a resumed run stays bitwise the uninterrupted one.
-  trainer_.generator().set_update_running_stats(false);
-  Tensor fake = trainer_.generator().forward(run_.fixed_noise, true);
-  trainer_.generator().set_update_running_stats(true);
-  save_image_grid(fake, epoch_file(opt_.outf, "fake_samples_epoch_%03d.png", epoch));
+  // With --ema-decay the grid shows the averaged weights, drawn the same way by a generator of
+  // their own.
+  Tensor fake;
+  if (ema_sampler_) {
+    fake = ema_sampler_->sample(trainer_, run_.fixed_noise);
+  } else {
+    trainer_.generator().set_update_running_stats(false);
+    fake = trainer_.generator().forward(run_.fixed_noise, true);
+    trainer_.generator().set_update_running_stats(true);
+  }
+  const std::string grid = epoch_file(opt_.outf, "fake_samples_epoch_%03d.png", epoch);
+  save_image_grid(fake, grid);
+  if (tensorboard_) {
+    tensorboard_->add_png_file(step_ - 1, "fake_samples", grid, wall_time_now());
+    tensorboard_->flush();
+  }
 }
 
 void TrainingLoop::save_epoch_outputs(int64_t epoch, const RunPosition& next) {
   logs_.drain();
   if (!topo_.writer) return;
-  save_safetensors(epoch_file(opt_.outf, "netG_epoch_%d.safetensors", epoch), nn::state_dict(trainer_.generator()));
-  save_safetensors(epoch_file(opt_.outf, "netD_epoch_%d.safetensors", epoch), nn::state_dict(trainer_.discriminator()));
-  save_training_state(state_path_, trainer_, run_.fixed_noise, next, run_.identity);
+  // One checkpoint set (train/checkpoint_set.h): all written before any is renamed, the state last.
+  std::vector<CheckpointFile> set;
+  set.push_back({epoch_file(opt_.outf, "netG_epoch_%d.safetensors", epoch), nn::state_dict(trainer_.generator()), {}});
+  set.push_back(
+      {epoch_file(opt_.outf, "netD_epoch_%d.safetensors", epoch), nn::state_dict(trainer_.discriminator()), {}});
+  if (!trainer_.generator_ema().empty())
+    set.push_back({epoch_file(opt_.outf, "netG_ema_epoch_%d.safetensors", epoch), ema_state_dict(trainer_), {}});
+  set.push_back(state_file(next));
+  write_checkpoint_set(std::move(set), new_checkpoint_id(step_));
+  last_checkpoint_ = clock::now();
   metrics_.flush();
+}
+
+// The training state with the run's flags, so that --resume FILE alone restores them.
+CheckpointFile TrainingLoop::state_file(const RunPosition& next) {
+  SafeTensorsFile contents = training_state_contents(trainer_, run_.fixed_noise, next, run_.identity);
+  contents.metadata[kRunFlagsKey] = encode_run_flags(opt_.flag_values);
+  return {state_path_, std::move(contents.tensors), std::move(contents.metadata)};
+}
+
+// --checkpoint-every: N steps, or the interval of training time since the last save.
+bool TrainingLoop::checkpoint_due() const {
+  if (opt_.checkpoint_every_steps > 0) return step_ % opt_.checkpoint_every_steps == 0;
+  return opt_.checkpoint_every_seconds > 0 &&
+         std::chrono::duration<double>(clock::now() - last_checkpoint_).count() >= opt_.checkpoint_every_seconds;
+}
+
+// The training state alone: the epoch's weights are written at its end, as the example does.
+void TrainingLoop::save_mid_epoch_state(const RunPosition& next) {
+  logs_.drain();
+  last_checkpoint_ = clock::now();
+  if (!topo_.writer) return;
+  write_checkpoint_set({state_file(next)}, new_checkpoint_id(step_));
+  metrics_.flush();
+  const auto hold = progress_.hold();
+  std::printf("checkpoint: training state at step %lld (epoch %lld, iteration %lld) saved to %s\n",
+              static_cast<long long>(next.global_step), static_cast<long long>(next.epoch),
+              static_cast<long long>(next.iteration), state_path_.c_str());
+  std::fflush(stdout);
 }
 
 void TrainingLoop::agree_on_interrupt() {
   if (!interrupt_flag_.defined()) interrupt_flag_ = Tensor::zeros({1}, DType::F32, run_.devices[0]);
-  interrupt_flag_.copy_from(Tensor::from_doubles({g_interrupted ? 1.0 : 0.0}, {1}, DType::F32));
+  interrupt_flag_.copy_from(Tensor::from_doubles({stop_signal() != 0 ? 1.0 : 0.0}, {1}, DType::F32));
   replicas_.group(0).all_reduce_max(interrupt_flag_);
   agreed_interrupt_ = interrupt_flag_.to_doubles()[0] != 0;
 }
 
 // With several processes, only the interrupt they agreed on counts, so that they stop together.
-bool TrainingLoop::interrupted() const { return topo_.multi_process ? agreed_interrupt_ : g_interrupted != 0; }
+bool TrainingLoop::interrupted() const { return topo_.multi_process ? agreed_interrupt_ : stop_signal() != 0; }
 
 int TrainingLoop::finish() {
-  std::signal(SIGINT, prev_sigint_);
-  if (tty_) std::fprintf(stderr, "\n");
+  progress_.finish();
   logs_.drain();
+  const std::string skipped = skipped_images_summary(run_.dataset(), /*at_end=*/true);
+  if (!skipped.empty() && topo_.writer) std::fprintf(stderr, "%s\n", skipped.c_str());
   if (steps_this_run_ > 0) {
     if (topo_.writer) overflows_.maybe_print(1e18, trainer_.record(), true);
     const double elapsed = seconds_since_start();
@@ -631,9 +706,15 @@ int TrainingLoop::finish() {
                 elapsed, images_this_run_ / std::max(elapsed, 1e-9), opt_.outf.c_str());
   }
   if (interrupted()) {
-    std::printf("interrupted: state saved to %s; continue with --resume %s\n", state_path_.c_str(),
-                state_path_.c_str());
-    return 130;
+    // A rank that only agreed to stop reports what its peers received; SIGINT when unknown.
+    const int signo = stop_signal() != 0 ? stop_signal() : SIGINT;
+    std::printf("stopped by %s\n", stop_signal_name(signo));
+    if (steps_this_run_ > 0 || run_.start.global_step > 0)
+      std::printf("interrupted: state saved to %s; continue with --resume %s\n", state_path_.c_str(),
+                  state_path_.c_str());
+    else
+      std::printf("interrupted before the first step: nothing to save\n");
+    return 128 + signo;
   }
   return exit_code_;
 }
@@ -663,6 +744,7 @@ int run_training(const TrainOptions& opt) {
   silence_other_ranks(run.topo);
   check_loop_options(opt);
   ensure_directory(opt.outf);
+  if (run.topo.writer) prepare_output_folder(opt);
   run.devices = replica_devices(opt, run.topo);
   run.replicas = join_replicas(run.devices, run.topo);
   const DataPipelineOptions data = pipeline_options(opt);
@@ -672,6 +754,7 @@ int run_training(const TrainOptions& opt) {
   build_trainers(opt, run);
   start_or_resume(opt, run);
   print_run_header(opt, run);
+  if (run.topo.writer) write_run_json(join_path(opt.outf, "run.json"), opt, run_facts(opt, run));
   return TrainingLoop(opt, run).run();
 }
 

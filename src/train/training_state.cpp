@@ -1,8 +1,10 @@
 #include "ganengine/training_state.h"
 
+#include <cmath>
 #include <sstream>
 
 #include "ganengine/safetensors.h"
+#include "train/checkpoint_set.h"
 
 namespace ge {
 
@@ -36,6 +38,16 @@ void for_each_state_tensor(DcganTrainer& trainer, Visit&& visit) {
   for (int i = 0; i < 3; ++i) visit("scaler" + std::to_string(i), trainer.scaler_state(i));
 }
 
+// The moving average of G's weights (TrainerConfig::ema_decay), when the trainer keeps one: its
+// own keys, "G_ema.<name>", so that a state written without it still loads.
+template <class Visit>
+void for_each_ema_tensor(DcganTrainer& trainer, Visit&& visit) {
+  std::vector<Tensor>& ema = trainer.generator_ema();
+  if (ema.empty()) return;
+  auto params = trainer.generator().named_params();
+  for (size_t i = 0; i < params.size(); ++i) visit("G_ema." + params[i].first, ema[i]);
+}
+
 template <class Visit>
 void for_each_counter(DcganTrainer& trainer, Visit&& visit) {
   for (auto [prefix, net] : {std::pair<const char*, nn::Sequential*>{"G.", &trainer.generator()},
@@ -57,12 +69,35 @@ std::map<std::string, std::string> identity_fields(const RunIdentity& id) {
           {"manualSeed", std::to_string(id.seed)}};
 }
 
+// A position field: decimal digits only, as save_training_state writes them ("1x", "-3" and
+// "1e3" are damage, not numbers to round).
+int64_t position_field(const std::string& path, const std::map<std::string, std::string>& meta, const char* key) {
+  const auto it = meta.find(key);
+  const std::string text = it == meta.end() ? "" : it->second;
+  if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string::npos)
+    fail(path, ": metadata ", key, " is ", it == meta.end() ? "missing" : "'" + text + "'",
+         " (expected a whole number >= 0, as ganengine train writes it; the file is damaged)");
+  return std::stoll(text);  // at most 18 digits: fits
+}
+
+// Each scaler is (scale, steps since the last overflow), both finite, the scale positive: a
+// damaged one would otherwise surface as a diverged run.
+void check_scaler(const std::string& path, int i, const Tensor& saved) {
+  static const char* const kLoss[3] = {"errD_real", "errD_fake", "errG"};
+  const std::vector<double> v = saved.to_doubles();
+  if (v.size() != 2 || !std::isfinite(v[0]) || !(v[0] > 0) || !std::isfinite(v[1]) || v[1] < 0)
+    fail(path, ": the loss scaler of ", kLoss[i], " holds (", v.empty() ? 0.0 : v[0], ", ", v.size() < 2 ? 0.0 : v[1],
+         ") (expected a positive finite scale and a step count >= 0): the file is damaged, resume from another "
+         "copy of the training state");
+}
+
 }  // namespace
 
-void save_training_state(const std::string& path, DcganTrainer& trainer, const Tensor& fixed_noise,
-                         const RunPosition& pos, const RunIdentity& id) {
+SafeTensorsFile training_state_contents(DcganTrainer& trainer, const Tensor& fixed_noise, const RunPosition& pos,
+                                        const RunIdentity& id) {
   std::map<std::string, Tensor> tensors;
   for_each_state_tensor(trainer, [&](const std::string& key, Tensor& t) { tensors[key] = t; });
+  for_each_ema_tensor(trainer, [&](const std::string& key, Tensor& t) { tensors[key] = t; });
   for_each_counter(trainer, [&](const std::string& key, int64_t& c) {
     Tensor t = Tensor::empty({}, DType::I64);
     *t.data_as<int64_t>() = c;
@@ -74,7 +109,13 @@ void save_training_state(const std::string& path, DcganTrainer& trainer, const T
   meta["epoch"] = std::to_string(pos.epoch);
   meta["iteration"] = std::to_string(pos.iteration);
   meta["global_step"] = std::to_string(pos.global_step);
-  save_safetensors(path, tensors, meta);
+  return SafeTensorsFile{tensors, meta};
+}
+
+void save_training_state(const std::string& path, DcganTrainer& trainer, const Tensor& fixed_noise,
+                         const RunPosition& pos, const RunIdentity& id) {
+  const SafeTensorsFile contents = training_state_contents(trainer, fixed_noise, pos, id);
+  save_safetensors(path, contents.tensors, contents.metadata);
 }
 
 void copy_training_state(DcganTrainer& from, DcganTrainer& to) {
@@ -88,6 +129,9 @@ void copy_training_state(DcganTrainer& from, DcganTrainer& to) {
     t.copy_from(src.format() == t.format() ? src : src.to_format(t.format()));  // across devices too
   });
   GE_CHECK(next == sources.size(), "copy_training_state: the trainers hold different numbers of tensors");
+  GE_CHECK(from.generator_ema().size() == to.generator_ema().size(),
+           "copy_training_state: one trainer keeps a moving average of G's weights, the other does not");
+  for (size_t i = 0; i < to.generator_ema().size(); ++i) to.generator_ema()[i].copy_from(from.generator_ema()[i]);
   std::vector<int64_t> counters;
   for_each_counter(from, [&](const std::string&, int64_t& c) { counters.push_back(c); });
   next = 0;
@@ -119,25 +163,35 @@ RunPosition load_training_state(const std::string& path, DcganTrainer& trainer, 
     const Tensor& saved = get(key);
     if (saved.shape() != t.shape() || saved.dtype() != t.dtype())
       fail(path, ": tensor '", key, "' is ", saved.str(), ", expected ", dtype_name(t.dtype()), shape_str(t.shape()));
+    if (key.rfind("scaler", 0) == 0) check_scaler(path, key.back() - '0', saved);
     t.copy_from(saved.rank() == 4 ? saved.to_format(t.format()).to(t.device()) : saved.to(t.device()));
   });
+  // A state saved without the average (the run had --ema-decay off) starts it from the weights
+  // just restored.
+  bool ema_saved = true;
+  for_each_ema_tensor(trainer, [&](const std::string& key, Tensor&) { ema_saved = ema_saved && f.tensors.count(key); });
+  if (!ema_saved) trainer.restart_ema();
+  if (ema_saved)
+    for_each_ema_tensor(trainer, [&](const std::string& key, Tensor& t) {
+      const Tensor& saved = get(key);
+      if (saved.shape() != t.shape() || saved.dtype() != DType::F32)
+        fail(path, ": tensor '", key, "' is ", saved.str(), ", expected f32", shape_str(t.shape()));
+      t.copy_from(saved.rank() == 4 ? saved.to_format(t.format()).to(t.device()) : saved.to(t.device()));
+    });
   for_each_counter(trainer, [&](const std::string& key, int64_t& c) {
     const Tensor& saved = get(key);
     if (saved.dtype() != DType::I64 || saved.numel() != 1) fail(path, ": '", key, "' must be an i64 scalar");
     c = *saved.data_as<int64_t>();
   });
   const Tensor& noise = get("fixed_noise");
-  if (noise.shape() != fixed_noise.shape())
+  if (noise.shape() != fixed_noise.shape() || noise.dtype() != fixed_noise.dtype())
     fail(path, ": fixed_noise is ", noise.str(), ", expected ", fixed_noise.str());
   fixed_noise.copy_from(noise.to(fixed_noise.device()));
   RunPosition pos;
-  try {
-    pos.epoch = std::stoll(f.metadata.at("epoch"));
-    pos.iteration = std::stoll(f.metadata.at("iteration"));
-    pos.global_step = std::stoll(f.metadata.at("global_step"));
-  } catch (const std::exception&) {
-    fail(path, ": metadata epoch/iteration/global_step missing or not numbers");
-  }
+  pos.epoch = position_field(path, f.metadata, "epoch");
+  pos.iteration = position_field(path, f.metadata, "iteration");
+  pos.global_step = position_field(path, f.metadata, "global_step");
+  verify_checkpoint_set(path, f.metadata);
   return pos;
 }
 

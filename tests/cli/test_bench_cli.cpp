@@ -45,7 +45,9 @@ TEST_CASE("bench cli: bad lists and counts are named before the GPU is touched")
   expect_error("--cuda-graph sometimes", "--cuda-graph 'sometimes'");
   expect_error("--cuda-graph on --warmup 2", "--warmup 2 is too short");
   expect_error("--loss-scale -3", "--loss-scale '-3' (expected 'dynamic' or a positive number");
-  expect_error("--device cpu", "ganengine bench needs a CUDA GPU");
+  expect_error("--device cuda:0 --ngpu 0", "--ngpu 0 (expected 1..64)");
+  // The CPU's bench (--device cpu) times the step alone: the GPU-only flags are refused.
+  expect_error("--device cpu --ngpu 2", "--device cpu times the step alone");
 }
 
 // The input pipeline's flags, and the dataset itself, are checked before the GPU is asked for.

@@ -177,12 +177,36 @@ TEST_CASE("dataset cache: a corrupt header or trailing bytes are rebuilt") {
     CHECK(test::read_file_bytes(path) == good);
   }
   test::write_file_bytes(path, good.substr(0, 8) + std::string("\x07\0\0\0", 4) + good.substr(12));
-  CHECK(open_cache(root.dir.string(), "v", &reads)->rebuild_reason() == "cache format version 7, this build uses 1");
+  CHECK(open_cache(root.dir.string(), "v", &reads)->rebuild_reason() == "cache format version 7, this build uses 2");
 
   test::write_file_bytes(path, good + "extra");
   CHECK(open_cache(root.dir.string(), "v", &reads)->rebuild_reason() ==
         "corrupt (5 bytes longer than its header says)");
   CHECK(test::read_file_bytes(path) == good);
+}
+
+TEST_CASE("dataset cache: a damaged pixel fails the read of its image naming the file and the image") {
+  test::TempDir root("ge_cache");
+  std::atomic<int64_t> reads{0};
+  const std::string path = open_cache(root.dir.string(), "v", &reads)->path();
+  const std::string good = test::read_file_bytes(path);
+  const size_t image_bytes = size_t(kSide) * kSide * 3;
+  const size_t checksums_at = good.size() - size_t(kImages) * 4;
+  const size_t images_at = checksums_at - size_t(kImages) * image_bytes;
+  const int64_t damaged = 5;
+  std::string bad = good;
+  bad[images_at + size_t(damaged) * image_bytes + 7] ^= 0x10;  // a pixel: the header stays valid
+  test::write_file_bytes(path, bad);
+  const auto cached = open_cache(root.dir.string(), "v", &reads);
+  CHECK(cached->reused());
+  CHECK_THROWS_WITH_AS(image(*cached, damaged), has(path + ": image 5 does not match its checksum"), Error);
+  CHECK(image(*cached, damaged - 1) == image(FakeDataset(kImages, kSide, 3, 11), damaged - 1));
+
+  bad = good;
+  bad[checksums_at + 4 * size_t(damaged + 1)] ^= 0x01;  // a stored checksum
+  test::write_file_bytes(path, bad);
+  const auto again = open_cache(root.dir.string(), "v", &reads);
+  CHECK_THROWS_WITH_AS(image(*again, damaged + 1), has("image 6 does not match its checksum"), Error);
 }
 
 TEST_CASE("dataset cache: many threads reading at once get the source's bytes") {

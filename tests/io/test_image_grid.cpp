@@ -8,6 +8,7 @@
 #include "core/backend.h"
 #include "ganengine/error.h"
 #include "ganengine/image_grid.h"
+#include "support/golden.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
 
@@ -152,6 +153,30 @@ TEST_CASE("image grid: u8 rounding follows PyTorch's per-op rounding for half ba
   const std::vector<float> v = {0.0f, 1.0f, 0.00196075439453125f, 0.0f};
   CHECK(save_and_load(Tensor::from_floats(v, {1, 1, 2, 2}, DType::F16), tmp).at(0, 1, 0) == 1);
   CHECK(save_and_load(Tensor::from_floats(v, {1, 1, 2, 2}, DType::F32), tmp).at(0, 1, 0) == 0);
+}
+
+// torchvision.utils.save_image(normalize=True) itself (tools/make_goldens.py, golden_grid): random
+// batches of 11 RGB images (two rows, the second partial), 3 grey ones and 10 in half precision,
+// every pixel of the PNG.
+TEST_CASE("image grid: every pixel is torchvision's save_image") {
+  TempDir tmp("ge_grid");
+  const SafeTensorsFile& g = test::golden("golden_grid.safetensors");
+  for (const char* name : {"rgb_f32", "grey_f32", "rgb_f16"}) {
+    CAPTURE(name);
+    const Tensor& images = test::golden_tensor(g, std::string(name) + ".images");
+    const Tensor& pixels = test::golden_tensor(g, std::string(name) + ".pixels");  // (H, W, 3)
+    const Png png = save_and_load(images, tmp);
+    REQUIRE(png.channels() == 3);
+    REQUIRE(png.height() == pixels.dim(0));
+    REQUIRE(png.width() == pixels.dim(1));
+    const std::vector<double> want = pixels.to_doubles();
+    int64_t wrong = 0;
+    for (int64_t y = 0; y < png.height(); ++y)
+      for (int64_t x = 0; x < png.width(); ++x)
+        for (int64_t c = 0; c < 3; ++c)
+          wrong += png.at(c, y, x) != static_cast<int>(want[(y * png.width() + x) * 3 + c]);
+    CHECK(wrong == 0);
+  }
 }
 
 TEST_CASE("image grid: a GPU batch divides by the float reciprocal as PyTorch's CUDA kernel does") {

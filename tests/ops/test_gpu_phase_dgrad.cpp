@@ -25,12 +25,9 @@ Tensor random_half(const ge::Shape& s) {
 }
 
 // The kernel runs on compute capability 9.0 only: elsewhere a test says so and stops.
-#define GE_REQUIRE_SM90()                                                                        \
-  do {                                                                                           \
-    if (!ge::gpu::device_is_sm90(0)) {                                                           \
-      MESSAGE("GPU test skipped: the warpgroup-MMA kernel runs on compute capability 9.0 only"); \
-      return;                                                                                    \
-    }                                                                                            \
+#define GE_REQUIRE_SM90()                                                                                          \
+  do {                                                                                                             \
+    if (!ge::gpu::device_is_sm90(0)) GE_SKIP_TEST("the warpgroup-MMA kernel runs on compute capability 9.0 only"); \
   } while (0)
 
 // 4 images make two blocks each (two phases a block); 160, more than an H100's or H200's 132 SMs,

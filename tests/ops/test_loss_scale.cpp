@@ -8,6 +8,7 @@
 
 #include "core/half_bits.h"
 #include "ops/op_test_util.h"
+#include "support/golden.h"
 
 namespace {
 
@@ -53,6 +54,47 @@ TEST_CASE("cpu ops: dynamic loss scaler follows Apex") {
     quick.growth_interval = 3;
     CHECK(scaler_after({4, 0}, false, quick, 3) == Values{8, 0});
   }
+}
+
+}  // namespace cpu_checks
+
+// Apex's scaler over thousands of steps (tools/make_goldens.py, golden_loss_scale: checked there
+// against PyTorch's GradScaler kernel below the ceiling): "grow" crosses the 2000-step growth
+// window with overflows before, on and right after a growth; "cap" grows once to 2^24 and stops.
+// The state after every step, exactly, on the given device.
+void expect_golden_scaler_sequences(ge::Device d) {
+  using ge::Tensor;
+  using ge::test::cpu_ref::make;
+  using ge::test::cpu_ref::Values;
+  const ge::SafeTensorsFile& g = ge::test::golden("golden_loss_scale.safetensors");
+  const ge::ops::ScalerConfig apex;
+  REQUIRE(std::to_string(apex.growth_interval) == g.metadata.at("growth_interval"));
+  for (const char* name : {"grow", "cap"}) {
+    CAPTURE(name);
+    const std::string n(name);
+    const std::vector<double> found = ge::test::golden_tensor(g, n + ".found_inf").to_doubles();
+    const std::vector<double> scale = ge::test::golden_tensor(g, n + ".scale").to_doubles();
+    const std::vector<double> clean = ge::test::golden_tensor(g, n + ".clean_steps").to_doubles();
+    Tensor state = make({std::stod(g.metadata.at(n + ".init_scale")), 0}, {2}).to(d);
+    int mismatches = 0, growths = 0;
+    double last = state.to_doubles()[0];
+    for (size_t k = 0; k < found.size(); ++k) {
+      ge::ops::loss_scaler_update(state, make({found[k]}, {1}).to(d), apex);
+      const Values now = state.to_doubles();
+      if (now != Values{scale[k], clean[k]} && ++mismatches <= 3)
+        FAIL_CHECK("step ", k, ": state ", now[0], ", ", now[1], " where Apex has ", scale[k], ", ", clean[k]);
+      growths += now[0] > last;
+      last = now[0];
+    }
+    CHECK(mismatches == 0);
+    CHECK(growths == (n == "grow" ? 2 : 1));  // the sequences do cross the window
+  }
+}
+
+namespace cpu_checks {
+
+TEST_CASE("cpu ops: dynamic loss scaler follows Apex's golden across growth windows") {
+  expect_golden_scaler_sequences(ge::Device::cpu());
 }
 
 TEST_CASE("cpu ops: unscale_grads unscales accumulates and flags non-finite grads") {
@@ -202,6 +244,11 @@ TEST_CASE("gpu ops: scale_inplace matches the CPU in every dtype") {
         expect_identical("scale_inplace", g, c);
       }
     }
+}
+
+TEST_CASE("gpu ops: loss_scaler_update follows Apex's golden across growth windows") {
+  GE_REQUIRE_GPU();
+  expect_golden_scaler_sequences(ge::Device::cuda(0));
 }
 
 TEST_CASE("gpu ops: loss_scaler_update follows the CPU over overflow/clean sequences") {

@@ -10,6 +10,7 @@
 
 #include "core/backend.h"
 #include "ganengine/tensor.h"
+#include "support/test_skip.h"
 
 namespace ge::test {
 
@@ -21,22 +22,18 @@ struct ClusterChoice {
 };
 #endif
 
-// GPU cases call this first. With no usable GPU it prints the marker CTest turns into "skipped".
-#define GE_REQUIRE_GPU()                                                           \
-  do {                                                                             \
-    if (!::ge::cuda_available()) {                                                 \
-      MESSAGE("GPU test skipped: no CUDA device present (or built without CUDA)"); \
-      return;                                                                      \
-    }                                                                              \
+// GPU cases call this first (support/test_skip.h: a skip must come before any assertion).
+#define GE_REQUIRE_GPU()                                                                         \
+  do {                                                                                           \
+    if (!::ge::cuda_available()) GE_SKIP_TEST("no CUDA device present (or built without CUDA)"); \
   } while (0)
 
-// Multi-GPU cases: skipped (and counted as skipped) on machines with fewer GPUs.
-#define GE_REQUIRE_GPUS(n)                                                                          \
-  do {                                                                                              \
-    if (::ge::cuda_device_count() < (n)) {                                                          \
-      MESSAGE("GPU test skipped: needs ", (n), " CUDA devices, found ", ::ge::cuda_device_count()); \
-      return;                                                                                       \
-    }                                                                                               \
+// Multi-GPU cases: skipped on machines with fewer GPUs.
+#define GE_REQUIRE_GPUS(n)                                                  \
+  do {                                                                      \
+    if (::ge::cuda_device_count() < (n))                                    \
+      GE_SKIP_TEST("needs " + std::to_string(n) + " CUDA devices, found " + \
+                   std::to_string(::ge::cuda_device_count()));              \
   } while (0)
 
 // Fresh random values for every run unless GE_TEST_SEED is set; printed on failure.

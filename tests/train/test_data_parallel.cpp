@@ -545,8 +545,11 @@ TEST_CASE("gpu train cli: two processes with GANENGINE_RANK train as --ngpu 2 do
   const CommandResult threads = run_ganengine(args + "--ngpu 2 --outf " + (tmp.dir / "threads").string());
   INFO(threads.output);
   REQUIRE(threads.exit_code == 0);
-  // Same batches, same split, same reductions; cuDNN may pick other algorithms per process.
-  expect_logged_losses_close(tmp.dir / "ranks", tmp.dir / "threads", 6, 1e-3, "processes vs threads");
+  // Same batches, same split, same reductions, in fp32: only cuDNN's choice of algorithms, made
+  // per process, may differ, which moves an fp32 loss by float rounding (about 1e-7 relative)
+  // per step; 1e-5 leaves room for six steps of it and catches any real difference in the
+  // arithmetic.
+  expect_logged_losses_close(tmp.dir / "ranks", tmp.dir / "threads", 6, 1e-5, "processes vs threads");
 }
 
 TEST_CASE("mpirun: every rank of ganengine info receives rank 0's id through MPI") {
@@ -593,5 +596,5 @@ TEST_CASE("mpirun gpu: two ranks train with synchronised BatchNorm and match --n
       run_ganengine(small + "--opt-level O0 --ngpu 2 --outf " + (tmp.dir / "threads").string());
   INFO(threads.output);
   REQUIRE(threads.exit_code == 0);
-  expect_logged_losses_close(tmp.dir / "ranks", tmp.dir / "threads", 8, 1e-3, "mpirun vs --ngpu 2");
+  expect_logged_losses_close(tmp.dir / "ranks", tmp.dir / "threads", 8, 1e-5, "mpirun vs --ngpu 2");
 }
