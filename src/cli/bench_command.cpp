@@ -85,6 +85,19 @@ int positive(const cxxopts::ParseResult& r, const char* flag) {
   return v;
 }
 
+// What every configuration of a run shares: the networks, the precision overrides, the device
+// and the timing windows.
+StepBenchConfig step_bench_config(const BenchRun& run, const AmpOverrides& amp, Device device) {
+  StepBenchConfig cfg;
+  cfg.net = run.net;
+  cfg.amp = amp;
+  cfg.device = device;
+  cfg.warmup = run.warmup;
+  cfg.steps = run.steps;
+  cfg.windows = run.windows;
+  return cfg;
+}
+
 // --device cpu (the fast backend) or cpu-reference (the reference loops): the step timed on the
 // host, its convolutions' GFLOP/s beside ms/step and images/s.
 int run_cpu_bench(const std::string& spec, const BenchRun& run, const std::vector<OptLevel>& levels,
@@ -100,13 +113,7 @@ int run_cpu_bench(const std::string& spec, const BenchRun& run, const std::vecto
               static_cast<double>(dcgan_step_flops(run.net, 1)) * 1e-9);
   std::printf("each row: median of %d windows of %d steps after %d warm-up steps; one synthetic batch in host memory\n",
               run.windows, run.steps, run.warmup);
-  StepBenchConfig cfg;
-  cfg.net = run.net;
-  cfg.amp = amp;
-  cfg.device = device;
-  cfg.warmup = run.warmup;
-  cfg.steps = run.steps;
-  cfg.windows = run.windows;
+  StepBenchConfig cfg = step_bench_config(run, amp, device);
   bool all_ok = true;
   for (OptLevel level : levels)
     for (int64_t batch : batches) {
@@ -305,13 +312,7 @@ int run_bench(int argc, char** argv) {
     std::printf("loss scale: %s at every opt level (--loss-scale)\n", run.loss_scale.c_str());
   std::fflush(stdout);
 
-  StepBenchConfig cfg;
-  cfg.net = run.net;
-  cfg.amp = amp;
-  cfg.device = device;
-  cfg.warmup = run.warmup;
-  cfg.steps = run.steps;
-  cfg.windows = run.windows;
+  StepBenchConfig cfg = step_bench_config(run, amp, device);
   cfg.profile = r.count("profile") > 0;
   cfg.replicas = run.ngpu;
   cfg.memory_breakdown = r.count("memory-breakdown") > 0;

@@ -3,7 +3,6 @@
 // and GIFs that a lenient decoder would fill with zeros, and the checked size arithmetic
 // they rely on. Each is a ge::Error naming the file, raised before the memory is spent.
 #include <doctest/doctest.h>
-#include <turbojpeg.h>
 
 #include <chrono>
 #include <cstdint>
@@ -35,70 +34,6 @@ std::string pickle_error(const std::string& path) {
     return e.what();
   }
   return "";
-}
-
-// A progressive JPEG of the test pattern, as TurboJPEG writes one.
-std::string progressive_jpeg(int width, int height) {
-  const DecodedImage image = test::pattern_image(width, height, 3);
-  tjhandle tj = tjInitCompress();
-  REQUIRE(tj != nullptr);
-  unsigned char* out = nullptr;
-  unsigned long size = 0;
-  const int rc =
-      tjCompress2(tj, image.hwc.data(), width, 0, height, TJPF_RGB, &out, &size, TJSAMP_420, 90, TJFLAG_PROGRESSIVE);
-  std::string bytes = rc == 0 ? std::string(reinterpret_cast<char*>(out), size) : "";
-  tjFree(out);
-  tjDestroy(tj);
-  REQUIRE(!bytes.empty());
-  return bytes;
-}
-
-// A GIF89a of width x height pixels with a 256-colour grey palette: pixel (x, y) has index
-// (x + 3y) mod 256. LZW with 9-bit codes throughout (a clear code every 200 pixels keeps the
-// code size from growing), packed LSB first into sub-blocks of 255 bytes.
-std::string grey_gif(int width, int height) {
-  std::string gif = "GIF89a";
-  auto u16 = [&](int v) {
-    gif += static_cast<char>(v & 0xff);
-    gif += static_cast<char>(v >> 8);
-  };
-  u16(width);
-  u16(height);
-  gif += "\xF7";  // global colour table of 256 entries
-  gif += std::string(2, '\0');
-  for (int i = 0; i < 256; ++i) gif += std::string(3, static_cast<char>(i));
-  gif += ",";
-  u16(0);
-  u16(0);
-  u16(width);
-  u16(height);
-  gif += '\0';
-  gif += '\x08';  // LZW minimum code size
-  std::string data;
-  uint32_t bits = 0;
-  int nbits = 0;
-  auto code = [&](uint32_t c) {
-    bits |= c << nbits;
-    nbits += 9;
-    while (nbits >= 8) {
-      data += static_cast<char>(bits & 0xff);
-      bits >>= 8;
-      nbits -= 8;
-    }
-  };
-  for (int p = 0; p < width * height; ++p) {
-    if (p % 200 == 0) code(256);
-    code(uint32_t((p % width + 3 * (p / width)) % 256));
-  }
-  code(257);
-  if (nbits > 0) data += static_cast<char>(bits & 0xff);
-  for (size_t at = 0; at < data.size(); at += 255) {
-    const std::string block = data.substr(at, 255);
-    gif += static_cast<char>(block.size());
-    gif += block;
-  }
-  gif += '\0';
-  return gif + ";";
 }
 
 std::string decode_error(const test::TempDir& dir, const std::string& bytes) {
@@ -167,7 +102,7 @@ TEST_CASE("idx images: a gzip header claiming more than its file can inflate to 
 
 TEST_CASE("image decoding: a truncated progressive JPEG is an error as in PIL and the whole file decodes") {
   test::TempDir dir("ge_trunc");
-  const std::string jpeg = progressive_jpeg(64, 48);
+  const std::string jpeg = test::jpeg_bytes(test::pattern_image(64, 48, 3), 90, /*progressive=*/true);
   CHECK(decode_error(dir, jpeg).empty());
   int cuts = 0;
   for (size_t keep = jpeg.size() / 3; keep < jpeg.size(); keep += 37, ++cuts) {
@@ -181,7 +116,7 @@ TEST_CASE("image decoding: a truncated progressive JPEG is an error as in PIL an
 TEST_CASE("image decoding: a truncated GIF is an error as in PIL and the whole file decodes exactly") {
   test::TempDir dir("ge_trunc");
   const int width = 40, height = 30;
-  const std::string gif = grey_gif(width, height);
+  const std::string gif = test::grey_gif_bytes(width, height);
   test::write_file_bytes(dir.file("a.gif"), gif);
   const DecodedImage image = decode_image(dir.file("a.gif"));
   REQUIRE(image.width == width);

@@ -1,7 +1,6 @@
 // Seed files for each fuzz target: small valid files written by the same encoders and writers
 // the tests use, so the fuzzer starts inside each format rather than at its magic bytes.
 #include <lmdb.h>
-#include <turbojpeg.h>
 #include <zlib.h>
 
 #include <filesystem>
@@ -86,73 +85,18 @@ std::string pickle_seed() {
   return std::string(kBytes, sizeof kBytes - 1);
 }
 
-std::string progressive_jpeg_seed(const DecodedImage& image) {
-  tjhandle tj = tjInitCompress();
-  unsigned char* out = nullptr;
-  unsigned long size = 0;
-  const int rc = tjCompress2(tj, image.hwc.data(), image.width, 0, image.height, TJPF_RGB, &out, &size, TJSAMP_420, 80,
-                             TJFLAG_PROGRESSIVE);
-  std::string bytes = rc == 0 ? std::string(reinterpret_cast<char*>(out), size) : "";
-  tjFree(out);
-  tjDestroy(tj);
-  if (bytes.empty()) fail("fuzz seeds: TurboJPEG could not write a progressive JPEG");
-  return bytes;
-}
-
-// A GIF89a of width x height with a 256-grey palette, LZW at 9 bits (a clear code every 200
-// pixels), one frame.
-std::string gif_seed(int width, int height) {
-  std::string gif = "GIF89a";
-  auto u16 = [&](int v) {
-    gif += static_cast<char>(v & 0xff);
-    gif += static_cast<char>(v >> 8);
-  };
-  u16(width);
-  u16(height);
-  gif += "\xF7";
-  gif += std::string(2, '\0');
-  for (int i = 0; i < 256; ++i) gif += std::string(3, static_cast<char>(i));
-  gif += "!\xF9\x04";  // a graphic control extension, as most GIFs carry
-  gif += std::string("\x00\x00\x00\x00\x00", 5);
-  gif += ",";
-  u16(0);
-  u16(0);
-  u16(width);
-  u16(height);
-  gif += '\0';
-  gif += '\x08';
-  std::string data;
-  uint32_t bits = 0;
-  int nbits = 0;
-  auto code = [&](uint32_t c) {
-    bits |= c << nbits;
-    for (nbits += 9; nbits >= 8; nbits -= 8, bits >>= 8) data += static_cast<char>(bits & 0xff);
-  };
-  for (int p = 0; p < width * height; ++p) {
-    if (p % 200 == 0) code(256);
-    code(uint32_t((p % width + 3 * (p / width)) % 256));
-  }
-  code(257);
-  if (nbits > 0) data += static_cast<char>(bits & 0xff);
-  for (size_t at = 0; at < data.size(); at += 255) {
-    const std::string block = data.substr(at, 255);
-    gif += static_cast<char>(block.size());
-    gif += block;
-  }
-  return gif + std::string(1, '\0') + ";";
-}
-
 // A TIFF of the pattern as the tests write one, and a PNG with an alpha channel.
 std::vector<std::string> image_seeds(const std::string& format) {
   const DecodedImage rgb = test::pattern_image(12, 9, 3), grey = test::pattern_image(12, 9, 1);
-  if (format == "jpeg") return {test::jpeg_bytes(rgb), test::jpeg_bytes(grey), progressive_jpeg_seed(rgb)};
+  if (format == "jpeg")
+    return {test::jpeg_bytes(rgb), test::jpeg_bytes(grey), test::jpeg_bytes(rgb, 80, /*progressive=*/true)};
   if (format == "png")
     return {test::png_bytes(rgb), test::png_bytes(grey), test::png_bytes(test::pattern_image(5, 4, 4))};
   if (format == "webp") return {test::webp_bytes(rgb, true), test::webp_bytes(rgb, false)};
   if (format == "tiff") return {test::tiff_bytes(rgb)};
   if (format == "bmp") return {test::bmp_bytes(rgb), test::bmp_bytes(grey)};
   if (format == "pnm") return {test::pnm_bytes(rgb), test::pnm_bytes(grey)};
-  if (format == "gif") return {gif_seed(12, 9), gif_seed(30, 20)};
+  if (format == "gif") return {test::grey_gif_bytes(12, 9), test::grey_gif_bytes(30, 20)};
   return {};
 }
 

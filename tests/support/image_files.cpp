@@ -49,18 +49,59 @@ std::string bmp_bytes(const DecodedImage& image) {
   return out;
 }
 
-std::string jpeg_bytes(const DecodedImage& image, int quality) {
+std::string jpeg_bytes(const DecodedImage& image, int quality, bool progressive) {
   tjhandle tj = tjInitCompress();
   unsigned char* jpeg = nullptr;
   unsigned long size = 0;
   const bool grey = image.channels == 1;
   const int rc = tjCompress2(tj, image.hwc.data(), image.width, 0, image.height, grey ? TJPF_GRAY : TJPF_RGB, &jpeg,
-                             &size, grey ? TJSAMP_GRAY : TJSAMP_420, quality, 0);
+                             &size, grey ? TJSAMP_GRAY : TJSAMP_420, quality, progressive ? TJFLAG_PROGRESSIVE : 0);
   std::string out = rc == 0 ? std::string(reinterpret_cast<char*>(jpeg), size) : std::string();
   tjFree(jpeg);
   tjDestroy(tj);
   GE_CHECK(rc == 0, "jpeg encode");
   return out;
+}
+
+std::string grey_gif_bytes(int width, int height) {
+  std::string gif = "GIF89a";
+  auto u16 = [&](int v) {
+    gif += static_cast<char>(v & 0xff);
+    gif += static_cast<char>(v >> 8);
+  };
+  u16(width);
+  u16(height);
+  gif += "\xF7";
+  gif += std::string(2, '\0');
+  for (int i = 0; i < 256; ++i) gif += std::string(3, static_cast<char>(i));
+  gif += "!\xF9\x04";  // a graphic control extension, as most GIFs carry
+  gif += std::string("\x00\x00\x00\x00\x00", 5);
+  gif += ",";
+  u16(0);
+  u16(0);
+  u16(width);
+  u16(height);
+  gif += '\0';
+  gif += '\x08';
+  std::string data;
+  uint32_t bits = 0;
+  int nbits = 0;
+  auto code = [&](uint32_t c) {
+    bits |= c << nbits;
+    for (nbits += 9; nbits >= 8; nbits -= 8, bits >>= 8) data += static_cast<char>(bits & 0xff);
+  };
+  for (int p = 0; p < width * height; ++p) {
+    if (p % 200 == 0) code(256);
+    code(uint32_t((p % width + 3 * (p / width)) % 256));
+  }
+  code(257);
+  if (nbits > 0) data += static_cast<char>(bits & 0xff);
+  for (size_t at = 0; at < data.size(); at += 255) {
+    const std::string block = data.substr(at, 255);
+    gif += static_cast<char>(block.size());
+    gif += block;
+  }
+  return gif + std::string(1, '\0') + ";";
 }
 
 std::string webp_bytes(const DecodedImage& image, bool lossless) {
