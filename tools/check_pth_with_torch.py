@@ -7,7 +7,7 @@
    PyTorch's own DCGAN Generator and Discriminator (tools/make_goldens.py), convert with
    `ganengine convert` to safetensors holding the same tensors, exactly.
 
-  python3 tools/check_pth_with_torch.py GANENGINE_BINARY
+  python3 tools/check_pth_with_torch.py PATH/TO/ganengine
 Exit status 0 when every check passed.
 """
 import os

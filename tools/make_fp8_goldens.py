@@ -14,11 +14,13 @@ formats); --check FILE compares an existing golden with this machine's casts, bi
   python3 tools/make_fp8_goldens.py --out tests/goldens [--check tests/goldens/golden_fp8.safetensors]
 """
 import argparse
-import json
 import os
-import struct
+import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from quality.safetensors_io import load, save  # noqa: E402
 
 MAX = {"e4m3": 448.0, "e5m2": 57344.0}
 
@@ -76,32 +78,6 @@ def inputs(rng):
     return np.concatenate([halves, edges, randoms]).astype(np.float32)
 
 
-def write_safetensors(path, tensors, meta):
-    """A safetensors file (header JSON, then the raw little-endian data), without the package."""
-    header, offset, blobs = {"__metadata__": meta}, 0, []
-    for name, (dtype, array) in tensors.items():
-        data = np.ascontiguousarray(array).tobytes()
-        header[name] = {"dtype": dtype, "shape": list(array.shape), "data_offsets": [offset, offset + len(data)]}
-        offset += len(data)
-        blobs.append(data)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
-    os.replace(tmp, path)
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    types = {"F32": np.float32, "U8": np.uint8}
-    return {k: np.frombuffer(data[v["data_offsets"][0]:v["data_offsets"][1]], types[v["dtype"]])
-            for k, v in header.items() if k != "__metadata__"}
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests", "goldens"))
@@ -109,7 +85,7 @@ def main():
     args = ap.parse_args()
     name, encode = encoder()
     if args.check:
-        golden = read_safetensors(args.check)
+        golden = load(args.check)
         for fmt in MAX:
             got = encode(golden["inputs"].copy(), fmt)
             nan = np.isnan(golden["inputs"])
@@ -119,11 +95,11 @@ def main():
                 raise SystemExit(1)
         return
     x = inputs(np.random.default_rng(3))
-    tensors = {"inputs": ("F32", x)}
+    tensors = {"inputs": x}
     for fmt in MAX:
-        tensors[fmt] = ("U8", encode(x.copy(), fmt))
+        tensors[fmt] = encode(x.copy(), fmt)
     path = os.path.join(args.out, "golden_fp8.safetensors")
-    write_safetensors(path, tensors, {"made_by": name})
+    save(path, tensors, {"made_by": name})
     print(f"wrote {path}: {x.size} values ({name})")
 
 
