@@ -208,10 +208,8 @@ step_signal() {
   tail -3 "$OUT/signal/run.log"
   [ -f "$dir/training_state.safetensors" ] || { echo "no training_state.safetensors written"; return 1; }
   local saved
-  saved=$(python3 -c 'import json, struct, sys
-f = open(sys.argv[1], "rb")
-print(json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))["__metadata__"]["global_step"])' \
-    "$dir/training_state.safetensors")
+  saved=$(PYTHONPATH=tools python3 -c 'import sys; from quality.safetensors_io import metadata
+print(metadata(sys.argv[1])["global_step"])' "$dir/training_state.safetensors")
   echo "state saved at step $saved"
   "$GE_BIN_DIR/ganengine" train --resume "$dir/training_state.safetensors" --max-steps "$((saved + 2))" \
     >"$OUT/signal/resume.log" 2>&1
