@@ -19,7 +19,12 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_goldens import Discriminator, Generator, weights_init  # noqa: E402
-from safetensors.torch import load_file  # noqa: E402
+from quality.safetensors_io import load  # noqa: E402
+
+
+def load_file(path):
+    return {k: torch.from_numpy(v) for k, v in load(path).items()}
+
 
 GOLDENS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "goldens")
 PAIRS = [("pth_netD_nc3.pth", "pth_netD_nc3.safetensors"), ("pth_netG_nc1.pth", "pth_netG_nc1.safetensors"),

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The readers under AddressSanitizer and UndefinedBehaviorSanitizer, in one clang-14 build
-# (GE_FUZZ=ON, CPU only, optimised) in $GE_FUZZ_BUILD (default build-fuzz/):
+# The readers and the train command's flag parsing under AddressSanitizer and
+# UndefinedBehaviorSanitizer, in one clang-14 build (GE_FUZZ=ON, CPU only, optimised) in
+# $GE_FUZZ_BUILD (default build-fuzz/):
 #   tools/fuzz.sh [SECONDS_PER_TARGET]   (default 30) builds the libFuzzer targets of fuzz/,
 #       writes each target's seed corpus (fuzz/make_seeds.cpp) and runs every target for that
 #       long, as many at a time as there are cores, with its kept regressions
@@ -12,6 +13,8 @@
 #       suite with CTest under the sanitizers, leaving out the tests that GE_SANITIZE_EXCLUDE
 #       (a CTest regular expression) names; by default only the mpirun cases (see below).
 # GE_FUZZ_JOBS sets the build's and the runs' parallelism (default: the number of cores).
+# GE_FUZZ_TARGETS (names without fuzz_, space-separated) runs only those targets, e.g.
+# GE_FUZZ_TARGETS=cli_flags tools/fuzz.sh 60 after a change to the train command's flags.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=fuzz
@@ -70,7 +73,10 @@ run_target() {  # name: fuzz it, then print one line
 export -f run_target
 export build corpus findings logs seconds
 
-targets=$(ls "$corpus")
+targets=${GE_FUZZ_TARGETS:-$(ls "$corpus")}
+for t in $targets; do
+  [ -d "$corpus/$t" ] || { echo "fuzz.sh: GE_FUZZ_TARGETS: no target '$t' (the targets: $(ls "$corpus" | xargs))" >&2; exit 2; }
+done
 echo "fuzz.sh: $(echo "$targets" | wc -w) targets, $seconds s each, $jobs at a time"
 if echo "$targets" | xargs -P "$jobs" -I{} bash -c 'run_target "$1"' _ {}; then
   echo "fuzz.sh: passed"

@@ -4,7 +4,7 @@
 # the saved weights read by Python, the exported ONNX generator run by onnxruntime, the
 # TensorBoard event files read by TensorBoard (and losses.png drawn), then the whole suite with CTest. Without a GPU the GPU cases report "skipped"; tools/gpu_suite.sh runs
 # them on one. Then the suite under ASan and UBSan and a bounded fuzzing run of every file
-# reader (tools/fuzz.sh, a clang build in build-fuzz/).
+# reader and of the train command's flags (tools/fuzz.sh, a clang build in build-fuzz/).
 # The checks after the build all run even when one fails; the exit status is 1 if any did.
 # For local runs only, GE_SKIP=format,tidy,sanitizers,fuzz (any of them) leaves those checks
 # out; every skip is printed, and with CI set (as CI services do) a skip is refused.
@@ -70,7 +70,7 @@ check ctest ctest --test-dir build --output-on-failure -j"$(nproc)"
 step "sanitizers"  # the suite again, built by clang under ASan and UBSan into build-fuzz/
 skipping sanitizers || check sanitizers tools/fuzz.sh --suite
 
-step "fuzz"  # every reader, GE_FUZZ_SECONDS (default 30) each, in the same build
+step "fuzz"  # every reader and the train flags, GE_FUZZ_SECONDS (default 30) each, in the same build
 skipping fuzz || check fuzz tools/fuzz.sh "${GE_FUZZ_SECONDS:-30}"
 
 echo

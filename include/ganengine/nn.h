@@ -151,6 +151,9 @@ class Conv2d : public Layer {
   BatchNorm2d* input_gradient_to_ = nullptr;
   bool input_converted_ = false;        // the latest forward's input came in another dtype or layout
   Tensor saved_x_, saved_w_, saved_y_;  // saved_y_: the fused activation's output
+  // Every twin's weight gradient (twin()): one buffer, zeroed once, that each step's twin writes
+  // before reading it (the twins of successive steps run one after another).
+  mutable Tensor twin_grad_;
 };
 
 class BatchNorm2d : public Layer {

@@ -13,6 +13,7 @@
 #include <functional>
 #include <vector>
 
+#include "ganengine/fp8.h"
 #include "ganengine/tensor.h"
 
 namespace ge {
@@ -265,6 +266,50 @@ void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
 // order (the same shape and memory format, or a layout whose order does not differ). One
 // multi-tensor launch on the GPU, capturable in a CUDA graph.
 void ema_update(const std::vector<Tensor>& averages, const std::vector<Tensor>& values, double decay);
+
+// ---- FP8 (ganengine/fp8.h; for a future opt level O4, which no training path uses yet).
+// Codes are u8 tensors of the shape and memory format of the values they stand for; scale,
+// scale_inv and amax are f32 (1) tensors on the op's device, read and written there only, so each
+// op is capturable in a CUDA graph. The element arithmetic is core/fp8_scaling_math.h on both
+// backends, so their results agree bitwise.
+//
+// q = FP8(x * scale), the product rounded to f32 and then to the format, nearest even, saturating
+// (a finite value or an infinity beyond the range becomes the largest finite of its sign; a NaN
+// becomes the positive NaN code, 0x7F). In the same pass amax = max |x| over x as it arrives (not
+// scaled), overwritten: 0 for an empty x, NaN (0x7fc00000) when any element is NaN, as torch.amax
+// gives it and as the recipe needs it (a NaN must keep the scale, not be skipped over). amax may be
+// a view into an Fp8Scaling's history (current_amax()) but not alias scale (the GPU zeroes amax
+// first). x: f32, f16 or bf16.
+void fp8_quantize(const Tensor& x, const Tensor& scale, Fp8Format format, Tensor& q, Tensor& amax);
+// y = decode(q) * scale_inv, rounded to f32 and then once to y's dtype (f32, f16 or bf16). A NaN
+// is 0x7fc00000 in f32 and some NaN in the half types (bitwise only among non-NaN values there, as
+// for cast).
+void fp8_dequantize(const Tensor& q, const Tensor& scale_inv, Fp8Format format, Tensor& y);
+// One step of the delayed-scaling recipe (Fp8DelayedScaling) for every state at once: each scale
+// and scale_inv from its history, then the history rolled. Every history holds
+// recipe.amax_history_len entries; all states on one device, no two sharing a tensor (one launch
+// per 64 states on the GPU).
+void fp8_update_scales(const std::vector<Fp8Scaling>& states, const Fp8DelayedScaling& recipe);
+
+// ---- emulated FP8 convolutions, on any device: the operands quantized, dequantized to f32, and
+// conv2d's passes run on those values in f32 (allow_tf32 off), so the result is exactly what the
+// selected convolution computes from the FP8 operands (on the CPU reference: the reference
+// convolution of the dequantized values, bitwise): what FP8 Tensor Core paths will be held to.
+// Transformer Engine's HYBRID assignment is checked: activations and weights E4M3, output
+// gradients E5M2. A transposed convolution's passes are these passes with the operands swapped
+// (its forward is a backward-data), as in conv_transpose2d_*.
+//
+// x quantized with its state's scale, this step's amax written into the state's current_amax().
+Fp8Tensor fp8_quantized(const Tensor& x, const Fp8Scaling& state);
+// The f32 values an FP8 tensor stands for (fp8_dequantize into a new tensor of its shape and layout).
+Tensor fp8_dequantized(const Fp8Tensor& q);
+// y (f32) = conv2d_forward(x, w).
+void fp8_conv2d_forward(const Fp8Tensor& x, const Fp8Tensor& w, Tensor& y, const Conv2dParams& p);
+// dx (f32) = conv2d_backward_data(dy, w).
+void fp8_conv2d_backward_data(const Fp8Tensor& dy, const Fp8Tensor& w, Tensor& dx, const Conv2dParams& p);
+// dw (f32) = beta * dw + conv2d_backward_filter(x, dy), beta 0 or 1.
+void fp8_conv2d_backward_filter(const Fp8Tensor& x, const Fp8Tensor& dy, Tensor& dw, const Conv2dParams& p,
+                                float beta = 0.f);
 
 // ---- random numbers: Philox4x32-10 keyed by seed, element i drawn from counter (offset + i/4).
 // The same (seed, offset) gives bitwise the same values on the CPU and the GPU.

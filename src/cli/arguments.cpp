@@ -2,8 +2,11 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstdio>
 
+#include "cli/numeric_flag.h"
 #include "core/backend.h"
 #include "core/cpu_backend.h"
 #include "data/dataset_registry.h"
@@ -32,12 +35,33 @@ void require_dataroot(const std::string& dataset, const std::string& dataroot, b
          offer_download && dataset_has_download(dataset) ? "; or add --download" : "", ")");
 }
 
+namespace {
+std::string dashed(const std::string& name) { return (name.size() == 1 ? "-" : "--") + name; }
+}  // namespace
+
+int int_flag(const cxxopts::ParseResult& r, const std::string& name, const std::string& expected) {
+  return static_cast<int>(parse_integer_flag(dashed(name), r[name].as<std::string>(), INT_MIN, INT_MAX, expected));
+}
+
+int64_t int64_flag(const cxxopts::ParseResult& r, const std::string& name, const std::string& expected) {
+  return parse_integer_flag(dashed(name), r[name].as<std::string>(), INT64_MIN, INT64_MAX, expected);
+}
+
+uint64_t uint64_flag(const cxxopts::ParseResult& r, const std::string& name, const std::string& expected) {
+  return parse_unsigned_flag(dashed(name), r[name].as<std::string>(), expected);
+}
+
+double real_flag(const cxxopts::ParseResult& r, const std::string& name, const std::string& expected) {
+  return parse_real_flag(dashed(name), r[name].as<std::string>(), expected);
+}
+
 DataPipelineOptions read_data_flags(const cxxopts::ParseResult& r) {
   DataPipelineOptions d;
   d.dataset = r["dataset"].as<std::string>();
   d.dataroot = r["dataroot"].as<std::string>();
   d.classes = r["classes"].as<std::string>();
-  d.workers = r["workers"].as<int>();
+  d.workers = int_flag(r, "workers", "0..256");
+  if (d.workers < 0 || d.workers > 256) fail("--workers ", d.workers, " (expected 0..256)");
   d.placement = parse_data_placement(r["data-on"].as<std::string>());
   d.cache_dir = r["cache-dir"].as<std::string>();
   d.skip_bad_images = r.count("skip-bad-images") > 0;
@@ -66,7 +90,7 @@ Device resolve_device(const std::string& spec, const char* command, bool warn_on
   return d;
 }
 
-Arguments normalise_arguments(int argc, char** argv, const std::map<std::string, std::string>& aliases,
+Arguments normalise_arguments(int argc, const char* const* argv, const std::map<std::string, std::string>& aliases,
                               const std::set<std::string>& boolean_flags) {
   Arguments a;
   for (int i = 0; i < argc; ++i) {
@@ -126,6 +150,18 @@ std::string describe_bad_value(const Arguments& args, const std::string& cxxopts
 std::optional<cxxopts::ParseResult> parse_command_line(cxxopts::Options& options, Arguments& args, const char* command,
                                                        const std::vector<std::string>& help_groups) {
   const std::string see = std::string(" (see 'ganengine ") + command + " --help')";
+  // cxxopts matches each word with std::regex, whose recursion in libstdc++ grows with the
+  // word's length: a word of 32 KiB overflows an 8 MiB stack. No path (PATH_MAX) or value is
+  // longer than this.
+  constexpr size_t kLongestWord = 4096;
+  for (size_t i = 1; i < args.words.size(); ++i) {
+    const std::string& w = args.words[i];
+    if (w.size() <= kLongestWord) continue;
+    const std::string& flag = w.rfind('-', 0) == 0 ? w : args.words[i - 1];
+    const std::string name = flag.rfind('-', 0) == 0 ? flag.substr(0, std::min(flag.find('='), size_t(64))) : "";
+    fail(name.empty() ? std::string("an argument") : "the value of " + name, " is ", w.size(),
+         " characters long (at most ", kLongestWord, ")", see);
+  }
   std::optional<cxxopts::ParseResult> r;
   try {
     r = options.parse(args.argc(), args.argv());

@@ -1,6 +1,7 @@
 // Command-line normalisation shared by the subcommands: alternative spellings of a flag are
 // rewritten to the one the parser knows.
 #pragma once
+#include <cstdint>
 #include <cxxopts.hpp>
 #include <map>
 #include <optional>
@@ -40,12 +41,22 @@ std::string downloadable_datasets();
 void require_dataroot(const std::string& dataset, const std::string& dataroot, bool offer_download);
 
 // The input pipeline's flags as bench-data and bench declare them (--dataset, --dataroot,
-// --classes, --workers, --data-on, --cache-dir, --skip-bad-images) into its options.
+// --classes, --workers, --data-on, --cache-dir, --skip-bad-images) into its options; --workers
+// must be 0..256.
 DataPipelineOptions read_data_flags(const cxxopts::ParseResult& r);
+
+// A numeric flag's value: the flag is declared as text (cxxopts::value<std::string>) and read by
+// cli/numeric_flag.h, since cxxopts' own readers wrap integers around (4294967360 reads as 64 for
+// an int) and stop before trailing garbage ("0.5x" reads as 0.5). `name` is the flag without
+// dashes, the error names it with them; `expected` says what it takes.
+int int_flag(const cxxopts::ParseResult& r, const std::string& name, const std::string& expected);
+int64_t int64_flag(const cxxopts::ParseResult& r, const std::string& name, const std::string& expected);
+uint64_t uint64_flag(const cxxopts::ParseResult& r, const std::string& name, const std::string& expected);
+double real_flag(const cxxopts::ParseResult& r, const std::string& name, const std::string& expected);
 
 // aliases: spelling without dashes -> canonical name without dashes. boolean_flags: options
 // with an implicit value that may be followed by a separate True/False word.
-Arguments normalise_arguments(int argc, char** argv, const std::map<std::string, std::string>& aliases,
+Arguments normalise_arguments(int argc, const char* const* argv, const std::map<std::string, std::string>& aliases,
                               const std::set<std::string>& boolean_flags = {});
 
 // Parses a subcommand's normalised arguments. A parse error or a stray argument fails, pointing

@@ -20,14 +20,14 @@ int run_bench_data(int argc, char** argv) {
     ("dataset", dataset_choices(), cxxopts::value<std::string>()->default_value("fake"))
     ("dataroot", "path to dataset", cxxopts::value<std::string>()->default_value("./"))
     ("classes", "lsun classes", cxxopts::value<std::string>()->default_value("bedroom"))
-    ("imageSize", "image side", cxxopts::value<int>()->default_value("64"))
-    ("batchSize", "batch size", cxxopts::value<int64_t>()->default_value("64"))
-    ("workers", "decoding threads", cxxopts::value<int>()->default_value("2"))
+    ("imageSize", "image side", cxxopts::value<std::string>()->default_value("64"))
+    ("batchSize", "batch size", cxxopts::value<std::string>()->default_value("64"))
+    ("workers", "decoding threads", cxxopts::value<std::string>()->default_value("2"))
     ("data-on", "auto | host | gpu: where batches are assembled", cxxopts::value<std::string>()->default_value("auto"))
     ("cache-dir", "decoded-image cache (folder-like and lsun datasets)", cxxopts::value<std::string>()->default_value(""))
     ("skip-bad-images", "skip undecodable images instead of stopping")
     ("device", "cpu | cuda | cuda:K", cxxopts::value<std::string>()->default_value(""))
-    ("seconds", "how long to time each part", cxxopts::value<double>()->default_value("5"))
+    ("seconds", "how long to time each part", cxxopts::value<std::string>()->default_value("5"))
     ("h,help", "show this help");
   // clang-format on
   Arguments args = normalise_arguments(argc, argv, {{"batch-size", "batchSize"}, {"image-size", "imageSize"}});
@@ -35,11 +35,11 @@ int run_bench_data(int argc, char** argv) {
   if (!parsed) return 0;
   const cxxopts::ParseResult& r = *parsed;
   DataPipelineOptions d = read_data_flags(r);
-  d.image_size = r["imageSize"].as<int>();
-  d.batch_size = r["batchSize"].as<int64_t>();
+  d.image_size = int_flag(r, "imageSize", "a power of two from 16 to 512");
+  d.batch_size = int64_flag(r, "batchSize", "a positive number");
   d.device = resolve_device(r["device"].as<std::string>(), "bench-data", /*warn_on_cpu=*/false);
   d.gpu_dtype = DType::F16;
-  const double seconds = r["seconds"].as<double>();
+  const double seconds = real_flag(r, "seconds", "a positive number of seconds");
   if (!(seconds > 0)) fail("--seconds must be positive");
   if (d.batch_size < 1) fail("--batchSize must be positive");
 

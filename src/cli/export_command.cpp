@@ -20,7 +20,7 @@ int run_export(int argc, char** argv) {
   o.add_options()
     ("netG", "generator weights: .safetensors or a .pth written by torch.save", cxxopts::value<std::string>())
     ("o,output", "the .onnx file to write", cxxopts::value<std::string>())
-    ("opset", "ONNX operator set (17..23)", cxxopts::value<int>()->default_value("17"))
+    ("opset", "ONNX operator set (17..23)", cxxopts::value<std::string>()->default_value("17"))
     ("h,help", "show this help");
   // clang-format on
   Arguments args = normalise_arguments(argc, argv, {{"net-g", "netG"}});
@@ -31,7 +31,7 @@ int run_export(int argc, char** argv) {
   if (!r.count("output")) fail("-o FILE.onnx is required");
   const std::string path = r["netG"].as<std::string>();
   const std::string output = r["output"].as<std::string>();
-  const int opset = r["opset"].as<int>();
+  const int opset = int_flag(r, "opset", "17..23");
   if (opset < 17 || opset > 23) fail("--opset ", opset, " (expected 17..23)");
 
   const nn::StateDict file = nn::load_state_dict_file(path);

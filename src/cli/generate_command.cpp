@@ -72,8 +72,8 @@ int run_generate(int argc, char** argv) {
   // clang-format off
   o.add_options()
     ("netG", "generator weights: .safetensors (PyTorch state_dict names) or a .pth written by torch.save", cxxopts::value<std::string>())
-    ("n,num", "number of images", cxxopts::value<int64_t>()->default_value("64"))
-    ("seed", "seed of the noise (Philox, as in training)", cxxopts::value<uint64_t>()->default_value("2809"))
+    ("n,num", "number of images", cxxopts::value<std::string>()->default_value("64"))
+    ("seed", "seed of the noise (Philox, as in training)", cxxopts::value<std::string>()->default_value("2809"))
     ("noise", "take the noise from this .safetensors file (tensor 'noise', N x nz x 1 x 1) instead", cxxopts::value<std::string>())
     ("o,output", "a .png or .jpg file for one 8-wide grid, or a directory for one PNG per image", cxxopts::value<std::string>())
     ("save-tensor", "also write the images (f32, [-1, 1]) and noise to this .safetensors file", cxxopts::value<std::string>())
@@ -91,6 +91,10 @@ int run_generate(int argc, char** argv) {
   const std::string path = r["netG"].as<std::string>();
   const std::string output = r["output"].as<std::string>();
   const OutputKind output_as = output_kind(output);
+  // Checked before the weights are read, so that a typo fails at once.
+  const int64_t n = int64_flag(r, "n", "1..100000");
+  if (n < 1 || n > 100000) fail("-n ", n, " (expected 1..100000)");
+  const uint64_t seed = uint64_flag(r, "seed", "a seed in 0..18446744073709551615");
   const Device device = resolve_device(r["device"].as<std::string>(), "generate", /*warn_on_cpu=*/false);
 
   const nn::StateDict sd = nn::load_state_dict_file(path);
@@ -115,10 +119,8 @@ int run_generate(int argc, char** argv) {
     warn_non_finite(noise, npath);
     noise = ops::converted(noise, DType::F32, MemoryFormat::NCHW, device);
   } else {
-    const int64_t n = r["num"].as<int64_t>();
-    if (n < 1 || n > 100000) fail("-n ", n, " (expected 1..100000)");
     noise = Tensor::empty({n, cfg.nz, 1, 1}, DType::F32, device);
-    ops::fill_normal(noise, r["seed"].as<uint64_t>(), 0);
+    ops::fill_normal(noise, seed, 0);
   }
   const bool batch_stats = r.count("bn-batch-stats") > 0;
   if (batch_stats && noise.dim(0) < 2) fail("--bn-batch-stats needs at least 2 images");

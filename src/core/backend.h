@@ -49,6 +49,9 @@
                  const Tensor& skip, const ops::AdamConfig& cfg, const std::vector<Tensor>& half_copies,              \
                  const ops::PendingGrads* pending);                                                                   \
   void ema_update(const std::vector<Tensor>& averages, const std::vector<Tensor>& values, double decay);              \
+  void fp8_quantize(const Tensor& x, const Tensor& scale, Fp8Format format, Tensor& q, Tensor& amax);                 \
+  void fp8_dequantize(const Tensor& q, const Tensor& scale_inv, Fp8Format format, Tensor& y);                         \
+  void fp8_update_scales(const std::vector<Fp8Scaling>& states, const Fp8DelayedScaling& recipe);                     \
   void fill_uniform(Tensor& t, uint64_t seed, uint64_t offset);                                                       \
   void fill_normal(Tensor& t, uint64_t seed, uint64_t offset, float mean, float stddev);
 

@@ -13,10 +13,9 @@
 #include <cstdint>
 
 #include "core/half_bits.h"
+#include "ganengine/fp8.h"  // Fp8Format
 
 namespace ge {
-
-enum class Fp8Format : uint8_t { E4M3, E5M2 };
 
 namespace fp8_detail {
 // Exponent and mantissa widths, and the bit pattern of the largest finite value.

@@ -1,8 +1,11 @@
 // ge::ops: argument checks shared by both backends, then dispatch on the device.
 #include <atomic>
+#include <cmath>
+#include <string>
 
 #include "core/backend.h"
 #include "core/cpu_backend.h"
+#include "core/fp8_scaling_math.h"
 #ifdef GE_WITH_ONEDNN
 #include "onednn/fast_ops.h"
 #endif
@@ -537,6 +540,61 @@ void ema_update(const std::vector<Tensor>& averages, const std::vector<Tensor>& 
   }
   if (averages.empty()) return;
   GE_DISPATCH(averages[0], ema_update(averages, values, decay));
+}
+
+namespace {
+
+bool fp8_value_dtype(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
+void check_f32_scalar(const char* op, const char* what, const Tensor& t) {
+  GE_CHECK(t.defined() && t.dtype() == DType::F32 && t.numel() == 1, op, ": ", what, " must be f32 (1), got ",
+           t.defined() ? t.str() : std::string("an undefined tensor"));
+}
+
+// FP8 codes and the values they stand for pair up element by element in storage order.
+void check_fp8_pair(const char* op, const Tensor& values, const Tensor& codes) {
+  GE_CHECK(fp8_value_dtype(values.dtype()), op, ": values must be f32, f16 or bf16, got ", values.str());
+  GE_CHECK(codes.dtype() == DType::U8 && codes.shape() == values.shape() && codes.format() == values.format(), op,
+           ": codes ", codes.str(), " must be u8 of the shape and memory format of ", values.str());
+}
+
+}  // namespace
+
+void fp8_quantize(const Tensor& x, const Tensor& scale, Fp8Format format, Tensor& q, Tensor& amax) {
+  same_device("fp8_quantize", {&x, &scale, &q, &amax});
+  check_fp8_pair("fp8_quantize", x, q);
+  check_f32_scalar("fp8_quantize", "scale", scale);
+  check_f32_scalar("fp8_quantize", "amax", amax);
+  GE_DISPATCH(x, fp8_quantize(x, scale, format, q, amax));
+}
+
+void fp8_dequantize(const Tensor& q, const Tensor& scale_inv, Fp8Format format, Tensor& y) {
+  same_device("fp8_dequantize", {&q, &scale_inv, &y});
+  check_fp8_pair("fp8_dequantize", y, q);
+  check_f32_scalar("fp8_dequantize", "scale_inv", scale_inv);
+  GE_DISPATCH(q, fp8_dequantize(q, scale_inv, format, y));
+}
+
+void fp8_update_scales(const std::vector<Fp8Scaling>& states, const Fp8DelayedScaling& recipe) {
+  GE_CHECK(recipe.amax_history_len >= 1, "fp8_update_scales: amax_history_len ", recipe.amax_history_len,
+           " (expected at least 1)");
+  // The smaller format's numerator must stay a normal float for the scale to be one rounding.
+  GE_CHECK(recipe.margin >= 0 && std::isnormal(fp8_scaled_max(Fp8Format::E4M3, recipe.margin)),
+           "fp8_update_scales: margin ", recipe.margin, " (expected 0..134)");
+  GE_CHECK(recipe.amax_compute_algo == Fp8AmaxAlgo::Max || recipe.amax_compute_algo == Fp8AmaxAlgo::MostRecent,
+           "fp8_update_scales: unknown amax_compute_algo");
+  for (const Fp8Scaling& s : states) {
+    GE_CHECK(s.amax_history.defined() && s.amax_history.dtype() == DType::F32 &&
+                 s.amax_history.shape() == Shape{recipe.amax_history_len},
+             "fp8_update_scales: amax history ",
+             s.amax_history.defined() ? s.amax_history.str() : std::string("undefined"), " (expected f32 (",
+             recipe.amax_history_len, "))");
+    check_f32_scalar("fp8_update_scales", "scale", s.scale);
+    check_f32_scalar("fp8_update_scales", "scale_inv", s.scale_inv);
+    same_device("fp8_update_scales", {&states[0].amax_history, &s.amax_history, &s.scale, &s.scale_inv});
+  }
+  if (states.empty()) return;
+  GE_DISPATCH(states[0].amax_history, fp8_update_scales(states, recipe));
 }
 
 void fill_uniform(Tensor& t, uint64_t seed, uint64_t offset) {

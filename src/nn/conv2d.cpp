@@ -241,8 +241,16 @@ Tensor Conv2d::backward(Tensor dy_in, bool want_param_grads, bool want_input_gra
 
 std::unique_ptr<Layer> Conv2d::twin() const {
   auto t = std::make_unique<Conv2d>(*this);
+  // One zeroed buffer for the twins of every step, as the original's own gradient is zeroed: a
+  // fresh buffer per step would need a zeroing pass each step, and without one compute-sanitizer's
+  // initcheck reports its reads, because it does not see the writes of cuDNN's half-precision
+  // filter-gradient kernels into a never-written buffer (the values read are the ones written:
+  // the lanes' bitwise test in test_concurrent_region.cpp). The first twin comes in an eager
+  // warm-up step, so the buffer is never allocated inside a graph capture.
   const Tensor& g = weight_.model_grad;
-  t->weight_.model_grad = Tensor::empty(g.shape(), g.dtype(), g.device(), g.format());
+  if (!twin_grad_.defined()) twin_grad_ = Tensor::zeros(g.shape(), g.dtype(), g.device(), g.format());
+  t->weight_.model_grad = twin_grad_;
+  t->twin_grad_ = Tensor();
   t->saved_x_ = t->saved_w_ = t->saved_y_ = Tensor();
   t->moments_for_ = nullptr;  // Sequential::twin links the twin's own BatchNorm
   t->given_x_ = t->given_w_ = t->given_y_ = Tensor();

@@ -10,7 +10,7 @@ namespace ge::nn {
 namespace {
 int log2_exact(int v) {
   int k = 0;
-  while ((1 << k) < v) ++k;
+  while (k < 30 && (1 << k) < v) ++k;  // 1 << 31 overflows an int; no supported size is near it
   return (1 << k) == v ? k : -1;
 }
 }  // namespace

@@ -160,3 +160,29 @@ TEST_CASE("cli messages: an internal check reaches the user without its source l
         std::string("run.safetensors: tensor 'x' is missing\n  more")})
     CHECK(cli::error_text_for_user(input) == input);
 }
+
+TEST_CASE(
+    "cli messages: numeric flags of generate and bench and bench-data and export refuse bad values naming the flag") {
+  // Each is refused before any file is read or any step runs.
+  struct Case {
+    std::string args;
+    std::string expect;
+  };
+  const Case cases[] = {
+      {"generate --netG missing.safetensors -o out.png -n 1x", "-n '1x' is not a valid value (expected a whole number"},
+      {"generate --netG missing.safetensors -o out.png -n 0", "-n 0 (expected 1..100000)"},
+      {"generate --netG missing.safetensors -o out.png --seed -1", "--seed '-1' is out of range"},
+      {"bench --device cpu --imageSize 4294967360", "--imageSize '4294967360' is out of range"},
+      {"bench --device cpu --nz 1e3", "--nz '1e3' is not a valid value (expected a whole number"},
+      {"bench --device cpu --steps 1.5", "--steps '1.5' is not a valid value (expected a whole number"},
+      {"bench --device cpu --ngpu=", "--ngpu '' is not a valid value"},
+      {"bench-data --seconds nan", "--seconds 'nan' is not a valid value (expected a number"},
+      {"bench-data --batchSize 64x", "--batchSize '64x' is not a valid value"},
+      {"bench-data --workers 999", "--workers 999 (expected 0..256)"},
+      {"export --netG missing.safetensors -o g.onnx --opset 17x", "--opset '17x' is not a valid value"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.args);
+    expect_clear_error(run_ganengine(c.args), c.expect);
+  }
+}

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include <limits>
 #include <memory>
 
+#include "cli/train_flags.h"
 #include "core/conv_algo_cache.h"
 #include "data/cifar10_pickle.h"
 #include "data/dataset_cache.h"
@@ -111,6 +113,35 @@ void read_metrics(const std::string&, const std::string& path) {
   keep_metrics_records(file_text(path), std::numeric_limits<int64_t>::max());
 }
 
+// `ganengine train`'s flag parsing on the command line the input encodes (cli_flags_input):
+// "train", then for each value word its flag, as "--flag=value" or as "--flag" "value".
+void read_cli_flags(const std::string&, const std::string& path) {
+  const std::string bytes = file_text(path);
+  std::vector<std::string> words;
+  size_t start = 0;
+  for (size_t i = 0; i <= bytes.size(); ++i)
+    if (i == bytes.size() || bytes[i] == '\n' || bytes[i] == '\0') {
+      words.push_back(bytes.substr(start, i - start));
+      start = i + 1;
+    }
+  const std::vector<std::string>& flags = cli_numeric_flags();
+  const std::string& chooser = words[0];
+  std::vector<std::string> args = {"train"};
+  for (size_t i = 1; i < words.size(); ++i) {
+    const size_t c = chooser.empty() ? i : static_cast<unsigned char>(chooser[(i - 1) % chooser.size()]);
+    const std::string flag = "--" + flags[c % flags.size()];
+    if ((c / flags.size()) % 2 == 0) {
+      args.push_back(flag + "=" + words[i]);
+    } else {
+      args.push_back(flag);
+      args.push_back(words[i]);
+    }
+  }
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  cli::parse_train_flags(static_cast<int>(argv.size()), argv.data());
+}
+
 void read_training_state(const std::string&, const std::string& path) {
   DcganTrainer& trainer = fuzz_trainer();
   Tensor noise = Tensor::zeros({2, 4, 1, 1}, DType::F32);
@@ -118,6 +149,49 @@ void read_training_state(const std::string&, const std::string& path) {
 }
 
 }  // namespace
+
+const std::vector<std::string>& cli_numeric_flags() {
+  // Every flag of `train` that takes a number or numbers, and the other spellings of some.
+  static const std::vector<std::string> all = {"workers",
+                                               "batchSize",
+                                               "batch-size",
+                                               "imageSize",
+                                               "image-size",
+                                               "nz",
+                                               "ngf",
+                                               "ndf",
+                                               "niter",
+                                               "lr",
+                                               "beta1",
+                                               "ngpu",
+                                               "manualSeed",
+                                               "manual-seed",
+                                               "threads",
+                                               "loss-scale",
+                                               "min-loss-scale",
+                                               "log-interval",
+                                               "sample-interval",
+                                               "max-steps",
+                                               "checkpoint-every",
+                                               "ema-decay",
+                                               "debug-force-overflow",
+                                               "profile-steps"};
+  return all;
+}
+
+std::string cli_flags_input(const std::vector<std::pair<std::string, std::string>>& flags, bool equals) {
+  const std::vector<std::string>& names = cli_numeric_flags();
+  std::string chooser, values;
+  for (const auto& [flag, value] : flags) {
+    const auto it = std::find(names.begin(), names.end(), flag);
+    if (it == names.end()) fail("fuzz: '", flag, "' is no numeric flag of train");
+    size_t c = static_cast<size_t>(it - names.begin()) + (equals ? 0 : names.size());
+    if (c == '\n' || c == 0) c += 2 * names.size();  // the separators cannot choose
+    chooser += static_cast<char>(c);
+    values += "\n" + value;
+  }
+  return chooser + values;
+}
 
 DcganTrainer& fuzz_trainer() {
   static DcganTrainer* trainer = [] {
@@ -152,6 +226,7 @@ const std::vector<Target>& targets() {
       {"dataset_cache", "input.gecache", read_dataset_cache},
       {"conv_algo_cache", "cudnn_algos.txt", read_conv_algo_cache},
       {"metrics", "metrics.jsonl", read_metrics},
+      {"cli_flags", "flags.txt", read_cli_flags},
   };
   return all;
 }

@@ -3,10 +3,13 @@
 // a sanitizer report or any other exception is a finding. fuzz/fuzz_<name>.cpp runs one
 // target under libFuzzer (tools/fuzz.sh); tests/fuzz/test_fuzz_regressions.cpp replays the
 // inputs kept in tests/fuzz_regressions/<name>/ and every target's seeds in the normal build.
+// One target reads no file format: cli_flags parses the train command's flags from its input
+// (cli_flags_input below), and a ge::Error is the flag refused.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ganengine/trainer.h"
@@ -34,6 +37,14 @@ std::string run_target(const Target& target, const std::string& dir, const uint8
 // images, nz 4, two filters a layer (a state file of a few kilobytes).
 DcganTrainer& fuzz_trainer();
 RunIdentity fuzz_run_identity();
+
+// The cli_flags target's input for these (flag, value) pairs, each flag one of
+// cli_numeric_flags() without its dashes (as "--flag=value" when equals, else as two words).
+// The input is words split at '\n' and '\0': the first chooses, a byte per later word, which
+// numeric flag of `ganengine train` the word is the value of and how it is written; so every
+// numeric flag is reached whatever the values.
+const std::vector<std::string>& cli_numeric_flags();
+std::string cli_flags_input(const std::vector<std::pair<std::string, std::string>>& flags, bool equals);
 
 // Small valid files of the target's format (and a few near misses), for seed corpora.
 std::vector<std::string> seed_files(const Target& target);

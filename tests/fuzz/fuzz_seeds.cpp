@@ -141,6 +141,40 @@ std::vector<std::string> seed_files(const Target& t) {
         "{\"step\": 0, \"epoch\": 0, \"Loss_D\": 1.38629436, \"Loss_G\": 0.693147182}\n"
         "{\"step\": 1, \"epoch\": 0, \"Loss_D\": 1.2, \"Loss_G\": 0.7}\n",
         "{\"step\": 7}\nnot a record\n{\"step\": -3}\n"};
+  if (name == "cli_flags")  // valid command lines; tests/fuzz_regressions/cli_flags/ holds refused ones
+    return {cli_flags_input({{"batchSize", "64"}, {"imageSize", "64"}, {"nz", "100"}, {"lr", "0.0002"}}, false),
+            cli_flags_input({{"batch-size", "128"},
+                             {"image-size", "0x20"},
+                             {"ngf", "32"},
+                             {"ndf", "48"},
+                             {"beta1", "0.9"},
+                             {"manualSeed", "18446744073709551615"},
+                             {"niter", "3"}},
+                            true),
+            cli_flags_input({{"workers", "0"},
+                             {"threads", "4"},
+                             {"ngpu", "1"},
+                             {"loss-scale", "128"},
+                             {"min-loss-scale", "1e-3"},
+                             {"log-interval", "10"},
+                             {"sample-interval", "500"}},
+                            true),
+            cli_flags_input({{"max-steps", "-1"},
+                             {"checkpoint-every", "90s"},
+                             {"ema-decay", ".999"},
+                             {"debug-force-overflow", "3:0,5:2"},
+                             {"profile-steps", "10:14"},
+                             {"manual-seed", "7"},
+                             {"loss-scale", "dynamic"}},
+                            false),
+            cli_flags_input({{"batchSize", "16777216"},
+                             {"nz", "1"},
+                             {"imageSize", "16"},
+                             {"max-steps", "0"},
+                             {"checkpoint-every", "2h"},
+                             {"lr", "1"},
+                             {"beta1", "0"}},
+                            true)};
   return image_seeds(name);
 }
 

@@ -1,0 +1,7 @@
+// libFuzzer target: tests/fuzz/fuzz_readers.cpp's "cli_flags", the train command's flag parsing
+// (tools/fuzz.sh runs it).
+#include "fuzz/fuzz_one.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  return ge::fuzz::fuzz_one("cli_flags", data, size);
+}
