@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Checks ganengine's .pth reading against PyTorch itself, on a host with PyTorch (the GPU host):
+"""Checks ganengine's .pth reading against PyTorch itself, on a host with PyTorch:
 
-1. torch.load reads every .pth golden of tests/goldens/ (written by tools/make_pth_goldens.py
-   without PyTorch) to the tensors of its safetensors twin, exactly;
+1. torch.load reads every .pth golden of tests/goldens/ (torch.save's, tools/make_pth_goldens.py)
+   to the tensors of its safetensors twin, exactly;
 2. state_dicts that torch.save itself writes, in the ZIP format and the legacy one, from
    PyTorch's own DCGAN Generator and Discriminator (tools/make_goldens.py), convert with
    `ganengine convert` to safetensors holding the same tensors, exactly.

@@ -28,6 +28,7 @@
 #include "ganengine/trainer.h"
 #include "ganengine/training_state.h"
 #include "io/json.h"
+#include "io/pth_reader.h"
 #include "support/dataset_fixtures.h"
 #include "train/metrics_file.h"
 
@@ -48,6 +49,8 @@ void write_text(const std::string& path, const std::string& bytes) {
 }
 
 void read_safetensors(const std::string&, const std::string& path) { load_safetensors(path); }
+
+void read_pth(const std::string&, const std::string& path) { load_pth_state_dict(path); }
 
 void read_json(const std::string&, const std::string& path) { json::parse(file_text(path)); }
 
@@ -209,6 +212,7 @@ RunIdentity fuzz_run_identity() { return RunIdentity{"fuzz", "O0", "f16", 2, 16,
 const std::vector<Target>& targets() {
   static const std::vector<Target> all = {
       {"safetensors", "model.safetensors", read_safetensors},
+      {"pth", "netG.pth", read_pth},
       {"training_state", "training_state.safetensors", read_training_state},
       {"json", "doc.json", read_json},
       {"idx", "train-images-idx3-ubyte", read_idx},

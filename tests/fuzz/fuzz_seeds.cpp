@@ -119,6 +119,15 @@ std::vector<std::string> seed_files(const Target& t) {
     return {safetensors_seed(tensors, {{"format", "pt"}}), safetensors_seed({}, {}), training_state_seed()};
   }
   if (name == "training_state") return {training_state_seed()};
+  // torch.save's own files (tools/make_pth_goldens.py): the ZIP format, its DataParallel names,
+  // the legacy format.
+  if (name == "pth") {
+    std::vector<std::string> goldens;
+    for (const char* golden :
+         {"pth_netG_nc1.pth", "pth_netG_nc1_dataparallel.pth", "pth_netG_nc3_legacy.pth", "pth_netD_nc3.pth"})
+      goldens.push_back(file_bytes(std::string(GE_TEST_DATA_DIR) + "/" + golden));
+    return goldens;
+  }
   if (name == "json")
     return {"{\"a\": [1, 2.5e3, -0, true, false, null], \"b\": {\"c\": \"\\u00e9\\n\"}}", "[]", "\"x\"", "-12"};
   if (name == "idx") {
