@@ -56,7 +56,6 @@ import subprocess
 import sys
 import time
 import traceback
-import types
 import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -97,25 +96,14 @@ SCALER_NOTE = ("autocast uses one GradScaler per optimizer (what GradScaler supp
 
 
 def import_networks():
-    """Generator, Discriminator, weights_init from tools/make_goldens.py (the reference networks)."""
-    try:
-        import safetensors.torch  # noqa: F401
-    except ImportError:  # make_goldens imports save_file at import time; the benchmark never saves
-        st, stt = types.ModuleType("safetensors"), types.ModuleType("safetensors.torch")
-
-        def _missing(*a, **k):
-            raise RuntimeError("safetensors is not installed")
-
-        stt.save_file = _missing
-        st.torch = stt
-        sys.modules.setdefault("safetensors", st)
-        sys.modules["safetensors.torch"] = stt
-    import make_goldens as mg
-    return mg.Generator, mg.Discriminator, mg.weights_init
+    """Generator, Discriminator, weights_init: tools/make_goldens.py's reference networks, as the
+    quality tools import them (without safetensors installed, and leaving cuDNN's flags as found)."""
+    from quality.dcgan_models import Discriminator, Generator, weights_init
+    return Generator, Discriminator, weights_init
 
 
 def set_backends():
-    # make_goldens sets deterministic=True / benchmark=False at import: undo that here.
+    # The benchmark's cuDNN settings: autotuned algorithms, no TF32 (PyTorch's fp32 is true fp32).
     torch.backends.cudnn.deterministic = False
     torch.backends.cudnn.benchmark = True
     torch.backends.cudnn.allow_tf32 = False

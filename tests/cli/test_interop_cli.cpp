@@ -1,7 +1,6 @@
 // Interoperability end to end: PyTorch's .pth files given to train, generate, export and
 // convert; files of other kinds where safetensors is expected named for what they are;
 // generate's -o by extension; bench's --no-cuda-graph alone; info without a CUDA driver.
-#include <cstring>
 #include <filesystem>
 
 #include "core/cuda_version_text.h"
@@ -9,6 +8,7 @@
 #include "support/cli_runner.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
+#include "support/trainer_compare.h"
 
 using namespace ge;
 using namespace ge::test;
@@ -29,21 +29,6 @@ void expect_error(const std::string& args, const std::string& message) {
   CHECK(r.output.find(message) != std::string::npos);
 }
 
-void check_same_tensors(const std::map<std::string, Tensor>& got, const std::map<std::string, Tensor>& want) {
-  REQUIRE(got.size() == want.size());
-  for (const auto& wanted : want) {
-    const std::string& name = wanted.first;
-    const Tensor& t = wanted.second;
-    INFO(name);
-    REQUIRE(got.count(name) == 1);
-    const Tensor& g = got.at(name);
-    CHECK(g.dtype() == t.dtype());
-    CHECK(g.shape() == t.shape());
-    REQUIRE(g.nbytes() == t.nbytes());
-    CHECK(std::memcmp(g.data(), t.data(), t.nbytes()) == 0);
-  }
-}
-
 std::string head(const std::string& path, size_t n) { return read_file_bytes(path).substr(0, n); }
 
 }  // namespace
@@ -61,7 +46,7 @@ TEST_CASE("interop cli: generate reads a .pth and makes what its safetensors twi
     expect_ok(run_ganengine("generate --netG " + data_path(twin) + common + tmp.file("b.safetensors")));
     const auto a = load_safetensors(tmp.file("a.safetensors")).tensors;
     const auto b = load_safetensors(tmp.file("b.safetensors")).tensors;
-    check_same_tensors(a, b);
+    expect_same_tensors(a, b);
     CHECK(a.at("images").shape() == Shape{5, pth.find("nc3") != std::string::npos ? 3 : 1, 16, 16});
   }
 }
@@ -90,7 +75,7 @@ TEST_CASE("interop cli: convert writes the safetensors twin of each .pth") {
     expect_ok(r);
     CHECK(r.output.find("wrote ") != std::string::npos);
     const SafeTensorsFile out = load_safetensors(tmp.file("out.safetensors"));
-    check_same_tensors(out.tensors, load_safetensors(data_path(twin)).tensors);
+    expect_same_tensors(out.tensors, load_safetensors(data_path(twin)).tensors);
     CHECK(out.metadata.at("converted_from") == data_path(pth));
   }
   expect_error("convert " + data_path("pth_netG_nc1.pth"),

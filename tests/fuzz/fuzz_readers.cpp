@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <limits>
 #include <memory>
 
@@ -30,17 +29,13 @@
 #include "io/json.h"
 #include "io/pth_reader.h"
 #include "support/dataset_fixtures.h"
+#include "support/temp_dir.h"
 #include "train/metrics_file.h"
 
 namespace ge::fuzz {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string file_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 void write_text(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -52,14 +47,14 @@ void read_safetensors(const std::string&, const std::string& path) { load_safete
 
 void read_pth(const std::string&, const std::string& path) { load_pth_state_dict(path); }
 
-void read_json(const std::string&, const std::string& path) { json::parse(file_text(path)); }
+void read_json(const std::string&, const std::string& path) { json::parse(test::read_file_bytes(path)); }
 
 void read_idx(const std::string&, const std::string& path) { read_idx_images(path); }
 
 // The input is the IDX file itself, gzipped here, so mutations reach the IDX layout behind a
 // valid gzip layer (the ratio bound and the streamed reads).
 void read_idx_gz(const std::string&, const std::string& path) {
-  write_text(path, test::gzip_bytes(file_text(path)));
+  write_text(path, test::gzip_bytes(test::read_file_bytes(path)));
   read_idx_images(path);
 }
 
@@ -113,13 +108,13 @@ void read_conv_algo_cache(const std::string&, const std::string& path) {
 
 // metrics.jsonl as a resume reads it: every record kept (its step below any state's count).
 void read_metrics(const std::string&, const std::string& path) {
-  keep_metrics_records(file_text(path), std::numeric_limits<int64_t>::max());
+  keep_metrics_records(test::read_file_bytes(path), std::numeric_limits<int64_t>::max());
 }
 
 // `ganengine train`'s flag parsing on the command line the input encodes (cli_flags_input):
 // "train", then for each value word its flag, as "--flag=value" or as "--flag" "value".
 void read_cli_flags(const std::string&, const std::string& path) {
-  const std::string bytes = file_text(path);
+  const std::string bytes = test::read_file_bytes(path);
   std::vector<std::string> words;
   size_t start = 0;
   for (size_t i = 0; i <= bytes.size(); ++i)

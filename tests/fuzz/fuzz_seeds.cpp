@@ -4,8 +4,6 @@
 #include <zlib.h>
 
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <map>
 
 #include "data/cache_file_format.h"
@@ -16,16 +14,12 @@
 #include "ganengine/safetensors.h"
 #include "support/dataset_fixtures.h"
 #include "support/image_files.h"
+#include "support/temp_dir.h"
 
 namespace ge::fuzz {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 // A scratch directory removed when the seeds are made.
 struct Scratch {
@@ -40,14 +34,14 @@ std::string safetensors_seed(const std::map<std::string, Tensor>& tensors,
                              const std::map<std::string, std::string>& metadata) {
   Scratch s;
   save_safetensors(s.dir + "/t.safetensors", tensors, metadata);
-  return file_bytes(s.dir + "/t.safetensors");
+  return test::read_file_bytes(s.dir + "/t.safetensors");
 }
 
 std::string training_state_seed() {
   Scratch s;
   save_training_state(s.dir + "/state.safetensors", fuzz_trainer(), Tensor::zeros({2, 4, 1, 1}, DType::F32), {1, 2, 3},
                       fuzz_run_identity());
-  return file_bytes(s.dir + "/state.safetensors");
+  return test::read_file_bytes(s.dir + "/state.safetensors");
 }
 
 // An LMDB data file of `count` keys, every `big_every`-th value large enough for overflow pages.
@@ -68,7 +62,7 @@ std::string lmdb_seed(int count, int big_every) {
   ok = ok && mdb_txn_commit(txn) == 0;
   if (env) mdb_env_close(env);
   if (!ok) fail("fuzz seeds: liblmdb could not write a database");
-  return file_bytes(s.dir + "/data.mdb");
+  return test::read_file_bytes(s.dir + "/data.mdb");
 }
 
 // A numpy uint8 array of shape (2, 3) under b'data' in a protocol-2 pickle, laid out as
@@ -104,7 +98,7 @@ std::vector<std::string> image_seeds(const std::string& format) {
 std::string dataset_cache_seed() {
   Scratch s;
   const CachedDataset cached(std::make_unique<FakeDataset>(3, 4, 3, 7), s.dir, 1);
-  return file_bytes(cached.path());
+  return test::read_file_bytes(cached.path());
 }
 
 }  // namespace
@@ -125,7 +119,7 @@ std::vector<std::string> seed_files(const Target& t) {
     std::vector<std::string> goldens;
     for (const char* golden :
          {"pth_netG_nc1.pth", "pth_netG_nc1_dataparallel.pth", "pth_netG_nc3_legacy.pth", "pth_netD_nc3.pth"})
-      goldens.push_back(file_bytes(std::string(GE_TEST_DATA_DIR) + "/" + golden));
+      goldens.push_back(test::read_file_bytes(std::string(GE_TEST_DATA_DIR) + "/" + golden));
     return goldens;
   }
   if (name == "json")

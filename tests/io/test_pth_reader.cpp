@@ -4,7 +4,6 @@
 // not state_dicts.
 #include <zlib.h>
 
-#include <cstring>
 #include <initializer_list>
 #include <string>
 #include <utility>
@@ -18,6 +17,7 @@
 #include "io/zip_reader.h"
 #include "support/temp_dir.h"
 #include "support/test_util.h"
+#include "support/trainer_compare.h"
 
 using namespace ge;
 
@@ -103,21 +103,6 @@ Entries entries_of(const std::string& bytes) {
   return out;
 }
 
-void check_same_tensors(const std::map<std::string, Tensor>& got, const std::map<std::string, Tensor>& want) {
-  REQUIRE(got.size() == want.size());
-  for (const auto& wanted : want) {
-    const std::string& name = wanted.first;
-    const Tensor& t = wanted.second;
-    INFO(name);
-    auto it = got.find(name);
-    REQUIRE(it != got.end());
-    CHECK(it->second.dtype() == t.dtype());
-    CHECK(it->second.shape() == t.shape());
-    REQUIRE(it->second.nbytes() == t.nbytes());
-    CHECK(std::memcmp(it->second.data(), t.data(), t.nbytes()) == 0);
-  }
-}
-
 std::string error_of(const std::string& bytes) {
   try {
     parse_pth_state_dict(bytes, "model.pth");
@@ -152,10 +137,10 @@ std::string one_tensor_pickle(const std::string& storage_type, const std::string
 }  // namespace
 
 TEST_CASE("pth reader: the ZIP goldens hold their safetensors twins' tensors") {
-  check_same_tensors(load_pth_state_dict(test::data_path("pth_netG_nc1.pth")),
-                     load_safetensors(test::data_path("pth_netG_nc1.safetensors")).tensors);
-  check_same_tensors(load_pth_state_dict(test::data_path("pth_netD_nc3.pth")),
-                     load_safetensors(test::data_path("pth_netD_nc3.safetensors")).tensors);
+  test::expect_same_tensors(load_pth_state_dict(test::data_path("pth_netG_nc1.pth")),
+                            load_safetensors(test::data_path("pth_netG_nc1.safetensors")).tensors);
+  test::expect_same_tensors(load_pth_state_dict(test::data_path("pth_netD_nc3.pth")),
+                            load_safetensors(test::data_path("pth_netD_nc3.safetensors")).tensors);
   const auto sd = load_pth_state_dict(test::data_path("pth_netG_nc1.pth"));
   CHECK(sd.at("main.1.num_batches_tracked").dtype() == DType::I64);
   CHECK(sd.at("main.1.num_batches_tracked").rank() == 0);
@@ -163,15 +148,15 @@ TEST_CASE("pth reader: the ZIP goldens hold their safetensors twins' tensors") {
 }
 
 TEST_CASE("pth reader: the legacy format golden holds its twin's tensors") {
-  check_same_tensors(load_pth_state_dict(test::data_path("pth_netG_nc3_legacy.pth")),
-                     load_safetensors(test::data_path("pth_netG_nc3.safetensors")).tensors);
+  test::expect_same_tensors(load_pth_state_dict(test::data_path("pth_netG_nc3_legacy.pth")),
+                            load_safetensors(test::data_path("pth_netG_nc3.safetensors")).tensors);
 }
 
 TEST_CASE("pth reader: DataParallel names lose their module prefix when loaded as a state_dict") {
   const auto raw = load_pth_state_dict(test::data_path("pth_netG_nc1_dataparallel.pth"));
   CHECK(raw.count("module.main.0.weight") == 1);
-  check_same_tensors(nn::load_state_dict_file(test::data_path("pth_netG_nc1_dataparallel.pth")),
-                     load_safetensors(test::data_path("pth_netG_nc1.safetensors")).tensors);
+  test::expect_same_tensors(nn::load_state_dict_file(test::data_path("pth_netG_nc1_dataparallel.pth")),
+                            load_safetensors(test::data_path("pth_netG_nc1.safetensors")).tensors);
 }
 
 TEST_CASE("pth reader: the goldens load into our generator and discriminator") {
@@ -192,19 +177,19 @@ TEST_CASE("pth reader: the goldens load into our generator and discriminator") {
   CHECK(inferred.image_size == 16);
   auto G = nn::make_generator(cfg, policy, where);
   nn::load_state_dict(*G, g_file, g_path);
-  check_same_tensors(nn::state_dict(*G), load_safetensors(test::data_path("pth_netG_nc1.safetensors")).tensors);
+  test::expect_same_tensors(nn::state_dict(*G), load_safetensors(test::data_path("pth_netG_nc1.safetensors")).tensors);
 
   cfg.nc = 3;
   auto D = nn::make_discriminator(cfg, policy, where);
   nn::load_state_dict(*D, nn::load_state_dict_file(test::data_path("pth_netD_nc3.pth")), "netD");
-  check_same_tensors(nn::state_dict(*D), load_safetensors(test::data_path("pth_netD_nc3.safetensors")).tensors);
+  test::expect_same_tensors(nn::state_dict(*D), load_safetensors(test::data_path("pth_netD_nc3.safetensors")).tensors);
 }
 
 TEST_CASE("pth reader: a .pth rezipped with deflate reads the same") {
   const std::string golden = test::read_file_bytes(test::data_path("pth_netG_nc1.pth"));
   const std::string deflated = zip_of(entries_of(golden), /*deflate=*/true);
   CHECK(deflated.size() < golden.size());
-  check_same_tensors(parse_pth_state_dict(deflated, "deflated.pth"), parse_pth_state_dict(golden, "golden.pth"));
+  test::expect_same_tensors(parse_pth_state_dict(deflated, "deflated.pth"), parse_pth_state_dict(golden, "golden.pth"));
 }
 
 TEST_CASE("pth reader: every truncation of a golden is a clean error") {

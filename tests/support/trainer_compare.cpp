@@ -44,6 +44,23 @@ bool same_tensor(const Tensor& a, const Tensor& b) {
   return std::memcmp(ha.data(), hb.data(), a.nbytes()) == 0;
 }
 
+void expect_same_tensors(const std::map<std::string, Tensor>& got, const std::map<std::string, Tensor>& want) {
+  REQUIRE(got.size() == want.size());
+  for (const auto& wanted : want) {
+    const std::string& name = wanted.first;
+    const Tensor t = wanted.second.to(Device::cpu());
+    INFO(name);
+    auto it = got.find(name);
+    REQUIRE(it != got.end());
+    const Tensor g = it->second.to(Device::cpu());
+    CHECK(g.dtype() == t.dtype());
+    CHECK(g.shape() == t.shape());
+    CHECK(g.format() == t.format());
+    REQUIRE(g.nbytes() == t.nbytes());
+    CHECK(std::memcmp(g.data(), t.data(), t.nbytes()) == 0);
+  }
+}
+
 void expect_same_record(const StepRecord& a, const StepRecord& b, size_t step) {
   INFO("step ", step);
   const float fa[] = {a.errD_real, a.errD_fake, a.errG, a.D_x, a.D_G_z1, a.D_G_z2, a.scale[0], a.scale[1], a.scale[2]};

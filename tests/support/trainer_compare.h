@@ -1,7 +1,9 @@
-// Small trainers, their synthetic inputs, and bitwise comparisons of whole trainers, shared by
-// the CUDA-graph and data-parallel tests.
+// Small trainers, their synthetic inputs, and bitwise comparisons of whole trainers and of
+// state_dicts, shared by the trainer, CUDA-graph, data-parallel and .pth tests.
 #pragma once
 #include <cstddef>
+#include <map>
+#include <string>
 
 #include "ganengine/ops.h"
 #include "ganengine/trainer.h"
@@ -25,6 +27,9 @@ void synthetic_step_inputs(int64_t step, int64_t n, int image_size, uint64_t see
 bool same_bits(float a, float b);
 // Same shape, dtype, layout and bytes (either may be undefined only if both are).
 bool same_tensor(const Tensor& a, const Tensor& b);
+// The same names in both maps, and under each the same dtype, shape, layout and bytes (on any
+// device).
+void expect_same_tensors(const std::map<std::string, Tensor>& got, const std::map<std::string, Tensor>& want);
 // Every field of two step records, bit for bit.
 void expect_same_record(const StepRecord& a, const StepRecord& b, size_t step);
 // Every weight (model copy, master, gradients), BatchNorm buffer and counter, Adam moment and
