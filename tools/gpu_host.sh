@@ -35,6 +35,7 @@
 #     NCU_LIMIT [180, per batch size] AB_LIMIT [180, per run]
 #   SANITIZE_TOOLS [memcheck,racecheck,initcheck,synccheck] SANITIZE_LEAKS [0; 1: memcheck's leak check]
 #   SANITIZE_JOBS [8]: sanitize-train's runs at once (each is bound by the host's CPU)
+#   SANITIZE_LEVELS [O0,O1,O2,O3,O4]: sanitize-train's opt levels
 #   BENCH_PT_ARGS [--time-budget 120]: more options for tools/bench_pytorch.py
 #   FIRST_STEP_BATCHES [64,1024]
 #   AB_ROUNDS [3] AB_BATCHES [64,256,1024] AB_OPT_LEVELS [O2,O3] AB_ARGS (more `bench` options)
@@ -154,21 +155,24 @@ step_sanitize() {
   return $result
 }
 
-# One run: TOOL LEVEL MODE (graph or eager) LOG. Exit 3: the sanitizer found errors.
+# One run: TOOL LEVEL MODE (graph or eager) LOG, TOOL "none" for the run outside any sanitizer.
+# Exit 3: the sanitizer found errors.
 sanitize_one_run() {
-  local mode_flag=()
+  local mode_flag=() wrap=()
   [ "$3" = eager ] && mode_flag=(--no-cuda-graph)
-  timeout "${SANITIZE_LIMIT:-300}" compute-sanitizer --tool "$1" --error-exitcode 3 "$GE_BIN_DIR/ganengine" train \
+  [ "$1" = none ] || wrap=(compute-sanitizer --tool "$1" --error-exitcode 3)
+  timeout "${SANITIZE_LIMIT:-300}" "${wrap[@]}" "$GE_BIN_DIR/ganengine" train \
     --dataset fake --imageSize 32 --ngf 16 --ndf 16 --batchSize 16 --max-steps 3 --no-progress --no-tensorboard \
     --opt-level "$2" "${mode_flag[@]}" --outf "/tmp/ge-sanitize-$1-$2-$3" >"$4" 2>&1
 }
 
 step_sanitize_train() {
-  local tool level mode runs=() rc result=0 tools
+  local tool level mode runs=() rc result=0 tools levels
   mkdir -p "$OUT/sanitize-train"
   IFS=, read -ra tools <<<"${SANITIZE_TOOLS:-memcheck,racecheck,initcheck,synccheck}"
+  IFS=, read -ra levels <<<"${SANITIZE_LEVELS:-O0,O1,O2,O3,O4}"
   for tool in "${tools[@]}"; do
-    for level in O0 O1 O2 O3; do
+    for level in "${levels[@]}"; do
       for mode in graph eager; do runs+=("$tool $level $mode"); done
     done
   done
@@ -176,14 +180,10 @@ step_sanitize_train() {
   # trial graph captures, and a candidate that cannot be captured (one that creates a texture
   # object as it launches) fails its capture on purpose and is dropped; memcheck would report
   # that refused API call. The sanitized runs then take every choice from the algorithm cache.
-  for level in O0 O1 O2 O3; do
+  for level in "${levels[@]}"; do
     for mode in graph eager; do
-      local mode_flag=()
-      [ "$mode" = eager ] && mode_flag=(--no-cuda-graph)
-      "$GE_BIN_DIR/ganengine" train --dataset fake --imageSize 32 --ngf 16 --ndf 16 --batchSize 16 --max-steps 3 \
-        --no-progress --no-tensorboard --opt-level "$level" "${mode_flag[@]}" --outf "/tmp/ge-sanitize-warm-$level-$mode" \
-        >"$OUT/sanitize-train/warm-$level-$mode.log" 2>&1 || { echo "warm-up $level $mode failed:"; tail -3 \
-        "$OUT/sanitize-train/warm-$level-$mode.log"; result=1; }
+      sanitize_one_run none "$level" "$mode" "$OUT/sanitize-train/warm-$level-$mode.log" || {
+        echo "warm-up $level $mode failed:"; tail -3 "$OUT/sanitize-train/warm-$level-$mode.log"; result=1; }
     done
   done
   # The runs share the GPU; each is slowed mostly on the host, so several run at once.

@@ -1,24 +1,24 @@
 #!/usr/bin/env bash
 # On a GPU host: each opt level trains STEPS steps (default 500) on fake data at the reference
 # size (64x64, ngf=ndf=64, batch 64); checks every loss is finite, the outputs exist, the saved
-# weights strict-load into PyTorch's modules, and --print-precision; prints images/s.
+# weights strict-load into PyTorch's modules, and --print-precision; prints images/s. LEVELS
+# (default "O0 O1 O2 O3 O4") picks the opt levels.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 OUT=${OUT:-gpu-logs}
+mkdir -p "$OUT"
 STEPS=${STEPS:-500}
 source tools/gpu_env.sh
 [ -n "${GE_BINARY:-}" ] && GE_BIN_DIR=$(dirname "$GE_BINARY")  # as tools/gpu_suite.sh passes it
 ge_require_binaries ganengine || exit 2
 BIN=$GE_BIN_DIR/ganengine
 status=0
-for L in O0 O1 O2 O3; do
+for L in ${LEVELS:-O0 O1 O2 O3 O4}; do
   dir=/tmp/ge-train-$L
   rm -rf "$dir"
-  start=$(date +%s.%N)
   "$BIN" train --dataset fake --opt-level $L --niter 1000 --max-steps "$STEPS" --outf "$dir" --log-interval 10 \
       --no-progress >"$OUT/train_$L.log" 2>&1
   rc=$?
-  end=$(date +%s.%N)
   python3 - "$dir/metrics.jsonl" "$L" "$rc" <<'PY' || status=1
 import json, math, sys
 path, level, rc = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -37,7 +37,7 @@ PY
   "$BIN" train --print-precision --opt-level $L >"$OUT/precision_$L.txt" 2>&1 || status=1
 done
 # One epoch per opt level at batch 64 (fake data: 1000 images, 16 steps), for images/s.
-for L in O0 O1 O2 O3; do
+for L in ${LEVELS:-O0 O1 O2 O3 O4}; do
   "$BIN" train --dataset fake --opt-level $L --niter 1 --outf /tmp/ge-epoch-$L --overwrite --log-interval 1000 --no-progress \
       2>&1 | grep -E "^done" | sed "s/^/epoch $L: /"
 done

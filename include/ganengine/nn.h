@@ -67,6 +67,13 @@ class Layer {
 
 class BatchNorm2d;
 
+// O4's scaling state of one convolution (PrecisionPolicy::fp8_convolutions): its input and its
+// weight as E4M3, its output gradient as E5M2, each with its own delayed scaling. A layer and its
+// twins share one: the amaxes of every pass of a step fold into the same history entries.
+struct Fp8ConvScaling {
+  Fp8Scaling input, weight, grad_output;
+};
+
 class Conv2d : public Layer {
  public:
   Conv2d(int64_t in, int64_t out, int kernel, int stride, int pad, bool transposed, const PrecisionPolicy& policy,
@@ -90,7 +97,9 @@ class Conv2d : public Layer {
   // ops::conv_transpose2d_activation_forward): forward returns the activation's output, backward
   // takes that output's gradient. Only for layers whose output is written without channel
   // padding: D's first layer and its LeakyReLU, G's last (transposed) layer and its Tanh.
-  bool can_fuse_activation() const { return (transposed_ || out_padded_ == out_) && !keep_padded_output_; }
+  // Not in an FP8 layer, whose output gradient is rounded to FP8 before any activation's gradient
+  // could be taken on the way in.
+  bool can_fuse_activation() const { return (transposed_ || out_padded_ == out_) && !keep_padded_output_ && !fp8_; }
   void fuse_activation(const ops::FusedActivation& act);
   const std::optional<ops::FusedActivation>& fused_activation() const { return fused_; }
   // This layer's input is the output of `act` (G's Tanh before D's first layer): the input
@@ -108,13 +117,23 @@ class Conv2d : public Layer {
   void form_moments_for(BatchNorm2d* bn) { moments_for_ = bn; }
   BatchNorm2d* moments_for() const { return moments_for_; }
   bool transposed() const { return transposed_; }
+  // O4: the FP8 scaling of this layer's operands; nullptr where the layer stays in half (below 8
+  // channels on a side: the image layers and D's head) or the policy has no FP8. Each pass reads
+  // its operands as the FP8 Tensor Cores would, rounded to the format with the state's scale and
+  // back (ops::fp8_round_trip), and folds their amaxes into the history's current entry.
+  Fp8ConvScaling* fp8() const { return fp8_.get(); }
+  // Off: the passes still round to FP8 but record no amax, so that a look at samples never
+  // changes the scales of a run (Sequential::set_update_running_stats).
+  void set_record_amax(bool on) { record_amax_ = on; }
   // A convolution whose output is each image's dot product with its one filter (D's last layer:
   // one output channel, no padding, not transposed, no fused activation) can take that output
   // from the BatchNorm2d before it (BatchNorm2d::form_dots_for), which forms it while writing the
   // input; takes_dots_of says whether it can for this input (its images the filter's size, in the
   // compute dtype and layout), dot_weight is the filter as forward computes with it, and
   // give_output hands the dots over for the next forward of exactly `x`.
-  bool can_take_dots() const { return !transposed_ && out_ == 1 && out_padded_ == 1 && p_.pad == 0 && !fused_; }
+  bool can_take_dots() const {
+    return !transposed_ && out_ == 1 && out_padded_ == 1 && p_.pad == 0 && !fused_ && !fp8_;
+  }
   bool takes_dots_of(const Tensor& x) const;
   Tensor dot_weight() { return compute_weight(); }
   void give_output(const Tensor& x, const Tensor& w, Tensor dots);
@@ -125,6 +144,8 @@ class Conv2d : public Layer {
 
  private:
   Tensor compute_weight();  // the weight in the compute dtype (a fresh cast at O1)
+  // t as the FP8 operand of `state` reads it (a fresh tensor), recording its amax when `record`.
+  Tensor fp8_operand(const Tensor& t, const Fp8Scaling& state, bool record) const;
   // The weight's shape with in_channels input channels: in_padded_, or in_ for a transposed
   // convolution of 1x1 maps in a small batch, a GEMM that takes any channel count (conv_gemm.h).
   Shape padded_weight_shape(int64_t in_channels) const;
@@ -151,6 +172,8 @@ class Conv2d : public Layer {
   BatchNorm2d* input_gradient_to_ = nullptr;
   bool input_converted_ = false;        // the latest forward's input came in another dtype or layout
   Tensor saved_x_, saved_w_, saved_y_;  // saved_y_: the fused activation's output
+  std::shared_ptr<Fp8ConvScaling> fp8_;
+  bool record_amax_ = true;
   // Every twin's weight gradient (twin()): one buffer, zeroed once, that each step's twin writes
   // before reading it (the twins of successive steps run one after another).
   mutable Tensor twin_grad_;
@@ -293,7 +316,8 @@ class Sequential {
   Tensor backward(const Tensor& dy, bool want_param_grads, bool want_input_grad);
   std::vector<std::unique_ptr<Layer>>& layers() { return layers_; }
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
-  void set_update_running_stats(bool on);  // every BatchNorm2d
+  // Every BatchNorm2d's running statistics, and every FP8 convolution's amax recording.
+  void set_update_running_stats(bool on);
   // Layer::twin of every layer: the same network for a second pass in flight at once, its layers
   // fused and linked as this network's are.
   std::unique_ptr<Sequential> twin() const;
@@ -304,6 +328,8 @@ class Sequential {
   // PyTorch state_dict: "main.<i>.<name>" -> tensor (CPU, f32 weights as stored, i64 counters).
   std::vector<std::pair<std::string, Param*>> named_params();
   std::vector<std::pair<std::string, Buffer>> named_buffers();
+  // O4: every FP8 convolution's scaling, "main.<i>" -> state (Conv2d::fp8).
+  std::vector<std::pair<std::string, Fp8ConvScaling*>> named_fp8_scalings();
 
  private:
   std::vector<std::unique_ptr<Layer>> layers_;

@@ -267,7 +267,7 @@ void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
 // multi-tensor launch on the GPU, capturable in a CUDA graph.
 void ema_update(const std::vector<Tensor>& averages, const std::vector<Tensor>& values, double decay);
 
-// ---- FP8 (ganengine/fp8.h; for a future opt level O4, which no training path uses yet).
+// ---- FP8 (ganengine/fp8.h; opt level O4).
 // Codes are u8 tensors of the shape and memory format of the values they stand for; scale,
 // scale_inv and amax are f32 (1) tensors on the op's device, read and written there only, so each
 // op is capturable in a CUDA graph. The element arithmetic is core/fp8_scaling_math.h on both
@@ -290,6 +290,14 @@ void fp8_dequantize(const Tensor& q, const Tensor& scale_inv, Fp8Format format, 
 // recipe.amax_history_len entries; all states on one device, no two sharing a tensor (one launch
 // per 64 states on the GPU).
 void fp8_update_scales(const std::vector<Fp8Scaling>& states, const Fp8DelayedScaling& recipe);
+// y = the values an FP8 Tensor Core convolution reads for x: fp8_quantize with scale, then
+// fp8_dequantize with scale_inv, in one pass, rounded once to y's dtype; a non-finite x stays as it
+// is (an overflow must reach the loss scaler, not saturate away). With amax (f32 (1), a state's
+// current_amax()), max |x| is folded into it (NaN propagating, as fp8_quantize forms it): it is
+// not overwritten, so every pass of a step over one state's tensors leaves their maximum, in any
+// order. x and y: f32, f16 or bf16 of one shape and memory format; y may be x.
+void fp8_round_trip(const Tensor& x, const Tensor& scale, const Tensor& scale_inv, Fp8Format format, Tensor& y,
+                    const Tensor* amax = nullptr);
 
 // ---- emulated FP8 convolutions, on any device: the operands quantized, dequantized to f32, and
 // conv2d's passes run on those values in f32 (allow_tf32 off), so the result is exactly what the

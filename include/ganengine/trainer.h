@@ -150,6 +150,11 @@ class DcganTrainer {
   void eager_step(const Tensor& real_in, const Tensor& noise_in);  // inputs moved to the device, then step_body
   void step_body(const Tensor& real, const Tensor& noise);
   void average_grads(nn::Sequential& net);  // TrainerConfig::replicas: mean of the f32 gradients
+  // O4: the delayed-scaling step of every FP8 convolution's three states, after every pass of
+  // the step has folded its amaxes in (with replicas, first their maximum over the replicas, so
+  // that every replica keeps the same scales). A step an overflow skipped rolls the histories too,
+  // as Transformer Engine's does: its non-finite amax keeps the scales for the history's length.
+  void update_fp8_scales();
   // Whether the optimizer of `params` takes its last loss's gradients still scaled
   // (TrainerConfig::optimizer_unscales_last_loss, and model gradients in the optimizer's dtype).
   bool optimizer_unscales(const std::vector<nn::Param*>& params) const;

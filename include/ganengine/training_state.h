@@ -1,7 +1,7 @@
 // The training-state file: everything needed to continue a run bit for bit — weights (model
 // copies and fp32 masters), Adam moments and step counts, the three loss scalers, BatchNorm
-// buffers, the fixed noise, and where in which epoch the run stopped. One safetensors file,
-// written atomically.
+// buffers, O4's FP8 scaling states, the fixed noise, and where in which epoch the run stopped.
+// One safetensors file, written atomically.
 #pragma once
 #include <string>
 

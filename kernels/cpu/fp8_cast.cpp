@@ -1,6 +1,6 @@
-// CPU reference for ops::fp8_quantize and ops::fp8_dequantize: plain loops over the elements in
-// storage order (codes and values share shape and memory format, so the i-th stored elements pair
-// up), each element through core/fp8_scaling_math.h as the CUDA kernels (kernels/cuda/fp8_cast.cu)
+// CPU reference for ops::fp8_quantize, ops::fp8_dequantize and ops::fp8_round_trip: plain loops
+// over the elements in storage order (codes and values share shape and memory format, so the i-th
+// stored elements pair up), each element through core/fp8_scaling_math.h as the CUDA kernels (kernels/cuda/fp8_cast.cu)
 // take it. amax is the maximum of fp8_amax_key over x, bitwise what the GPU's atomics leave.
 #include <algorithm>
 #include <cstdint>
@@ -31,6 +31,19 @@ void fp8_dequantize(const Tensor& q, const Tensor& scale_inv, Fp8Format format, 
   const uint8_t* codes = q.data_as<uint8_t>();
   for (int64_t i = 0; i < q.numel(); ++i)
     store_from_double(y.data(), y.dtype(), i, static_cast<double>(fp8_dequantize_element(codes[i], s, format)));
+}
+
+void fp8_round_trip(const Tensor& x, const Tensor& scale, const Tensor& scale_inv, Fp8Format format, Tensor& y,
+                    const Tensor* amax) {
+  require_cpu_floating(x, "fp8_round_trip x");
+  const float s = scale.data_as<float>()[0], s_inv = scale_inv.data_as<float>()[0];
+  uint32_t amax_key = amax ? float_bits(amax->data_as<float>()[0]) : 0u;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const auto v = static_cast<float>(load_as_double(x.data(), x.dtype(), i));  // exact: x is f32 or narrower
+    amax_key = std::max(amax_key, fp8_amax_key(v));
+    store_from_double(y.data(), y.dtype(), i, static_cast<double>(fp8_round_trip_element(v, s, s_inv, format)));
+  }
+  if (amax) amax->data_as<float>()[0] = bits_float(amax_key);
 }
 
 }  // namespace cpu

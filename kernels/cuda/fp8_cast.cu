@@ -1,4 +1,4 @@
-// ops::fp8_quantize and ops::fp8_dequantize on the GPU, each element through
+// ops::fp8_quantize, ops::fp8_dequantize and ops::fp8_round_trip on the GPU, each element through
 // core/fp8_scaling_math.h, bitwise what the CPU reference kernels/cpu/fp8_cast.cpp computes.
 //
 // Quantizing is two launches: a one-thread kernel that zeroes amax, then a grid-stride pass that
@@ -29,11 +29,10 @@ __global__ void zero_amax_kernel(uint32_t* amax) {
   *amax = 0u;
 }
 
-__global__ void quantize_kernel(const void* x, ElemType x_type, int64_t n, const float* scale, Fp8Format format,
-                                uint8_t* q, uint32_t* amax) {
-  await_previous_kernel();
-  const float s = *scale;
-  uint32_t key = 0;
+// Calls per_value(i, x[i] as f32) for every element of x in a grid-stride loop, each thread
+// loading kInFlight elements before it converts any.
+template <class PerValue>
+__device__ __forceinline__ void for_each_value(const void* x, ElemType x_type, int64_t n, PerValue&& per_value) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; first < n;
        first += kInFlight * stride) {
@@ -47,11 +46,14 @@ __global__ void quantize_kernel(const void* x, ElemType x_type, int64_t n, const
     for (int j = 0; j < kInFlight; ++j) {
       const int64_t i = first + j * stride;
       if (i >= n) break;
-      const float v = bits_to_float(x_type, bits[j]);
-      q[i] = fp8_quantize_element(v, s, format);
-      key = max(key, fp8_amax_key(v));
+      per_value(i, bits_to_float(x_type, bits[j]));
     }
   }
+}
+
+// Folds every thread's amax key into *amax: a warp shuffle, then the block's warps, then one
+// integer atomicMax a block. Every thread of the block must call it.
+__device__ __forceinline__ void fold_into_amax(uint32_t key, uint32_t* amax) {
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) key = max(key, __shfl_xor_sync(0xffffffffu, key, offset));
   __shared__ uint32_t warp_max[kWarps];
@@ -62,6 +64,18 @@ __global__ void quantize_kernel(const void* x, ElemType x_type, int64_t n, const
     for (int w = 0; w < kWarps; ++w) block_max = max(block_max, warp_max[w]);
     if (block_max != 0u) atomicMax(amax, block_max);
   }
+}
+
+__global__ void quantize_kernel(const void* x, ElemType x_type, int64_t n, const float* scale, Fp8Format format,
+                                uint8_t* q, uint32_t* amax) {
+  await_previous_kernel();
+  const float s = *scale;
+  uint32_t key = 0;
+  for_each_value(x, x_type, n, [&](int64_t i, float v) {
+    q[i] = fp8_quantize_element(v, s, format);
+    key = max(key, fp8_amax_key(v));
+  });
+  fold_into_amax(key, amax);
 }
 
 __global__ void dequantize_kernel(const uint8_t* q, int64_t n, const float* scale_inv, Fp8Format format, void* y,
@@ -84,6 +98,20 @@ __global__ void dequantize_kernel(const uint8_t* q, int64_t n, const float* scal
       store_float_dyn(y, y_type, i, fp8_dequantize_element(codes[j], s, format));
     }
   }
+}
+
+// ops::fp8_round_trip: as quantize_kernel, writing each element's round trip in y's dtype, and
+// folding the blocks' maxima into amax as it holds them (no zeroing launch: the op accumulates).
+__global__ void round_trip_kernel(const void* x, ElemType x_type, int64_t n, const float* scale, const float* scale_inv,
+                                  Fp8Format format, void* y, ElemType y_type, uint32_t* amax) {
+  await_previous_kernel();
+  const float s = *scale, s_inv = *scale_inv;
+  uint32_t key = 0;
+  for_each_value(x, x_type, n, [&](int64_t i, float v) {
+    store_float_dyn(y, y_type, i, fp8_round_trip_element(v, s, s_inv, format));
+    key = max(key, fp8_amax_key(v));
+  });
+  if (amax) fold_into_amax(key, amax);  // amax is the same for the whole grid
 }
 
 void check_gpu(const Tensor& t, const char* what) {
@@ -123,6 +151,24 @@ void fp8_dequantize(const Tensor& q, const Tensor& scale_inv, Fp8Format format, 
   launch_kernel(dequantize_kernel, grid_for(ceil_div(n, kInFlight)), kThreads, 0, stream_of(q),
                 q.data_as<const uint8_t>(), n, scale_inv.data_as<const float>(), format, y.data(),
                 elem_type(y.dtype()));
+  CUDA_CHECK_LAUNCH();
+}
+
+void fp8_round_trip(const Tensor& x, const Tensor& scale, const Tensor& scale_inv, Fp8Format format, Tensor& y,
+                    const Tensor* amax) {
+  check_gpu_float(x, "fp8_round_trip x");
+  check_gpu_float(y, "fp8_round_trip y");
+  check_gpu(scale, "fp8_round_trip scale");
+  check_gpu(scale_inv, "fp8_round_trip scale_inv");
+  if (amax) check_gpu(*amax, "fp8_round_trip amax");
+  GE_CHECK(same_element_order(x, y), "fp8_round_trip: y ", y.str(), " must store its elements in the order of ",
+           x.str());
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  launch_kernel(round_trip_kernel, grid_for(ceil_div(n, kInFlight)), kThreads, 0, stream_of(x),
+                static_cast<const void*>(x.data()), elem_type(x.dtype()), n, scale.data_as<const float>(),
+                scale_inv.data_as<const float>(), format, y.data(), elem_type(y.dtype()),
+                amax ? static_cast<uint32_t*>(amax->data()) : nullptr);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -12,7 +12,8 @@ OptLevel parse_opt_level(const std::string& s) {
   if (s == "O1") return OptLevel::O1;
   if (s == "O2") return OptLevel::O2;
   if (s == "O3") return OptLevel::O3;
-  fail("unknown opt level '", s, "' (expected O0, O1, O2 or O3; the letter O, not zero)");
+  if (s == "O4") return OptLevel::O4;
+  fail("unknown opt level '", s, "' (expected O0, O1, O2, O3 or O4; the letter O, not zero)");
 }
 
 const char* opt_level_name(OptLevel l) {
@@ -21,6 +22,7 @@ const char* opt_level_name(OptLevel l) {
     case OptLevel::O1: return "O1";
     case OptLevel::O2: return "O2";
     case OptLevel::O3: return "O3";
+    case OptLevel::O4: return "O4";
   }
   return "?";
 }
@@ -42,6 +44,9 @@ PrecisionPolicy resolve_policy(OptLevel level, const AmpOverrides& o) {
       p.compute_dtype = o.half;
       p.dynamic_loss_scale = true;
       break;
+    case OptLevel::O4:  // O2, with the convolutions' operands in FP8
+      p.fp8_convolutions = true;
+      [[fallthrough]];
     case OptLevel::O2:  // half model, fp32 BatchNorm, fp32 master weights in the optimizer
       p.weight_dtype = p.compute_dtype = o.half;
       p.master_weights = true;
@@ -99,6 +104,16 @@ std::vector<std::string> PrecisionPolicy::describe() const {
     ls << static_loss_scale << " static";
   add("loss scale", ls.str());
   add("tf32", allow_tf32 ? "allowed for f32 convolutions" : "off");
+  if (fp8_convolutions) {
+    std::ostringstream fp8;
+    fp8 << "E4M3 activations and weights, E5M2 output gradients, f32 accumulation, in every convolution with at "
+           "least 8 channels on each side (the image layers and D's 1-channel head stay "
+        << dtype_name(half) << "); delayed scaling per tensor: amax history " << fp8_recipe.amax_history_len
+        << ", margin " << fp8_recipe.margin
+        << ", scale = FP8 max / max of the history; emulated: each operand rounded to FP8 and back to "
+        << dtype_name(half) << " ahead of the convolution in " << dtype_name(half);
+    add("fp8 convolutions", fp8.str());
+  }
   return out;
 }
 

@@ -300,6 +300,11 @@ int run_bench(int argc, char** argv) {
   run.gemm_peak_tflops = measure_half_gemm_tflops(device, run.half);
   std::printf("cuBLAS %s GEMM peak (8192^3, fp32 accumulation): %.1f TFLOP/s\n", half == "bf16" ? "bf16" : "fp16",
               run.gemm_peak_tflops);
+  if (std::count(levels.begin(), levels.end(), OptLevel::O4)) {
+    run.fp8_gemm_peak_tflops = measure_fp8_gemm_tflops(device);
+    std::printf("cuBLASLt FP8 GEMM peak (8192^3, E4M3 in, f16 out, fp32 accumulation): %.1f TFLOP/s\n",
+                run.fp8_gemm_peak_tflops);
+  }
   // An unwritable --json path fails now, not after the first configuration has run.
   if (!json_path.empty()) write_file_atomically(json_path, bench_json(run, false));
   std::printf("each row: median of %d windows of %d steps after %d warm-up steps\n", run.windows, run.steps,

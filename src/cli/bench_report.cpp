@@ -51,7 +51,14 @@ std::string bench_row_line(const BenchRun& run, const BenchRow& row) {
                 r.ms_per_step, r.images_per_s, r.tflops, 100.0 * r.tflops / run.gemm_peak_tflops, half_label(run.half),
                 run.gemm_peak_tflops, gib(r.peak_mem_bytes()), static_cast<double>(r.workspace_bytes) / (1 << 20),
                 gib(r.device_used_bytes), 100.0 * spread(r), r.finite ? "" : "   [last step's losses not finite]");
-  return std::string(buf) + rest;
+  std::string line = std::string(buf) + rest;
+  if (row.level == OptLevel::O4 && run.fp8_gemm_peak_tflops > 0) {
+    char fp8[96];
+    std::snprintf(fp8, sizeof fp8, "   %.1f%% of FP8 GEMM peak (%.0f TFLOP/s)",
+                  100.0 * r.tflops / run.fp8_gemm_peak_tflops, run.fp8_gemm_peak_tflops);
+    line += fp8;
+  }
+  return line;
 }
 
 std::string bench_json(const BenchRun& run, bool complete) {
@@ -93,6 +100,11 @@ std::string bench_json(const BenchRun& run, bool complete) {
   doc.append_member("gemm_peak_tflops", Value::number(run.gemm_peak_tflops));
   doc.append_member("gemm_peak_method", Value::string("cublasGemmEx 8192^3, half in/out, CUBLAS_COMPUTE_32F, "
                                                       "median of 10"));
+  if (run.fp8_gemm_peak_tflops > 0) {
+    doc.append_member("fp8_gemm_peak_tflops", Value::number(run.fp8_gemm_peak_tflops));
+    doc.append_member("fp8_gemm_peak_method", Value::string("cublasLtMatmul 8192^3, E4M3 in (TN), f16 out, "
+                                                            "CUBLAS_COMPUTE_32F, median of 10"));
+  }
   Value rows = Value::array();
   for (const BenchRow& row : run.rows) {
     Value o = Value::object();
@@ -114,6 +126,8 @@ std::string bench_json(const BenchRun& run, bool complete) {
     o.append_member("step_flops", Value::integer(r.step_flops));
     o.append_member("tflops", Value::number(r.tflops));
     o.append_member("fraction_of_gemm_peak", Value::number(r.tflops / run.gemm_peak_tflops));
+    if (row.level == OptLevel::O4 && run.fp8_gemm_peak_tflops > 0)
+      o.append_member("fraction_of_fp8_gemm_peak", Value::number(r.tflops / run.fp8_gemm_peak_tflops));
     o.append_member("peak_mem_bytes", Value::integer(static_cast<int64_t>(r.peak_mem_bytes())));
     o.append_member("peak_alloc_bytes", Value::integer(static_cast<int64_t>(r.peak_alloc_bytes)));
     o.append_member("workspace_bytes", Value::integer(static_cast<int64_t>(r.workspace_bytes)));

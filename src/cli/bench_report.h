@@ -31,6 +31,7 @@ struct BenchRun {
   bool tf32 = false;       // --tf32: O0's fp32 convolutions may use TF32
   int warmup = 0, steps = 0, windows = 0;
   double gemm_peak_tflops = 0;
+  double fp8_gemm_peak_tflops = 0;  // measured when an O4 row is asked for; 0: not measured
   std::vector<BenchRow> rows;
 };
 

@@ -15,7 +15,7 @@ void print_usage() {
       "ganengine %s — DCGAN training on cuDNN, cuBLAS and hand-written CUDA kernels\n\n"
       "usage: ganengine <command> [options]\n\n"
       "commands:\n"
-      "  train      train the DCGAN (Apex main_amp.py's flags; --opt-level O0..O3)\n"
+      "  train      train the DCGAN (Apex main_amp.py's flags; --opt-level O0..O4)\n"
       "  generate   images from a trained generator\n"
       "  bench      ms/step, images/s and TFLOP/s of the training step on the GPU\n"
       "  bench-data images/s of the input pipeline for a dataset\n"

@@ -53,6 +53,14 @@ GE_HD float fp8_dequantize_element(uint8_t code, float scale_inv, Fp8Format f) {
   return fp8_math::is_nan(v) ? bits_float(fp8_math::kCanonicalNanBits) : v;
 }
 
+// x as an FP8 Tensor Core operand reads it: the value of x's code (fp8_quantize_element with
+// scale) times scale_inv, rounded to f32. A non-finite x is returned as it is, not saturated: an
+// overflow in the loss-scaled gradients must still reach the loss scaler's check.
+GE_HD float fp8_round_trip_element(float x, float scale, float scale_inv, Fp8Format f) {
+  if (!fp8_math::is_finite(x)) return x;
+  return fp8_dequantize_element(fp8_quantize_element(x, scale, f), scale_inv, f);
+}
+
 // |x| as an unsigned key whose integer order is the order of the magnitudes, every NaN mapped to
 // one key above infinity: the maximum of the keys, read back as a float, is max |x| with NaN
 // propagating, and it is the same bits in any order of reduction (integer max is exact), so a GPU

@@ -46,6 +46,22 @@ Conv2d::Conv2d(int64_t in, int64_t out, int kernel, int stride, int pad, bool tr
     in_padded_ = in;
     out_padded_ = out;
   }
+  // O4 leaves the layers with fewer than 8 channels on a side in half: the image layers and D's
+  // 1-channel head. Together they hold under 3% of the step's FLOPs at 64x64, so FP8 could gain
+  // little there, and 1 to 4 channels fall far short of an FP8 MMA's K of 32.
+  if (policy.fp8_convolutions && in >= 8 && out >= 8) {
+    fp8_ = std::make_shared<Fp8ConvScaling>();
+    fp8_->input = make_fp8_scaling(Fp8Format::E4M3, policy.fp8_recipe, where.device);
+    fp8_->weight = make_fp8_scaling(Fp8Format::E4M3, policy.fp8_recipe, where.device);
+    fp8_->grad_output = make_fp8_scaling(Fp8Format::E5M2, policy.fp8_recipe, where.device);
+  }
+}
+
+Tensor Conv2d::fp8_operand(const Tensor& t, const Fp8Scaling& state, bool record) const {
+  Tensor q = Tensor::empty(t.shape(), t.dtype(), t.device(), t.format());
+  const Tensor amax = state.current_amax();
+  ops::fp8_round_trip(t, state.scale, state.scale_inv, state.format, q, record && record_amax_ ? &amax : nullptr);
+  return q;
 }
 
 Shape Conv2d::padded_weight_shape(int64_t in_channels) const {
@@ -86,6 +102,8 @@ Tensor Conv2d::forward(const Tensor& x_in, bool training) {
     return y;
   }
   given_x_ = given_w_ = given_y_ = Tensor();  // they were for another input
+  // The FP8 layers (never the fused, dot-taking or image layers: fp8_) read x and w as E4M3.
+  if (fp8_) x = fp8_operand(x, fp8_->input, training);
   const Tensor unpadded = x;
   // A transposed convolution runs as a backward-data, which needs every channel in memory; the
   // forward takes its input as it is (ops.h: the GPU's 8-channel kernels read an image batch's
@@ -100,7 +118,7 @@ Tensor Conv2d::forward(const Tensor& x_in, bool training) {
       transposed_ && H == 1 && W == 1 && p_.pad == 0 && N < tuning().unpadded_gemm_below_batch ? in_ : in_padded_;
   if (transposed_) x = padded(x, N, in_run);
   const Shape wp = padded_weight_shape(in_run);
-  Tensor w = padded(compute_weight(), wp[0], wp[1]);
+  Tensor w = padded(fp8_ ? fp8_operand(compute_weight(), fp8_->weight, training) : compute_weight(), wp[0], wp[1]);
   const int64_t Ho = transposed_ ? conv_transpose_out_size(H, kernel_, p_.stride, p_.pad)
                                  : conv_out_size(H, kernel_, p_.stride, p_.pad);
   const int64_t Wo = transposed_ ? conv_transpose_out_size(W, kernel_, p_.stride, p_.pad)
@@ -163,6 +181,7 @@ Tensor Conv2d::backward(Tensor dy_in, bool want_param_grads, bool want_input_gra
   // its own channels: G's last layer's 3, without a padding copy (faster than padding it to 8
   // first: docs/performance.md).
   if (!transposed_) dy = padded(dy, dy.dim(0), out_padded_);
+  if (fp8_) dy = fp8_operand(dy, fp8_->grad_output, true);  // E5M2, for both gradients
   // With a fused activation dy is its output's gradient (unless the next network's first layer
   // has taken it through the activation: receives_gradient_through_activation). Only one
   // gradient wanted of a convolution (the filter's in D's passes on data and on fake.detach(),
@@ -269,7 +288,9 @@ std::string Conv2d::precision() const {
   if (weight_.master.defined()) s += " (+ f32 master)";
   s += ", computes in " + std::string(dtype_name(policy_.compute_dtype));
   if (policy_.compute_dtype == DType::F32) s += policy_.allow_tf32 ? " (TF32 allowed)" : " (no TF32)";
+  if (fp8_) s += " from FP8 operands (input and weight E4M3, output gradient E5M2, each rounded to FP8 and back)";
   s += ", accumulates in f32";
+  if (policy_.fp8_convolutions && !fp8_) s += "; not FP8 (fewer than 8 channels on a side)";
   return s;
 }
 

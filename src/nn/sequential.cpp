@@ -45,9 +45,20 @@ std::unique_ptr<Sequential> Sequential::twin() const {
 }
 
 void Sequential::set_update_running_stats(bool on) {
-  for (auto& layer : layers_)
+  for (auto& layer : layers_) {
     if (layer->layer_kind() == LayerKind::BatchNorm)
       static_cast<BatchNorm2d*>(layer.get())->set_update_running_stats(on);
+    if (layer->layer_kind() == LayerKind::Conv) static_cast<Conv2d*>(layer.get())->set_record_amax(on);
+  }
+}
+
+std::vector<std::pair<std::string, Fp8ConvScaling*>> Sequential::named_fp8_scalings() {
+  std::vector<std::pair<std::string, Fp8ConvScaling*>> out;
+  for (size_t i = 0; i < layers_.size(); ++i)
+    if (layers_[i]->layer_kind() == LayerKind::Conv)
+      if (Fp8ConvScaling* s = static_cast<Conv2d*>(layers_[i].get())->fp8())
+        out.emplace_back("main." + std::to_string(i), s);
+  return out;
 }
 
 std::vector<Param*> Sequential::params() {

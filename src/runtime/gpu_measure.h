@@ -22,6 +22,9 @@ std::vector<double> time_on_stream_ms(Device d, int windows, const std::function
 // accumulation (CUBLAS_COMPUTE_32F): random inputs, warm-up, median of 10 timed GEMMs.
 // Its buffers come from the caching allocator and are returned to it.
 double measure_half_gemm_tflops(Device d, DType half);
+// TFLOP/s of cublasLtMatmul on 8192^3 with E4M3 inputs, an f16 output and fp32 accumulation
+// (both operands K-major, as FP8 GEMMs take them): O4's yardstick, measured as the half one is.
+double measure_fp8_gemm_tflops(Device d);
 
 // cudaMemGetInfo: the whole device as the driver sees it (every process, our CUDA context,
 // cuDNN/cuBLAS workspaces and the caching allocator's reserve included).

@@ -34,6 +34,16 @@ void for_each_state_tensor(DcganTrainer& trainer, Visit&& visit) {
     for (auto& [name, b] : n.net.named_buffers())
       if (b.tensor) visit(n.prefix + name, *b.tensor);
     visit(std::string(n.prefix) + "adam_step", n.opt.step_count());
+    // O4's delayed scaling: without it a resumed run would quantize with other scales.
+    for (auto& [name, s] : n.net.named_fp8_scalings())
+      for (auto [role, state] : {std::pair<const char*, Fp8Scaling*>{"input", &s->input},
+                                 std::pair<const char*, Fp8Scaling*>{"weight", &s->weight},
+                                 std::pair<const char*, Fp8Scaling*>{"grad_output", &s->grad_output}}) {
+        const std::string key = n.prefix + name + ".fp8_" + role;
+        visit(key + ".amax_history", state->amax_history);
+        visit(key + ".scale", state->scale);
+        visit(key + ".scale_inv", state->scale_inv);
+      }
   }
   for (int i = 0; i < 3; ++i) visit("scaler" + std::to_string(i), trainer.scaler_state(i));
 }
@@ -89,6 +99,16 @@ void check_scaler(const std::string& path, int i, const Tensor& saved) {
     fail(path, ": the loss scaler of ", kLoss[i], " holds (", v.empty() ? 0.0 : v[0], ", ", v.size() < 2 ? 0.0 : v[1],
          ") (expected a positive finite scale and a step count >= 0): the file is damaged, resume from another "
          "copy of the training state");
+}
+
+// An FP8 scale or its inverse is positive and finite, an amax never negative (an infinite or NaN
+// one is what an overflowing step records): anything else is damage that would quantize wrongly.
+void check_fp8_state(const std::string& path, const std::string& key, const Tensor& saved) {
+  const bool history = key.size() > 13 && key.compare(key.size() - 13, 13, ".amax_history") == 0;
+  for (double v : saved.to_doubles())
+    if (history ? v < 0 : !(std::isfinite(v) && v > 0))
+      fail(path, ": '", key, "' holds ", v, " (expected ", history ? "amaxes >= 0" : "a positive finite value",
+           "): the file is damaged, resume from another copy of the training state");
 }
 
 }  // namespace
@@ -164,6 +184,7 @@ RunPosition load_training_state(const std::string& path, DcganTrainer& trainer, 
     if (saved.shape() != t.shape() || saved.dtype() != t.dtype())
       fail(path, ": tensor '", key, "' is ", saved.str(), ", expected ", dtype_name(t.dtype()), shape_str(t.shape()));
     if (key.rfind("scaler", 0) == 0) check_scaler(path, key.back() - '0', saved);
+    if (key.find(".fp8_") != std::string::npos) check_fp8_state(path, key, saved);
     t.copy_from(saved.rank() == 4 ? saved.to_format(t.format()).to(t.device()) : saved.to(t.device()));
   });
   // A state saved without the average (the run had --ema-decay off) starts it from the weights

@@ -36,7 +36,7 @@ TinyRun tiny_bench(const std::string& args) {
 }  // namespace
 
 TEST_CASE("bench cli: bad lists and counts are named before the GPU is touched") {
-  expect_error("--opt-level O0,O4", "unknown opt level 'O4'");
+  expect_error("--opt-level O0,O5", "unknown opt level 'O5'");
   expect_error("--opt-level O1,", "has an empty item");
   expect_error("--batch-sizes 64,abc", "'abc' is not a batch size");
   expect_error("--batch-sizes 0", "'0' is not a batch size");
@@ -112,6 +112,30 @@ TEST_CASE("bench cli: a tiny run on the GPU writes one row per configuration") {
   CHECK(doc.find("loss_scale")->as_string() == "opt level default");
   CHECK(run.output.find("O0: true fp32, no TF32") != std::string::npos);
   CHECK_FALSE(doc.find("tf32")->as_bool());
+}
+
+// O4 rows come with cuBLASLt's FP8 GEMM peak measured in the same run, and their fraction of it;
+// the FP8 peak is measured only when an O4 row is asked for.
+TEST_CASE("bench cli: O4 rows are held against an FP8 GEMM peak measured in the same run") {
+  GE_REQUIRE_GPU();
+  const TinyRun run = tiny_bench("--opt-level O2,O4 --batch-sizes 8 --steps 3 --windows 3");
+  INFO(run.output);
+  CHECK(run.output.find("cuBLASLt FP8 GEMM peak") != std::string::npos);
+  const double fp8_peak = run.doc.find("fp8_gemm_peak_tflops")->as_number();
+  // FP8 Tensor Cores have twice the rate of half ones: the peak lies well above the half peak.
+  CHECK(fp8_peak > 1.3 * run.doc.find("gemm_peak_tflops")->as_number());
+  for (const json::Value& row : run.doc.find("rows")->as_array()) {
+    INFO(json::write(row));
+    CHECK(row.find("ok")->as_bool());
+    const bool o4 = row.find("opt_level")->as_string() == "O4";
+    CHECK((row.find("fraction_of_fp8_gemm_peak") != nullptr) == o4);
+    if (o4)
+      CHECK(row.find("fraction_of_fp8_gemm_peak")->as_number() ==
+            doctest::Approx(row.find("tflops")->as_number() / fp8_peak));
+  }
+  const TinyRun half_only = tiny_bench("--opt-level O2 --batch-sizes 8 --steps 3 --windows 3");
+  CHECK(half_only.doc.find("fp8_gemm_peak_tflops") == nullptr);
+  CHECK(half_only.output.find("FP8 GEMM peak") == std::string::npos);
 }
 
 // --tf32 is an opt-in: said in the header and the JSON, and O0 still runs.

@@ -104,7 +104,7 @@ TEST_CASE("train cli: every opt level writes the example's files on the CPU") {
 TEST_CASE("train cli: a run stopped and resumed is bitwise the uninterrupted run") {
   // Batch 300: 4 steps per epoch (the last of 100 images), so the run crosses an epoch boundary
   // and a partial batch.
-  for (const char* level : {"O0", "O2"}) {
+  for (const char* level : {"O0", "O2", "O4"}) {
     INFO(level);
     TempDir whole("ge_whole"), parts("ge_parts");
     const std::string common = "train " + kTiny + "--batchSize 300 --niter 3 --opt-level " + level + " ";
@@ -170,6 +170,7 @@ TEST_CASE("train cli: --print-precision shows the opt-level table") {
       {"--opt-level O2 --keep-batchnorm-fp32 False", "f16", "f16", "f16", "f32 copies in the optimizer", "dynamic"},
       {"--opt-level O2 --half bf16", "bf16", "bf16", "f32", "f32 copies in the optimizer", "1 static"},
       {"--opt-level O1 --loss-scale 128", "f32", "f16", "f32", "none (weights are f32)", "128 static"},
+      {"--opt-level O4", "f16", "f16", "f32", "f32 copies in the optimizer", "dynamic"},
   };
   for (const Row& row : rows) {
     const auto r =
@@ -184,6 +185,15 @@ TEST_CASE("train cli: --print-precision shows the opt-level table") {
     // and per layer: the generator's first layer and a BatchNorm
     CHECK(r.output.find("main.0   ConvTranspose2d(100, 8, 4, 1, 0, bias=False)") != std::string::npos);
     CHECK(r.output.find(std::string("BatchNorm2d(8, eps=1e-05, momentum=0.1)")) != std::string::npos);
+    // O4's FP8 line, and its layers: G's first (100 -> 8) reads FP8, the 4-channel ones stay in half.
+    const bool o4 = std::string(row.args) == "--opt-level O4";
+    CHECK((r.output.find("fp8 convolutions: E4M3 activations and weights, E5M2 output gradients") !=
+           std::string::npos) == o4);
+    const size_t g_first = r.output.find("main.0   ConvTranspose2d(100, 8, 4, 1, 0, bias=False)");
+    REQUIRE(g_first != std::string::npos);
+    const std::string g_first_line = r.output.substr(g_first, r.output.find('\n', g_first) - g_first);
+    CHECK((g_first_line.find("computes in f16 from FP8 operands") != std::string::npos) == o4);
+    CHECK((r.output.find("not FP8 (fewer than 8 channels on a side)") != std::string::npos) == o4);
   }
 }
 
@@ -195,7 +205,7 @@ TEST_CASE("train cli: bad flags fail with one clear line and a non-zero exit") {
     std::string expect;
   };
   const Case cases[] = {
-      {"--opt-level O4", "unknown opt level 'O4' (expected O0, O1, O2 or O3"},
+      {"--opt-level O5", "unknown opt level 'O5' (expected O0, O1, O2, O3 or O4"},
       {"--opt-level 02", "the letter O, not zero"},
       {"--imageSize 48", "--imageSize 48 is not supported (expected a power of two from 16 to 512"},
       {"--imageSize 1024", "--imageSize 1024 is not supported"},

@@ -2,13 +2,16 @@
 // core/fp8_bits.h (itself held bitwise to PyTorch's float8 casts, test_fp8_bits.cpp) with the scale
 // product rounded to f32 here, amax exactly max |x| (NaN when any element is NaN), the argument
 // checks; the GPU against the CPU bitwise (codes, amax and dequantized values, NaNs of the half
-// types excepted as ops.h says), eagerly and replayed from a CUDA graph.
+// types excepted as ops.h says), eagerly and replayed from a CUDA graph. ops::fp8_round_trip
+// (O4's operands): on the CPU bitwise the two in sequence, non-finite values kept, the amax folded
+// into the one given; on the GPU bitwise the CPU's.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/fp8_bits.h"
@@ -83,6 +86,21 @@ float expected_amax(const std::vector<double>& x) {
     m = std::max(m, std::fabs(v));
   }
   return static_cast<float>(m);
+}
+
+// spread_tensor's values with a NaN among them.
+Tensor spread_tensor_with_nan(const Shape& shape, DType dtype, MemoryFormat format) {
+  std::vector<double> v = spread_values(shape_numel(shape));
+  v[v.size() / 2] = std::numeric_limits<double>::quiet_NaN();
+  return Tensor::from_doubles(v, shape, dtype, kCpu, format);
+}
+
+// fp8_round_trip of x on `device` (the input copied there), with amax starting at amax_in: the
+// values and the amax, back on the CPU.
+std::pair<Tensor, Tensor> round_trip(const Tensor& x, float scale, Fp8Format f, float amax_in, Device device) {
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), device, x.format()), amax = f32_scalar(amax_in, device);
+  ops::fp8_round_trip(x.to(device), f32_scalar(scale, device), f32_scalar(1.0f / scale, device), f, y, &amax);
+  return {y.to(kCpu), amax.to(kCpu)};
 }
 
 struct Shaped {
@@ -241,6 +259,57 @@ TEST_CASE("cpu ops: fp8_quantize and fp8_dequantize reject mismatched codes and 
                        doctest::Contains("fp8_dequantize: codes"), Error);
 }
 
+TEST_CASE("cpu ops: fp8_round_trip is quantize then dequantize with non-finite values kept and the amax folded in") {
+  for (DType dt : kValueTypes)
+    for (Fp8Format f : kFormats)
+      for (float scale : kScales) {
+        CAPTURE(dtype_name(dt));
+        CAPTURE(name_of(f));
+        CAPTURE(scale);
+        const Tensor x = spread_tensor_with_nan({4, 24, 9, 7}, dt, MemoryFormat::NHWC);
+        Tensor q = Tensor::empty(x.shape(), DType::U8, kCpu, x.format()), amax_alone = f32_scalar(0.0f);
+        ops::fp8_quantize(x, f32_scalar(scale), f, q, amax_alone);
+        Tensor expected = Tensor::empty(x.shape(), dt, kCpu, x.format());
+        ops::fp8_dequantize(q, f32_scalar(1.0f / scale), f, expected);
+        const auto [y, amax] = round_trip(x, scale, f, 0.5f, kCpu);  // 0.5: below max |x|, replaced
+        const std::vector<double> xs = x.to_doubles(), ys = y.to_doubles(), es = expected.to_doubles();
+        int64_t non_finite = 0;
+        for (size_t i = 0; i < xs.size(); ++i) {
+          if (std::isfinite(xs[i])) {
+            CHECK(bits_of(static_cast<float>(ys[i])) == bits_of(static_cast<float>(es[i])));
+          } else {
+            ++non_finite;  // kept, not saturated
+            CHECK((std::isnan(xs[i]) ? std::isnan(ys[i]) : ys[i] == xs[i]));
+          }
+        }
+        CHECK(non_finite >= 3);          // the infinities and the NaN (and values beyond f16 in f16)
+        CHECK(std::isnan(amax.item()));  // the NaN propagates, as fp8_quantize's does
+        CHECK(same_bytes(amax, amax_alone));
+      }
+}
+
+TEST_CASE("cpu ops: fp8_round_trip never lowers the amax it is given and saturates finite values in place") {
+  const Tensor x = Tensor::from_floats({0.25f, -3.0f, 1.5f, 0.0f}, {4}, DType::F16);
+  CHECK(round_trip(x, 1.0f, Fp8Format::E4M3, 7.0f, kCpu).second.item() == 7.0);
+  CHECK(round_trip(x, 1.0f, Fp8Format::E4M3, 1.0f, kCpu).second.item() == 3.0);
+  // 0.3 is no E4M3 value: the nearest is 0.3125 (2^-2 x 1.25); 1000 saturates to 448.
+  Tensor z = Tensor::from_floats({0.3f, -0.3f, 1000.0f}, {3}, DType::F32);
+  ops::fp8_round_trip(z, f32_scalar(1.0f), f32_scalar(1.0f), Fp8Format::E4M3, z);
+  CHECK(z.to_doubles() == std::vector<double>{0.3125, -0.3125, 448.0});
+}
+
+TEST_CASE("cpu ops: fp8_round_trip rejects mismatched shapes and dtypes and scales") {
+  const Tensor x = Tensor::zeros({2, 8, 4, 4}, DType::F16);
+  Tensor other_shape = Tensor::zeros({2, 8, 4, 5}, DType::F16), codes = Tensor::zeros({2, 8, 4, 4}, DType::U8);
+  Tensor ok = Tensor::zeros({2, 8, 4, 4}, DType::F16);
+  CHECK_THROWS_WITH_AS(ops::fp8_round_trip(x, f32_scalar(1.0f), f32_scalar(1.0f), Fp8Format::E4M3, other_shape),
+                       doctest::Contains("fp8_round_trip: x"), Error);
+  CHECK_THROWS_WITH_AS(ops::fp8_round_trip(x, f32_scalar(1.0f), f32_scalar(1.0f), Fp8Format::E4M3, codes),
+                       doctest::Contains("f32, f16 or bf16"), Error);
+  CHECK_THROWS_WITH_AS(ops::fp8_round_trip(x, Tensor::zeros({2}, DType::F32), f32_scalar(1.0f), Fp8Format::E4M3, ok),
+                       doctest::Contains("scale must be f32 (1)"), Error);
+}
+
 }  // namespace cpu_checks
 
 namespace gpu_checks {
@@ -329,6 +398,26 @@ TEST_CASE("gpu ops: fp8_quantize captured in a CUDA graph and replayed reads the
     CHECK(same_bytes(q, cpu_q));
     CHECK(same_bytes(amax, cpu_amax));
   }
+}
+
+TEST_CASE("gpu ops: fp8_round_trip matches the CPU bitwise in values and amax") {
+  GE_REQUIRE_GPU();
+  for (const Shaped& sh : kShapes)
+    for (DType dt : kValueTypes)
+      for (Fp8Format f : kFormats)
+        for (float scale : kScales)
+          for (bool with_nan : {false, true}) {
+            CAPTURE(shape_str(sh.shape));
+            CAPTURE(dtype_name(dt));
+            CAPTURE(name_of(f));
+            CAPTURE(scale);
+            const MemoryFormat layout = sh.shape.size() == 4 ? sh.format : MemoryFormat::NCHW;
+            const Tensor x = with_nan && shape_numel(sh.shape) > 1 ? spread_tensor_with_nan(sh.shape, dt, layout)
+                                                                   : spread_tensor(sh.shape, dt, layout);
+            const auto cpu = round_trip(x, scale, f, 2.0f, kCpu), gpu = round_trip(x, scale, f, 2.0f, Device::cuda(0));
+            CHECK(same_values_or_both_nan(gpu.first, cpu.first));
+            CHECK(same_bytes(gpu.second, cpu.second));
+          }
 }
 
 }  // namespace gpu_checks

@@ -109,6 +109,22 @@ void expect_same_state(DcganTrainer& a, DcganTrainer& b, bool with_buffers, bool
     INFO("scaler ", i);
     CHECK(same_tensor(a.scaler_state(i), b.scaler_state(i)));
   }
+  for (int net = 0; net < 2; ++net) {
+    auto fa = (net == 0 ? a.generator() : a.discriminator()).named_fp8_scalings();
+    auto fb = (net == 0 ? b.generator() : b.discriminator()).named_fp8_scalings();
+    REQUIRE(fa.size() == fb.size());
+    for (size_t i = 0; i < fa.size(); ++i) {
+      INFO((net == 0 ? "G " : "D "), fa[i].first, " FP8 scaling");
+      const nn::Fp8ConvScaling& x = *fa[i].second;
+      const nn::Fp8ConvScaling& y = *fb[i].second;
+      for (auto [p, q] : {std::pair{&x.input, &y.input}, std::pair{&x.weight, &y.weight},
+                          std::pair{&x.grad_output, &y.grad_output}}) {
+        CHECK(same_tensor(p->amax_history, q->amax_history));
+        CHECK(same_tensor(p->scale, q->scale));
+        CHECK(same_tensor(p->scale_inv, q->scale_inv));
+      }
+    }
+  }
 }
 
 }  // namespace ge::test

@@ -33,8 +33,8 @@ void expect_same_tensors(const std::map<std::string, Tensor>& got, const std::ma
 // Every field of two step records, bit for bit.
 void expect_same_record(const StepRecord& a, const StepRecord& b, size_t step);
 // Every weight (model copy, master, gradients), BatchNorm buffer and counter, Adam moment and
-// step count, and loss-scaler state. with_buffers=false leaves out BatchNorm's running statistics,
-// with_grads=false the f32 gradients.
+// step count, loss-scaler state, and O4's FP8 scaling states. with_buffers=false leaves out
+// BatchNorm's running statistics, with_grads=false the f32 gradients.
 void expect_same_state(DcganTrainer& a, DcganTrainer& b, bool with_buffers = true, bool with_grads = true);
 
 }  // namespace ge::test

@@ -1,6 +1,7 @@
 // Data parallelism (replica_group.h): replicas on the CPU (host threads) and on two GPUs (NCCL).
 // The exact check: replicas fed identical halves of a batch compute identical gradients, whose
 // mean is that gradient again, so they must step bit for bit like one trainer on one half.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -141,8 +142,8 @@ void expect_duplicated_halves_match_single(ReplicaSet& r, DcganTrainer& single, 
 
 }  // namespace
 
-TEST_CASE("data parallel: two CPU replicas on duplicated halves step bitwise like one trainer at O0 and O2") {
-  for (OptLevel level : {OptLevel::O0, OptLevel::O2}) {
+TEST_CASE("data parallel: two CPU replicas on duplicated halves step bitwise like one trainer at O0 O2 and O4") {
+  for (OptLevel level : {OptLevel::O0, OptLevel::O2, OptLevel::O4}) {
     INFO(std::string(opt_level_name(level)));
     const TrainerConfig cfg = replica_config(level, Device::cpu());
     auto r = cpu_replicas(cfg);
@@ -177,6 +178,33 @@ TEST_CASE("data parallel: CPU replicas on different halves stay identical and av
     step_halves(*r, real, noise);
   }
   // Weights, masters, gradients, Adam state and scalers agree; running statistics are per replica.
+  expect_same_state(r->trainer(0), r->trainer(1), /*with_buffers=*/false);
+}
+
+TEST_CASE("data parallel: O4 replicas on different halves keep one set of FP8 scales from the larger amaxes") {
+  const TrainerConfig cfg = replica_config(OptLevel::O4, Device::cpu());
+  auto r = cpu_replicas(cfg);
+  REQUIRE_FALSE(r->trainer(0).generator().named_fp8_scalings().empty());
+  DcganTrainer half0(cfg), half1(cfg);  // each on one half alone
+  Tensor real, noise;
+  inputs(0, 8, real, noise);
+  step_halves(*r, real, noise);
+  half0.step(real.slice0(0, 4), noise.slice0(0, 4));
+  half1.step(real.slice0(4, 8), noise.slice0(4, 8));
+  // G's first input is the noise, whose halves differ: the group's amax of it is the larger of
+  // the halves' own (the step just taken is the history's last entry after the update).
+  auto last_input_amax = [](DcganTrainer& t) {
+    return t.generator().named_fp8_scalings().front().second->input.amax_history.to_doubles().back();
+  };
+  const double a0 = last_input_amax(half0), a1 = last_input_amax(half1);
+  CHECK(a0 > 0);
+  CHECK(a0 != a1);
+  CHECK(last_input_amax(r->trainer(0)) == std::max(a0, a1));
+  for (int64_t s = 1; s < 3; ++s) {
+    inputs(s, 8, real, noise);
+    step_halves(*r, real, noise);
+  }
+  // Weights, Adam state, scalers and every FP8 scaling state agree across the replicas.
   expect_same_state(r->trainer(0), r->trainer(1), /*with_buffers=*/false);
 }
 
@@ -297,8 +325,8 @@ TEST_CASE("gpu data parallel: NCCL replicas on two GPUs on duplicated halves ste
     OptLevel level;
     bool graph;
   };
-  for (Run run :
-       {Run{OptLevel::O2, false}, Run{OptLevel::O2, true}, Run{OptLevel::O1, true}, Run{OptLevel::O3, true}}) {
+  for (Run run : {Run{OptLevel::O2, false}, Run{OptLevel::O2, true}, Run{OptLevel::O1, true}, Run{OptLevel::O3, true},
+                  Run{OptLevel::O4, false}, Run{OptLevel::O4, true}}) {
     const bool graph = run.graph;
     INFO(std::string(opt_level_name(run.level)), " ", std::string(graph ? "CUDA graph" : "eager"));
     TrainerConfig cfg = replica_config(run.level, Device::cuda(0));

@@ -80,7 +80,7 @@ TEST_CASE("gpu trainer: every opt level and bf16 trains with finite losses and n
     DType half;
   };
   for (Run run : {Run{OptLevel::O0, DType::F16}, Run{OptLevel::O1, DType::F16}, Run{OptLevel::O2, DType::F16},
-                  Run{OptLevel::O3, DType::F16}, Run{OptLevel::O2, DType::BF16}}) {
+                  Run{OptLevel::O3, DType::F16}, Run{OptLevel::O4, DType::F16}, Run{OptLevel::O2, DType::BF16}}) {
     INFO(opt_level_name(run.level), " ", dtype_name(run.half));
     DcganTrainer t(small_config(run.level, Device::cuda(0), run.half));
     Tensor real, noise;
@@ -140,10 +140,10 @@ DcganTrainer::GraphStats expect_graph_matches_eager(const TrainerConfig& cfg, co
 
 }  // namespace
 
-TEST_CASE("gpu trainer graph: 8 replayed steps are bitwise the eager steps at O0 O1 O2 and O3") {
+TEST_CASE("gpu trainer graph: 8 replayed steps are bitwise the eager steps at O0 O1 O2 O3 and O4") {
   GE_REQUIRE_GPU();
   DeterministicConvolutions deterministic;
-  for (OptLevel level : {OptLevel::O0, OptLevel::O1, OptLevel::O2, OptLevel::O3}) {
+  for (OptLevel level : {OptLevel::O0, OptLevel::O1, OptLevel::O2, OptLevel::O3, OptLevel::O4}) {
     INFO(opt_level_name(level));
     const TrainerConfig cfg = small_config(level, Device::cuda(0));
     const DcganTrainer::GraphStats stats = expect_graph_matches_eager(cfg, std::vector<int64_t>(8, 8));

@@ -97,11 +97,11 @@ def check_idx(tmp):
             FileNotFoundError)
 
 
-def results_file(tmp, name, o1_fd_factor, o3_diverged):
+def results_file(tmp, name, o1_fd_factor, o3_diverged, o4_fd_factor=1.2):
     lines = [{"record": "classifier", "image_size": 64, "test_accuracy": 0.92, "epochs": 4, "seed": 0,
               "test_is": 9.0, "test_entropy": 0.99, "real": {"fd": 0.4, "is": 8.9, "entropy": 0.99, "n": 5000}}]
     kinds = [("ganengine", "O0", 1.0), ("ganengine", "O1", o1_fd_factor), ("ganengine", "O2", 1.1),
-             ("ganengine", "O3", 1.0), ("pytorch", "AMP", 1.0)]
+             ("ganengine", "O3", 1.0), ("ganengine", "O4", o4_fd_factor), ("pytorch", "AMP", 1.0)]
     for impl, level, factor in kinds:
         for seed in (1, 2, 3):
             lines.append({"record": "run", "impl": impl, "opt_level": level, "seed": seed, "rc": 0, "seconds": 9,
@@ -142,6 +142,11 @@ def check_report(tmp):
            row(text, "ganengine O3"))
     expect("report: O3 is reported, without the bar", row(text, "ganengine O3").endswith("| reported |"))
     expect("report: says when O3 diverged", "ganengine O3 seed 2, train mode: samples not finite from epoch 4" in text)
+    expect("report: O4 at 1.09x O2's distance passes the FP8 bar",
+           row(text, "ganengine O4").endswith("| pass (1.09x O2) |"), row(text, "ganengine O4"))
+    rc, text = run_report(results_file(tmp, "o4_miss.jsonl", 1.0, o3_diverged=False, o4_fd_factor=1.3))
+    expect("report: O4 at 1.18x O2's distance fails the FP8 bar, exit status 1",
+           rc == 1 and row(text, "ganengine O4").endswith("| FAIL (1.18x O2) |"), row(text, "ganengine O4"))
     rc, text = run_report(results_file(tmp, "miss.jsonl", 1.2, o3_diverged=False))
     expect("report: O1 at 1.20x the reference distance fails, exit status 1",
            rc == 1 and row(text, "ganengine O1").endswith("| FAIL |"), row(text, "ganengine O1"))

@@ -2,6 +2,7 @@
 """Markdown tables from run_protocol.sh's results.jsonl (Python's standard library only).
 
   report.py results.jsonl [--epochs 4,6] [--fd-bar 0.15] [--is-bar 0.10] [--bar-levels O0,O1,O2]
+                          [--fp8-levels O4]
 
 For each chosen epoch (default: the last one scored) and each way of drawing (BatchNorm in
 training mode, as the example draws, and in eval mode): per run kind (ganengine at each opt
@@ -9,7 +10,8 @@ level, PyTorch AMP) the median and range over seeds of the Frechet distance, the
 and the class-histogram entropy, their ratios to PyTorch AMP's medians, and the bar: a level of
 --bar-levels passes when its median distance is at most (1 + fd-bar) x PyTorch AMP's and its
 median IS analogue at least (1 - is-bar) x PyTorch AMP's (lower distance and higher IS are
-better, so being better than the reference by any margin passes). A run whose samples are not
+better, so being better than the reference by any margin passes); a level of --fp8-levels (FP8
+training) passes when its median distance is at most (1 + fd-bar) x ganengine O2's. A run whose samples are not
 finite counts as distance inf and IS 1 (the worst values) in the medians. Then the median
 distance of every kind at every epoch, and each run that failed, timed out or diverged.
 Exits 1 when a bar level fails or lacks results, else 0.
@@ -94,9 +96,11 @@ def main():
     ap.add_argument("--fd-bar", type=float, default=0.15)
     ap.add_argument("--is-bar", type=float, default=0.10)
     ap.add_argument("--bar-levels", default="O0,O1,O2")
+    ap.add_argument("--fp8-levels", default="O4")
     args = ap.parse_args()
     env, clf, runs, scores, bad = load(args.results)
     bar_levels = [lvl for lvl in args.bar_levels.split(",") if lvl]
+    fp8_levels = [lvl for lvl in args.fp8_levels.split(",") if lvl]
 
     # (kind, mode, epoch) -> rows, one per seed
     table = defaultdict(list)
@@ -139,6 +143,8 @@ def main():
             ref = table.get((REFERENCE, mode, epoch), [])
             ref_fd = statistics.median(metric_values(ref, "fd")) if metric_values(ref, "fd") else None
             ref_is = statistics.median(metric_values(ref, "is")) if metric_values(ref, "is") else None
+            o2 = metric_values(table.get((("ganengine", "O2"), mode, epoch), []), "fd")
+            o2_fd = statistics.median(o2) if o2 else None
             p(f"### After {epoch} epochs, {mode_text}")
             p()
             p("| run | seeds scored | distance, median [range] | IS analogue | class entropy | distance / AMP "
@@ -167,6 +173,16 @@ def main():
                         verdict = "pass" if ok else "FAIL"
                     if verdict != "pass":
                         failed_bar.append(f"{kind_label(kind)} after {epoch} epochs, {mode} mode: {verdict}")
+                elif kind[0] == "ganengine" and kind[1] in fp8_levels:
+                    if not o2_fd or math.isinf(o2_fd):
+                        verdict = "FAIL (no finite ganengine O2 result)"
+                    elif len(fds) < expected:
+                        verdict = f"FAIL ({len(fds)} of {expected} seeds scored)"
+                    else:
+                        o2_ratio = statistics.median(fds) / o2_fd
+                        verdict = ("pass" if o2_ratio <= 1 + args.fd_bar else "FAIL") + f" ({o2_ratio:.2f}x O2)"
+                    if not verdict.startswith("pass"):
+                        failed_bar.append(f"{kind_label(kind)} after {epoch} epochs, {mode} mode: {verdict}")
                 else:
                     verdict = "reported"
                 p(f"| {kind_label(kind)} | {count} | {summary(fds, fmt_fd)} | {summary(iss, lambda v: fmt(v, 2))} "
@@ -174,7 +190,8 @@ def main():
             p()
     p(f"Bar for {', '.join(bar_levels)}: median distance at most {1 + args.fd_bar:.2f}x PyTorch AMP's and median "
       f"IS analogue at least {1 - args.is_bar:.2f}x PyTorch AMP's, after the same number of epochs and drawn the "
-      "same way.")
+      "same way." + (f" Bar for {', '.join(fp8_levels)}: median distance at most {1 + args.fd_bar:.2f}x ganengine O2's."
+                     if fp8_levels else ""))
     p()
 
     if all_epochs:

@@ -16,7 +16,7 @@
 #   GE_BIN_DIR                the folder holding ganengine (default .carry)
 #   GE_QUALITY_DATAROOT       Fashion-MNIST's IDX files (default /usr/share/datasets/fashion-mnist
 #                             when it holds them, else .carry/data/fashion-mnist)
-#   GE_QUALITY_LEVELS         opt levels (default "O0 O1 O2 O3")
+#   GE_QUALITY_LEVELS         opt levels (default "O0 O1 O2 O3 O4")
 #   GE_QUALITY_FIRST_EPOCH    first epoch scored (default 2)
 #   GE_QUALITY_RUN_TIMEOUT    seconds one training run may take (default 300)
 #   GE_QUALITY_REFERENCE      0 leaves the PyTorch reference out (default 1)
@@ -44,7 +44,7 @@ done
 py=${PYTHON:-python3}
 ge=.carry/ganengine
 [ -n "${GE_BIN_DIR:-}" ] && ge=$(from_caller "$GE_BIN_DIR")/ganengine
-levels=${GE_QUALITY_LEVELS:-O0 O1 O2 O3}
+levels=${GE_QUALITY_LEVELS:-O0 O1 O2 O3 O4}
 first=${GE_QUALITY_FIRST_EPOCH:-2}
 run_timeout=${GE_QUALITY_RUN_TIMEOUT:-300}
 reference=${GE_QUALITY_REFERENCE:-1}
