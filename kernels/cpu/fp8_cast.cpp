@@ -1,7 +1,8 @@
 // CPU reference for ops::fp8_quantize, ops::fp8_dequantize and ops::fp8_round_trip: plain loops
 // over the elements in storage order (codes and values share shape and memory format, so the i-th
-// stored elements pair up), each element through core/fp8_scaling_math.h as the CUDA kernels (kernels/cuda/fp8_cast.cu)
-// take it. amax is the maximum of fp8_amax_key over x, bitwise what the GPU's atomics leave.
+// stored elements pair up), each element through core/fp8_scaling_math.h as the CUDA kernels
+// (kernels/cuda/fp8_cast.cu) take it. amax is the maximum of fp8_amax_key over x, bitwise what
+// the GPU's atomics leave.
 #include <algorithm>
 #include <cstdint>
 

@@ -71,6 +71,7 @@ namespace {
 std::vector<double> time_on_stream_ms(Device, int, const std::function<void(int)>&) { no_cuda("GPU timing"); }
 double measure_half_gemm_tflops(Device, DType) { no_cuda("the GEMM peak"); }
 double measure_fp8_gemm_tflops(Device) { no_cuda("the FP8 GEMM peak"); }
+double square_gemm_tflops(Device, int64_t, const std::function<void(int)>&) { no_cuda("GEMM timing"); }
 DeviceMemory device_memory(Device) { no_cuda("device memory info"); }
 DeviceFacts device_facts(Device) { no_cuda("device facts"); }
 

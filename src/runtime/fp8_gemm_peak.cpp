@@ -3,9 +3,6 @@
 // clocks, power limits and library versions), as the half-precision peak is for O0-O3.
 #include <cublasLt.h>
 
-#include <algorithm>
-#include <vector>
-
 #include "ganengine/ops.h"
 #include "ganengine/tensor.h"
 #include "runtime/cuda_context.h"
@@ -40,9 +37,7 @@ struct Fp8Gemm {
 double measure_fp8_gemm_tflops(Device d) {
   GE_CHECK(d.is_cuda(), "measure_fp8_gemm_tflops on ", d.str());
   constexpr int64_t n = 8192;  // as the half peak: every SM busy, 2 x 64 MiB of operands
-  constexpr int kWarmup = 25, kTimed = 10;
   constexpr size_t kWorkspace = size_t{32} << 20;
-  gpu::CudaContext& ctx = gpu::context(d.index);
   // Random E4M3 operands (Tensor Cores draw less power on zeros): N(0, 1) values quantized with
   // scale 1; every sum (std ~ sqrt(8192)) stays far inside the f16 output's range.
   Tensor values = Tensor::empty({n, n}, DType::F16, d);
@@ -79,19 +74,12 @@ double measure_fp8_gemm_tflops(Device d) {
   GE_CHECK(found > 0,
            "cuBLASLt offers no E4M3 x E4M3 -> f16 GEMM on this GPU (it needs compute capability 8.9 or 9.0)");
   const float alpha = 1.f, beta = 0.f;
-  cudaStream_t stream = ctx.main_stream();
-  auto gemm = [&](int) {
+  cudaStream_t stream = gpu::context(d.index).main_stream();
+  return square_gemm_tflops(d, n, [&](int) {
     lt_check(cublasLtMatmul(g.handle, g.op, &alpha, a.data(), g.a, b.data(), g.b, &beta, c.data(), g.c, c.data(), g.c,
                             &choice.algo, workspace.data(), workspace_bytes, stream),
              "FP8 matmul");
-  };
-  for (int i = 0; i < kWarmup; ++i) gemm(i);
-  CUDA_CHECK(cudaStreamSynchronize(stream));
-  std::vector<double> ms = time_on_stream_ms(d, kTimed, gemm);
-  std::sort(ms.begin(), ms.end());
-  const double median = (ms[kTimed / 2 - 1] + ms[kTimed / 2]) / 2;
-  GE_CHECK(median > 0, "FP8 GEMM timing gave ", median, " ms");
-  return 2.0 * n * n * n / (median * 1e-3) / 1e12;
+  });
 }
 
 }  // namespace ge

@@ -18,7 +18,6 @@ double measure_half_gemm_tflops(Device d, DType half) {
   // 8192^3: large enough that every SM is busy for ~1 ms and launch overhead vanishes, small
   // enough (3 x 128 MiB) to fit beside anything.
   constexpr int64_t n = 8192;
-  constexpr int kWarmup = 25, kTimed = 10;  // ~35 ms of warm-up: clocks ramp from idle
   const cudaDataType_t type = half == DType::F16 ? CUDA_R_16F : CUDA_R_16BF;
   Tensor a = Tensor::empty({n, n}, half, d), b = Tensor::empty({n, n}, half, d), c = Tensor::empty({n, n}, half, d);
   // Random inputs: Tensor Cores draw less power multiplying zeros, which would flatter the peak.
@@ -29,13 +28,17 @@ double measure_half_gemm_tflops(Device d, DType half) {
   gpu::CudaContext& ctx = gpu::context(d.index);
   const int m = static_cast<int>(n);
   const float alpha = 1.f, beta = 0.f;  // CUBLAS_COMPUTE_32F takes f32 scalars
-  auto gemm = [&](int) {
+  return square_gemm_tflops(d, n, [&](int) {
     CUBLAS_CHECK(cublasGemmEx(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_N, m, m, m, &alpha, a.data(), type, m, b.data(), type,
                               m, &beta, c.data(), type, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-  };
-  // Warm-up: loads the kernel, lets cuBLAS pick it and allocate its workspace, raises clocks.
+  });
+}
+
+double square_gemm_tflops(Device d, int64_t n, const std::function<void(int)>& gemm) {
+  constexpr int kWarmup = 25, kTimed = 10;  // ~35 ms of warm-up: clocks ramp from idle
+  // Warm-up: loads the kernel, lets the library pick it and allocate its workspace, raises clocks.
   for (int i = 0; i < kWarmup; ++i) gemm(i);
-  CUDA_CHECK(cudaStreamSynchronize(ctx.main_stream()));
+  CUDA_CHECK(cudaStreamSynchronize(gpu::context(d.index).main_stream()));
   std::vector<double> ms = time_on_stream_ms(d, kTimed, gemm);
   std::sort(ms.begin(), ms.end());
   const double median = (ms[kTimed / 2 - 1] + ms[kTimed / 2]) / 2;

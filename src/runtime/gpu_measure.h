@@ -4,6 +4,7 @@
 // CUDA builds only: in a CPU-only build each of these throws ge::Error.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -22,6 +23,9 @@ std::vector<double> time_on_stream_ms(Device d, int windows, const std::function
 // accumulation (CUBLAS_COMPUTE_32F): random inputs, warm-up, median of 10 timed GEMMs.
 // Its buffers come from the caching allocator and are returned to it.
 double measure_half_gemm_tflops(Device d, DType half);
+// TFLOP/s of `gemm`, which issues one n x n x n GEMM on d's context stream a call: 25 calls of
+// warm-up, then the median of 10 timed (the measurement both peaks share).
+double square_gemm_tflops(Device d, int64_t n, const std::function<void(int)>& gemm);
 // TFLOP/s of cublasLtMatmul on 8192^3 with E4M3 inputs, an f16 output and fp32 accumulation
 // (both operands K-major, as FP8 GEMMs take them): O4's yardstick, measured as the half one is.
 double measure_fp8_gemm_tflops(Device d);

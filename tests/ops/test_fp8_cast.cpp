@@ -88,11 +88,11 @@ float expected_amax(const std::vector<double>& x) {
   return static_cast<float>(m);
 }
 
-// spread_tensor's values with a NaN among them.
+// spread_tensor's values with a NaN among them (at least two elements, so that a finite one stays).
 Tensor spread_tensor_with_nan(const Shape& shape, DType dtype, MemoryFormat format) {
   std::vector<double> v = spread_values(shape_numel(shape));
   v[v.size() / 2] = std::numeric_limits<double>::quiet_NaN();
-  return Tensor::from_doubles(v, shape, dtype, kCpu, format);
+  return Tensor::from_doubles(v, shape, dtype, kCpu, shape.size() == 4 ? format : MemoryFormat::NCHW);
 }
 
 // fp8_round_trip of x on `device` (the input copied there), with amax starting at amax_in: the
@@ -115,11 +115,10 @@ const std::vector<Shaped> kShapes = {{{8, 64, 16, 16}, MemoryFormat::NCHW}, {{8,
 
 const std::vector<float> kScales = {1.0f, 0.3712f, 1024.0f, 3.1e4f, 0x1p-20f};
 
-}  // namespace
-
-namespace cpu_checks {
-
-TEST_CASE("cpu ops: fp8_quantize encodes x times scale as fp8_bits does and writes max abs x as amax") {
+// body(shape, dtype, format, scale) for every combination the quantizing tests cover, each
+// captured for the checks body makes.
+template <class Body>
+void for_each_quantize_case(Body&& body) {
   for (const Shaped& sh : kShapes)
     for (DType dt : kValueTypes)
       for (Fp8Format f : kFormats)
@@ -128,20 +127,30 @@ TEST_CASE("cpu ops: fp8_quantize encodes x times scale as fp8_bits does and writ
           CAPTURE(dtype_name(dt));
           CAPTURE(name_of(f));
           CAPTURE(scale);
-          const Tensor x = spread_tensor(sh.shape, dt, sh.format);
-          Tensor q = poisoned_like(Tensor::empty(x.shape(), DType::U8, kCpu, x.format()), kCpu);
-          Tensor amax = f32_scalar(-1.0f);
-          ops::fp8_quantize(x, f32_scalar(scale), f, q, amax);
-          const std::vector<double> xs = x.to_doubles(), codes = q.to_doubles();
-          int64_t wrong = 0;
-          for (size_t i = 0; i < xs.size(); ++i) {
-            const uint8_t want = expected_code(xs[i], scale, f);
-            if (static_cast<uint8_t>(codes[i]) != want && ++wrong <= 3)
-              FAIL_CHECK("element ", i, " = ", xs[i], " encodes to ", codes[i], ", expected ", int(want));
-          }
-          CHECK(wrong == 0);
-          CHECK(bits_of(static_cast<float>(amax.item())) == bits_of(expected_amax(xs)));
+          body(sh, dt, f, scale);
         }
+}
+
+}  // namespace
+
+namespace cpu_checks {
+
+TEST_CASE("cpu ops: fp8_quantize encodes x times scale as fp8_bits does and writes max abs x as amax") {
+  for_each_quantize_case([](const Shaped& sh, DType dt, Fp8Format f, float scale) {
+    const Tensor x = spread_tensor(sh.shape, dt, sh.format);
+    Tensor q = poisoned_like(Tensor::empty(x.shape(), DType::U8, kCpu, x.format()), kCpu);
+    Tensor amax = f32_scalar(-1.0f);
+    ops::fp8_quantize(x, f32_scalar(scale), f, q, amax);
+    const std::vector<double> xs = x.to_doubles(), codes = q.to_doubles();
+    int64_t wrong = 0;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const uint8_t want = expected_code(xs[i], scale, f);
+      if (static_cast<uint8_t>(codes[i]) != want && ++wrong <= 3)
+        FAIL_CHECK("element ", i, " = ", xs[i], " encodes to ", codes[i], ", expected ", int(want));
+    }
+    CHECK(wrong == 0);
+    CHECK(bits_of(static_cast<float>(amax.item())) == bits_of(expected_amax(xs)));
+  });
 }
 
 TEST_CASE("cpu ops: fp8_quantize propagates NaN into amax and encodes it as the format's NaN") {
@@ -317,23 +326,16 @@ namespace gpu_checks {
 TEST_CASE("gpu ops: fp8_quantize matches the CPU bitwise in codes and amax") {
   GE_REQUIRE_GPU();
   const Device gpu = Device::cuda(0);
-  for (const Shaped& sh : kShapes)
-    for (DType dt : kValueTypes)
-      for (Fp8Format f : kFormats)
-        for (float scale : kScales) {
-          CAPTURE(shape_str(sh.shape));
-          CAPTURE(dtype_name(dt));
-          CAPTURE(name_of(f));
-          CAPTURE(scale);
-          const Tensor x = spread_tensor(sh.shape, dt, sh.format);
-          const Tensor q_like = Tensor::empty(x.shape(), DType::U8, kCpu, x.format());
-          Tensor cpu_q = poisoned_like(q_like, kCpu), gpu_q = poisoned_like(q_like, gpu);
-          Tensor cpu_amax = f32_scalar(-1.0f), gpu_amax = f32_scalar(-1.0f, gpu);
-          ops::fp8_quantize(x, f32_scalar(scale), f, cpu_q, cpu_amax);
-          ops::fp8_quantize(x.to(gpu), f32_scalar(scale, gpu), f, gpu_q, gpu_amax);
-          CHECK(same_bytes(gpu_q, cpu_q));
-          CHECK(same_bytes(gpu_amax, cpu_amax));
-        }
+  for_each_quantize_case([&](const Shaped& sh, DType dt, Fp8Format f, float scale) {
+    const Tensor x = spread_tensor(sh.shape, dt, sh.format);
+    const Tensor q_like = Tensor::empty(x.shape(), DType::U8, kCpu, x.format());
+    Tensor cpu_q = poisoned_like(q_like, kCpu), gpu_q = poisoned_like(q_like, gpu);
+    Tensor cpu_amax = f32_scalar(-1.0f), gpu_amax = f32_scalar(-1.0f, gpu);
+    ops::fp8_quantize(x, f32_scalar(scale), f, cpu_q, cpu_amax);
+    ops::fp8_quantize(x.to(gpu), f32_scalar(scale, gpu), f, gpu_q, gpu_amax);
+    CHECK(same_bytes(gpu_q, cpu_q));
+    CHECK(same_bytes(gpu_amax, cpu_amax));
+  });
 }
 
 TEST_CASE("gpu ops: fp8_quantize writes a NaN amax bitwise as the CPU does") {
@@ -402,22 +404,16 @@ TEST_CASE("gpu ops: fp8_quantize captured in a CUDA graph and replayed reads the
 
 TEST_CASE("gpu ops: fp8_round_trip matches the CPU bitwise in values and amax") {
   GE_REQUIRE_GPU();
-  for (const Shaped& sh : kShapes)
-    for (DType dt : kValueTypes)
-      for (Fp8Format f : kFormats)
-        for (float scale : kScales)
-          for (bool with_nan : {false, true}) {
-            CAPTURE(shape_str(sh.shape));
-            CAPTURE(dtype_name(dt));
-            CAPTURE(name_of(f));
-            CAPTURE(scale);
-            const MemoryFormat layout = sh.shape.size() == 4 ? sh.format : MemoryFormat::NCHW;
-            const Tensor x = with_nan && shape_numel(sh.shape) > 1 ? spread_tensor_with_nan(sh.shape, dt, layout)
-                                                                   : spread_tensor(sh.shape, dt, layout);
-            const auto cpu = round_trip(x, scale, f, 2.0f, kCpu), gpu = round_trip(x, scale, f, 2.0f, Device::cuda(0));
-            CHECK(same_values_or_both_nan(gpu.first, cpu.first));
-            CHECK(same_bytes(gpu.second, cpu.second));
-          }
+  for_each_quantize_case([](const Shaped& sh, DType dt, Fp8Format f, float scale) {
+    for (bool with_nan : {false, true}) {
+      CAPTURE(with_nan);
+      const Tensor x = with_nan && shape_numel(sh.shape) > 1 ? spread_tensor_with_nan(sh.shape, dt, sh.format)
+                                                             : spread_tensor(sh.shape, dt, sh.format);
+      const auto cpu = round_trip(x, scale, f, 2.0f, kCpu), gpu = round_trip(x, scale, f, 2.0f, Device::cuda(0));
+      CHECK(same_values_or_both_nan(gpu.first, cpu.first));
+      CHECK(same_bytes(gpu.second, cpu.second));
+    }
+  });
 }
 
 }  // namespace gpu_checks
