@@ -17,6 +17,8 @@
 #                       every convolution searched (GANENGINE_CUDNN_CACHE=off)            OUT/first-step/
 #   train               every opt level trains on fake data (tools/gpu_train_check.sh)    OUT/train/
 #   datasets            one epoch per dataset family (tools/gpu_datasets_check.sh)        OUT/datasets/
+#   fp8-conv            the FP8 warpgroup-MMA convolutions against O3's and O4's passes at
+#                       batch 256 and 1024 (ganengine_fp8_conv_bench)                   OUT/fp8-conv.log
 #   ncu BATCHES         Nsight Compute's per-kernel summary of one O3 step at each batch
 #                       size (comma-separated: 64,1024; tools/ncu_kernels.sh)             OUT/ncu/
 #   ab NAME=BIN...      `ganengine bench` of several binaries taking turns, AB_ROUNDS
@@ -32,7 +34,7 @@
 #   OUT [gpu-logs]
 #   time limits in seconds: SUITE_LIMIT [480] TESTS_LIMIT [300] SANITIZE_LIMIT [300, per tool]
 #     BENCH_LIMIT [480] FIRST_STEP_LIMIT [90, per run] TRAIN_LIMIT [480] DATASETS_LIMIT [300]
-#     NCU_LIMIT [180, per batch size] AB_LIMIT [180, per run]
+#     NCU_LIMIT [180, per batch size] AB_LIMIT [180, per run] FP8_CONV_LIMIT [120]
 #   SANITIZE_TOOLS [memcheck,racecheck,initcheck,synccheck] SANITIZE_LEAKS [0; 1: memcheck's leak check]
 #   SANITIZE_JOBS [8]: sanitize-train's runs at once (each is bound by the host's CPU)
 #   SANITIZE_LEVELS [O0,O1,O2,O3,O4]: sanitize-train's opt levels
@@ -56,7 +58,7 @@ while (($#)); do
   case "$1" in
     --pack) pack=1 ;;
     -h | --help) usage ;;
-    suite | bench | first-step | train | datasets | sanitize-train | signal) steps+=("$1") ;;
+    suite | bench | first-step | train | datasets | sanitize-train | signal | fp8-conv) steps+=("$1") ;;
     tests | sanitize)
       [ -n "${2:-}" ] || die "$1 needs a PATTERN of doctest cases"
       steps+=("$1"$'\t'"$2")
@@ -95,6 +97,7 @@ for s in "${steps[@]}"; do
   case "${s%%$'\t'*}" in
     suite | tests | sanitize) need+=(ganengine ganengine_tests) ;;
     bench | first-step | train | datasets | ncu | sanitize-train | signal) need+=(ganengine) ;;
+    fp8-conv) need+=(ganengine_fp8_conv_bench) ;;
     ab)
       for v in ${s#*$'\t'}; do
         bin=${v#*=}
@@ -276,6 +279,13 @@ step_datasets() {
   timeout "${DATASETS_LIMIT:-300}" env OUT="$OUT/datasets" tools/gpu_datasets_check.sh >"$OUT/datasets.log" 2>&1
   local rc=$?
   grep -E "^(bench-data|epoch) |FAILED" "$OUT/datasets.log" | cut -c1-200
+  return $rc
+}
+
+step_fp8_conv() {
+  timeout "${FP8_CONV_LIMIT:-120}" "$GE_BIN_DIR/ganengine_fp8_conv_bench" 256 1024 >"$OUT/fp8-conv.log" 2>&1
+  local rc=$?
+  cat "$OUT/fp8-conv.log"
   return $rc
 }
 

@@ -299,21 +299,24 @@ void fp8_update_scales(const std::vector<Fp8Scaling>& states, const Fp8DelayedSc
 void fp8_round_trip(const Tensor& x, const Tensor& scale, const Tensor& scale_inv, Fp8Format format, Tensor& y,
                     const Tensor* amax = nullptr);
 
-// ---- emulated FP8 convolutions, on any device: the operands quantized, dequantized to f32, and
-// conv2d's passes run on those values in f32 (allow_tf32 off), so the result is exactly what the
-// selected convolution computes from the FP8 operands (on the CPU reference: the reference
-// convolution of the dequantized values, bitwise): what FP8 Tensor Core paths will be held to.
-// Transformer Engine's HYBRID assignment is checked: activations and weights E4M3, output
-// gradients E5M2. A transposed convolution's passes are these passes with the operands swapped
-// (its forward is a backward-data), as in conv_transpose2d_*.
+// ---- FP8 convolutions. Emulated on any device: the operands dequantized to f32 and conv2d's
+// passes run on those values in f32 (allow_tf32 off), so the result is exactly what the selected
+// convolution computes from the FP8 operands (on the CPU reference: the reference convolution of
+// the dequantized values, bitwise). On a compute capability 9.0 GPU, the forward and backward-data
+// shapes that kernels/cuda/conv/fp8_conv_wgmma.h takes run on FP8 Tensor Cores instead: the sums of
+// the codes' products in the MMAs' f32 accumulators, in their order, times both scale_invs.
+// Weights are E4M3; the other operands E4M3 or E5M2, as the layer assigns them (Transformer
+// Engine's HYBRID: activations E4M3, output gradients E5M2). A transposed convolution's passes
+// are these passes with the operands swapped (its forward is a backward-data, of an activation),
+// as in conv_transpose2d_*.
 //
 // x quantized with its state's scale, this step's amax written into the state's current_amax().
 Fp8Tensor fp8_quantized(const Tensor& x, const Fp8Scaling& state);
 // The f32 values an FP8 tensor stands for (fp8_dequantize into a new tensor of its shape and layout).
 Tensor fp8_dequantized(const Fp8Tensor& q);
-// y (f32) = conv2d_forward(x, w).
+// y = conv2d_forward(x, w): f32, or f16 (the f32 result rounded once).
 void fp8_conv2d_forward(const Fp8Tensor& x, const Fp8Tensor& w, Tensor& y, const Conv2dParams& p);
-// dx (f32) = conv2d_backward_data(dy, w).
+// dx = conv2d_backward_data(dy, w): f32, or f16 as above.
 void fp8_conv2d_backward_data(const Fp8Tensor& dy, const Fp8Tensor& w, Tensor& dx, const Conv2dParams& p);
 // dw (f32) = beta * dw + conv2d_backward_filter(x, dy), beta 0 or 1.
 void fp8_conv2d_backward_filter(const Fp8Tensor& x, const Fp8Tensor& dy, Tensor& dw, const Conv2dParams& p,

@@ -1,7 +1,10 @@
-// Emulated FP8 convolutions (ops.h): each FP8 operand dequantized to f32 (ops::fp8_dequantize),
-// then the ordinary convolution pass on those values in f32 without TF32, whose inputs are then
-// exact FP8 values times a scale_inv. What an FP8 Tensor Core convolution must agree with, up to
-// the order of its fp32 sums and where it applies the descale.
+// FP8 convolutions (ops.h). The emulation: each FP8 operand dequantized to f32
+// (ops::fp8_dequantize), then the ordinary convolution pass on those values in f32 without TF32,
+// whose inputs are then exact FP8 values times a scale_inv. What an FP8 Tensor Core convolution
+// must agree with, up to the order and precision of its sums and where it applies the descale;
+// on a compute capability 9.0 GPU the forward and backward-data run on one where its kernel takes
+// the shapes (cuda/conv/fp8_conv_wgmma.h; a build without CUDA answers no).
+#include "cuda/conv/fp8_conv_wgmma.h"
 #include "ganengine/fp8.h"
 #include "ganengine/ops.h"
 
@@ -9,15 +12,15 @@ namespace ge {
 namespace ops {
 namespace {
 
-const char* format_name(Fp8Format f) { return f == Fp8Format::E4M3 ? "E4M3" : "E5M2"; }
-
-// Transformer Engine's HYBRID assignment: forward operands E4M3, output gradients E5M2.
-void require_format(const char* op, const char* operand, const Fp8Tensor& t, Fp8Format want) {
-  GE_CHECK(t.format == want, op, ": ", operand, " must be ", format_name(want), ", is ", format_name(t.format));
+// The weights' format; the other operand's depends on the layer (an activation E4M3, a gradient
+// E5M2), both of which the Tensor Cores take.
+void require_e4m3_weights(const char* op, const Fp8Tensor& w) {
+  GE_CHECK(w.format == Fp8Format::E4M3, op, ": w must be E4M3, is E5M2");
 }
 
-void require_f32(const char* op, const Tensor& out) {
-  GE_CHECK(out.dtype() == DType::F32, op, ": the result must be f32, got ", out.str());
+void require_result_dtype(const char* op, const Tensor& out, bool half_too) {
+  GE_CHECK(out.dtype() == DType::F32 || (half_too && out.dtype() == DType::F16), op, ": the result must be f32",
+           half_too ? " or f16" : "", ", got ", out.str());
 }
 
 Conv2dParams without_tf32(const Conv2dParams& p) {
@@ -26,27 +29,35 @@ Conv2dParams without_tf32(const Conv2dParams& p) {
   return exact;
 }
 
+// Runs `pass` into out, through an f32 copy where out is f16.
+template <class Pass>
+void into_result(Tensor& out, const Pass& pass) {
+  if (out.dtype() == DType::F32) return pass(out);
+  Tensor f32 = Tensor::empty(out.shape(), DType::F32, out.device(), out.format());
+  pass(f32);
+  cast(f32, out);
+}
+
 }  // namespace
 
 void fp8_conv2d_forward(const Fp8Tensor& x, const Fp8Tensor& w, Tensor& y, const Conv2dParams& p) {
-  require_format("fp8_conv2d_forward", "x", x, Fp8Format::E4M3);
-  require_format("fp8_conv2d_forward", "w", w, Fp8Format::E4M3);
-  require_f32("fp8_conv2d_forward", y);
-  conv2d_forward(fp8_dequantized(x), fp8_dequantized(w), y, without_tf32(p));
+  require_e4m3_weights("fp8_conv2d_forward", w);
+  require_result_dtype("fp8_conv2d_forward", y, true);
+  if (gpu::fp8_conv2d_forward_wgmma(x, w, y, p)) return;
+  into_result(y, [&](Tensor& out) { conv2d_forward(fp8_dequantized(x), fp8_dequantized(w), out, without_tf32(p)); });
 }
 
 void fp8_conv2d_backward_data(const Fp8Tensor& dy, const Fp8Tensor& w, Tensor& dx, const Conv2dParams& p) {
-  require_format("fp8_conv2d_backward_data", "dy", dy, Fp8Format::E5M2);
-  require_format("fp8_conv2d_backward_data", "w", w, Fp8Format::E4M3);
-  require_f32("fp8_conv2d_backward_data", dx);
-  conv2d_backward_data(fp8_dequantized(dy), fp8_dequantized(w), dx, without_tf32(p));
+  require_e4m3_weights("fp8_conv2d_backward_data", w);
+  require_result_dtype("fp8_conv2d_backward_data", dx, true);
+  if (gpu::fp8_conv2d_backward_data_wgmma(dy, w, dx, p)) return;
+  into_result(
+      dx, [&](Tensor& out) { conv2d_backward_data(fp8_dequantized(dy), fp8_dequantized(w), out, without_tf32(p)); });
 }
 
 void fp8_conv2d_backward_filter(const Fp8Tensor& x, const Fp8Tensor& dy, Tensor& dw, const Conv2dParams& p,
                                 float beta) {
-  require_format("fp8_conv2d_backward_filter", "x", x, Fp8Format::E4M3);
-  require_format("fp8_conv2d_backward_filter", "dy", dy, Fp8Format::E5M2);
-  require_f32("fp8_conv2d_backward_filter", dw);
+  require_result_dtype("fp8_conv2d_backward_filter", dw, false);
   conv2d_backward_filter(fp8_dequantized(x), fp8_dequantized(dy), dw, without_tf32(p), beta);
 }
 

@@ -10,7 +10,7 @@
 //      |P(a^, b^) - P(a, b)| <= P(e(a), |b| + e(b)) + P(|a|, e(b)) + 2^-22 P(|a| + e(a), |b| + e(b)),
 //    the last term for the two f32 roundings of the results; P of nonnegative tensors is formed in
 //    float64 by the reference. That bound is checked element by element.
-// Then the HYBRID format checks.
+// Then the formats and result dtypes the ops take.
 #include <cmath>
 #include <functional>
 #include <string>
@@ -197,22 +197,34 @@ TEST_CASE("cpu ops: fp8_conv2d_backward_filter is the reference filter gradient 
     }
 }
 
-TEST_CASE("cpu ops: fp8 convolutions take E4M3 activations and weights and E5M2 gradients only") {
+TEST_CASE("cpu ops: fp8 convolutions take E4M3 weights and f32 or f16 results") {
   const Case& c = kCases[0];
   const Shape ys = output_shape(c);
   const Operand x = operand(c.x, Fp8Format::E4M3, 1.0), w = operand(c.w, Fp8Format::E4M3, 0.05);
-  const Operand dy = operand(ys, Fp8Format::E5M2, 1e-3), x5 = operand(c.x, Fp8Format::E5M2, 1.0);
+  const Operand x5 = operand(c.x, Fp8Format::E5M2, 1.0), w5 = operand(c.w, Fp8Format::E5M2, 0.05);
+  const Operand y4 = operand(ys, Fp8Format::E4M3, 1.0);
   Tensor y = Tensor::empty(ys, DType::F32), dx = Tensor::empty(c.x, DType::F32), dw = Tensor::empty(c.w, DType::F32);
-  CHECK_THROWS_WITH_AS(ops::fp8_conv2d_forward(x5.encoded, w.encoded, y, c.p),
-                       doctest::Contains("x must be E4M3, is E5M2"), Error);
-  CHECK_THROWS_WITH_AS(ops::fp8_conv2d_backward_data(x.encoded, w.encoded, dx, c.p),
-                       doctest::Contains("dy must be E5M2, is E4M3"), Error);
-  CHECK_THROWS_WITH_AS(ops::fp8_conv2d_backward_filter(x.encoded, x.encoded, dw, c.p),
-                       doctest::Contains("dy must be E5M2"), Error);
-  Tensor half_y = Tensor::empty(ys, DType::F16);
-  CHECK_THROWS_WITH_AS(ops::fp8_conv2d_forward(x.encoded, w.encoded, half_y, c.p),
-                       doctest::Contains("the result must be f32"), Error);
-  ops::fp8_conv2d_backward_filter(x.encoded, dy.encoded, dw, c.p);  // the right formats run
+  CHECK_THROWS_WITH_AS(ops::fp8_conv2d_forward(x.encoded, w5.encoded, y, c.p),
+                       doctest::Contains("fp8_conv2d_forward: w must be E4M3, is E5M2"), Error);
+  CHECK_THROWS_WITH_AS(ops::fp8_conv2d_backward_data(x.encoded, w5.encoded, dx, c.p),
+                       doctest::Contains("fp8_conv2d_backward_data: w must be E4M3"), Error);
+  Tensor bf16_y = Tensor::empty(ys, DType::BF16);
+  CHECK_THROWS_WITH_AS(ops::fp8_conv2d_forward(x.encoded, w.encoded, bf16_y, c.p),
+                       doctest::Contains("the result must be f32 or f16"), Error);
+  Tensor half_dw = Tensor::empty(c.w, DType::F16);
+  CHECK_THROWS_WITH_AS(ops::fp8_conv2d_backward_filter(x5.encoded, y4.encoded, half_dw, c.p),
+                       doctest::Contains("the result must be f32, got"), Error);
+  // The other operand's format is the layer's choice: an E5M2 forward input is a transposed
+  // convolution's backward-data, an E4M3 backward-data input its forward.
+  ops::fp8_conv2d_forward(x5.encoded, w.encoded, y, c.p);
+  ops::fp8_conv2d_backward_data(y4.encoded, w.encoded, dx, c.p);
+  ops::fp8_conv2d_backward_filter(x5.encoded, y4.encoded, dw, c.p);
+  // An f16 result is the f32 result rounded once.
+  Tensor half_y = Tensor::empty(ys, DType::F16), rounded = Tensor::empty(ys, DType::F16);
+  ops::fp8_conv2d_forward(x.encoded, w.encoded, y, c.p);
+  ops::fp8_conv2d_forward(x.encoded, w.encoded, half_y, c.p);
+  ops::cast(y, rounded);
+  CHECK(same_bytes(half_y, rounded));
 }
 
 }  // namespace cpu_checks

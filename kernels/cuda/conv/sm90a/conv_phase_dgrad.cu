@@ -29,6 +29,7 @@
 #include <initializer_list>
 
 #include "cuda/conv/conv_phase_dgrad.h"
+#include "cuda/conv/sm90a/wgmma.cuh"
 #include "cuda/copy_async.cuh"
 #include "cuda/cuda_util.cuh"
 #include "cuda/kernel_launch.cuh"
@@ -41,7 +42,7 @@ constexpr int kChannels = 64;      // dx's: the MMA's M
 constexpr int kSide = 16;          // dy's height and width
 constexpr int kPitch = kSide + 2;  // a row with its zero border
 constexpr int kPlane = kPitch * kPitch;
-constexpr int kWarpgroup = 128;
+constexpr int kWarpgroup = kWarpgroupThreads;
 // Weight fragments are loaded kAhead MMA steps before their step; each step waits for the one
 // kInFlight steps back, whose fragment's registers are then reloaded. 7 and 1 were the fastest of
 // the pairs timed (docs/performance.md).
@@ -93,20 +94,6 @@ __global__ void phase_weights_kernel(const __half* w, uint4* frag) {
   out.z = static_cast<uint32_t>(__half_as_ushort(h[4])) | static_cast<uint32_t>(__half_as_ushort(h[5])) << 16;
   out.w = static_cast<uint32_t>(__half_as_ushort(h[6])) | static_cast<uint32_t>(__half_as_ushort(h[7])) << 16;
   frag[i] = out;
-}
-
-// A shared-memory matrix descriptor without swizzling: start address, the byte distance between
-// core matrices along K (leading) and along N (stride), each in 16-byte units.
-__device__ __forceinline__ uint64_t smem_descriptor(uint32_t address, uint32_t leading, uint32_t stride) {
-  return static_cast<uint64_t>((address >> 4) & 0x3fff) | static_cast<uint64_t>((leading >> 4) & 0x3fff) << 16 |
-         static_cast<uint64_t>((stride >> 4) & 0x3fff) << 32;
-}
-
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int kPending>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
 }
 
 __device__ __forceinline__ uint32_t pack_halves(float lo, float hi) {

@@ -1,0 +1,23 @@
+// FP8 convolutions on Hopper's warpgroup MMA (sm90a/fp8_conv_wgmma.cu): the forward and the
+// backward-data of ops::fp8_conv2d_forward / fp8_conv2d_backward_data as implicit GEMMs over the
+// FP8 bytes themselves, f32 accumulation, the two scale_invs applied once to each sum.
+#pragma once
+#include "ganengine/fp8.h"
+#include "ganengine/ops.h"
+
+namespace ge {
+namespace gpu {
+
+// y = conv2d_forward(x, w) * x.scale_inv * w.scale_inv, f32 or f16 (rounded once), when the kernel
+// takes the shapes; false (nothing run) otherwise. Taken: x E4M3 or E5M2 and w E4M3, u8 NHWC on a
+// compute capability 9.0 device, 16-byte aligned; x's channels those of w, a multiple of 32; w's
+// output channels a multiple of 64; y NHWC.
+bool fp8_conv2d_forward_wgmma(const Fp8Tensor& x, const Fp8Tensor& w, Tensor& y, const Conv2dParams& p);
+
+// dx = conv2d_backward_data(dy, w) * dy.scale_inv * w.scale_inv, as above, for the DCGAN's 4x4,
+// stride-2, pad-1 convolutions (dx twice dy's height and width): four phases of four taps each.
+// Taken: dy E5M2 or E4M3 and w E4M3, u8 NHWC; dy's channels a multiple of 32, dx's of 64.
+bool fp8_conv2d_backward_data_wgmma(const Fp8Tensor& dy, const Fp8Tensor& w, Tensor& dx, const Conv2dParams& p);
+
+}  // namespace gpu
+}  // namespace ge

@@ -1,0 +1,201 @@
+// The FP8 convolutions on Hopper's warpgroup MMA (kernels/cuda/conv/fp8_conv_wgmma.h) against the
+// CPU emulation (ops::fp8_conv2d_*):
+//  - with codes -1, 0 and 1 and unit scales every sum is a small integer, exact in any order and
+//    in the MMAs' accumulators, so the results must be bitwise the CPU's: this pins down the
+//    operand layouts, taps, borders, phases and tails;
+//  - with random values and recipe scales, within 2^-7 of the sum of the products' magnitudes,
+//    element by element: the MMAs add in their own order and precision, and apply both
+//    scale_invs once to the sum instead of to each operand;
+//  - f16 results are the f32 results rounded once; a second run gives the same bytes; the ops
+//    reach the kernels; shapes they do not take run the emulation.
+#if GE_WITH_CUDA
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "cuda/conv/conv_phase_dgrad.h"
+#include "cuda/conv/fp8_conv_wgmma.h"
+#include "ganengine/fp8.h"
+#include "ganengine/ops.h"
+#include "support/test_util.h"
+
+using namespace ge;
+using namespace ge::test;
+
+namespace {
+
+const Device kCpu = Device::cpu();
+const Device kGpu = Device::cuda(0);
+
+#define GE_REQUIRE_SM90()                                                                                          \
+  do {                                                                                                             \
+    if (!gpu::device_is_sm90(0)) GE_SKIP_TEST("the FP8 warpgroup-MMA kernels run on compute capability 9.0 only"); \
+  } while (0)
+
+// An FP8 operand on both devices, quantized once on the CPU.
+struct Operand {
+  Fp8Tensor cpu, gpu;
+};
+
+Fp8Tensor on(const Fp8Tensor& t, Device d) { return {t.data.to(d), t.scale_inv.to(d), t.format}; }
+
+// Codes of -1, 0 and 1 with scale 1 (a fresh state's).
+Operand unit_codes(const Shape& shape, Fp8Format format) {
+  std::vector<double> v = random_values(shape_numel(shape));
+  for (double& x : v) x = std::round(1.4 * x);
+  const Tensor values = Tensor::from_doubles(v, shape, DType::F32, kCpu, MemoryFormat::NHWC);
+  const Fp8Scaling state = make_fp8_scaling(format, Fp8DelayedScaling{}, kCpu);
+  const Fp8Tensor q = ops::fp8_quantized(values, state);
+  return {q, on(q, kGpu)};
+}
+
+// Values in [-magnitude, magnitude) with the scale the recipe gives them after one step.
+Operand recipe_scaled(const Shape& shape, Fp8Format format, double magnitude) {
+  const Tensor values = random_tensor(shape, DType::F32, kCpu, MemoryFormat::NHWC, -magnitude, magnitude);
+  const Fp8DelayedScaling recipe;
+  const Fp8Scaling state = make_fp8_scaling(format, recipe, kCpu);
+  ops::fp8_quantized(values, state);  // records the amax
+  ops::fp8_update_scales({state}, recipe);
+  const Fp8Tensor q = ops::fp8_quantized(values, state);
+  return {q, on(q, kGpu)};
+}
+
+Tensor magnitudes(const Fp8Tensor& q) {
+  std::vector<double> v = ops::fp8_dequantized(q).to_doubles();
+  for (double& x : v) x = std::fabs(x);
+  return Tensor::from_doubles(v, q.data.shape(), DType::F32, kCpu, MemoryFormat::NHWC);
+}
+
+// The two passes the kernels take: through the op, through the kernel alone (false: not taken),
+// and the f32 pass of magnitudes that bounds their difference.
+enum class Pass { Forward, BackwardData };
+
+void through_op(Pass pass, const Fp8Tensor& a, const Fp8Tensor& w, Tensor& out, const Conv2dParams& p) {
+  if (pass == Pass::Forward)
+    ops::fp8_conv2d_forward(a, w, out, p);
+  else
+    ops::fp8_conv2d_backward_data(a, w, out, p);
+}
+
+bool through_kernel(Pass pass, const Fp8Tensor& a, const Fp8Tensor& w, Tensor& out, const Conv2dParams& p) {
+  return pass == Pass::Forward ? gpu::fp8_conv2d_forward_wgmma(a, w, out, p)
+                               : gpu::fp8_conv2d_backward_data_wgmma(a, w, out, p);
+}
+
+void of_magnitudes(Pass pass, const Tensor& a, const Tensor& w, Tensor& out, const Conv2dParams& p) {
+  if (pass == Pass::Forward)
+    ops::conv2d_forward(a, w, out, p);
+  else
+    ops::conv2d_backward_data(a, w, out, p);
+}
+
+struct Case {
+  std::string name;
+  Shape a, w, out;
+  Fp8Format a_format;
+  Conv2dParams p;
+};
+
+// One case through the kernel: exact with unit codes, within the bound with recipe scales, f16
+// rounded from f32, the same bytes twice, and the op giving the kernel's bytes.
+void check_case(const Case& c, Pass pass) {
+  const auto op = [&](const Fp8Tensor& a, const Fp8Tensor& w, Tensor& out) { through_op(pass, a, w, out, c.p); };
+  const auto kernel = [&](const Fp8Tensor& a, const Fp8Tensor& w, Tensor& out) {
+    return through_kernel(pass, a, w, out, c.p);
+  };
+  CAPTURE(c.name);
+  {
+    const Operand a = unit_codes(c.a, c.a_format), w = unit_codes(c.w, Fp8Format::E4M3);
+    Tensor want = Tensor::empty(c.out, DType::F32, kCpu, MemoryFormat::NHWC);
+    op(a.cpu, w.cpu, want);
+    Tensor got = poisoned_like(want, kGpu);
+    REQUIRE(kernel(a.gpu, w.gpu, got));
+    CHECK(same_bytes(got.to(kCpu), want));
+    Tensor want_half = Tensor::empty(c.out, DType::F16, kCpu, MemoryFormat::NHWC);
+    ops::cast(want, want_half);
+    Tensor got_half = poisoned_like(want_half, kGpu);
+    REQUIRE(kernel(a.gpu, w.gpu, got_half));
+    CHECK(same_bytes(got_half.to(kCpu), want_half));
+  }
+  const Operand a = recipe_scaled(c.a, c.a_format, c.a_format == Fp8Format::E4M3 ? 2.0 : 1e-3);
+  const Operand w = recipe_scaled(c.w, Fp8Format::E4M3, 0.05);
+  Tensor want = Tensor::empty(c.out, DType::F32, kCpu, MemoryFormat::NHWC);
+  op(a.cpu, w.cpu, want);
+  Tensor bound = Tensor::empty(c.out, DType::F32, kCpu, MemoryFormat::NHWC);
+  of_magnitudes(pass, magnitudes(a.cpu), magnitudes(w.cpu), bound, c.p);
+  Tensor got = poisoned_like(want, kGpu);
+  REQUIRE(kernel(a.gpu, w.gpu, got));
+  const std::vector<double> g = got.to(kCpu).to_doubles(), e = want.to_doubles(), b = bound.to_doubles();
+  INFO("relative error against the CPU: ", rel_error(g, e));
+  int64_t outside = 0;
+  for (size_t i = 0; i < g.size(); ++i)
+    if (!(std::fabs(g[i] - e[i]) <= 0x1p-7 * b[i] + 1e-30) && ++outside <= 3)
+      FAIL_CHECK("element ", i, ": ", g[i], " against ", e[i], ", magnitudes ", b[i]);
+  CHECK(outside == 0);
+
+  Tensor again = poisoned_like(want, kGpu);
+  REQUIRE(kernel(a.gpu, w.gpu, again));
+  CHECK(same_bytes(again, got));
+  Tensor via_op = poisoned_like(want, kGpu);
+  op(a.gpu, w.gpu, via_op);
+  CHECK(same_bytes(via_op, got));
+  Tensor half = poisoned_like(Tensor::empty(c.out, DType::F16, kCpu, MemoryFormat::NHWC), kGpu);
+  REQUIRE(kernel(a.gpu, w.gpu, half));
+  Tensor rounded = Tensor::empty(c.out, DType::F16, kGpu, MemoryFormat::NHWC);
+  ops::cast(got, rounded);
+  CHECK(same_bytes(half, rounded));
+}
+
+}  // namespace
+
+TEST_CASE("gpu ops: FP8 forward convolutions on warpgroup MMA match the CPU emulation") {
+  GE_REQUIRE_GPU();
+  GE_REQUIRE_SM90();
+  const Conv2dParams d{/*stride=*/2, /*pad=*/1};
+  // D's layers (and, with an E5M2 gradient, G's backward-data, a forward convolution), 128- and
+  // 64-channel tiles, a partial last tile, and a 3x3 stride-1 shape whose K (288 bytes) ends
+  // inside a stage and whose 32 channels put two taps in one.
+  const std::vector<Case> cases = {
+      {"D 64 -> 128", {2, 64, 32, 32}, {128, 64, 4, 4}, {2, 128, 16, 16}, Fp8Format::E4M3, d},
+      {"G's 64 -> 128 backward-data", {2, 64, 32, 32}, {128, 64, 4, 4}, {2, 128, 16, 16}, Fp8Format::E5M2, d},
+      {"D 256 -> 512", {3, 256, 8, 8}, {512, 256, 4, 4}, {3, 512, 4, 4}, Fp8Format::E4M3, d},
+      {"3x3 32 -> 64", {3, 32, 9, 7}, {64, 32, 3, 3}, {3, 64, 9, 7}, Fp8Format::E5M2, {1, 1}}};
+  for (const Case& c : cases) check_case(c, Pass::Forward);
+}
+
+TEST_CASE("gpu ops: FP8 stride-2 backward-data on warpgroup MMA matches the CPU emulation") {
+  GE_REQUIRE_GPU();
+  GE_REQUIRE_SM90();
+  const Conv2dParams d{/*stride=*/2, /*pad=*/1};
+  // D's backward-data with 128- and 64-channel dx, and G's forward (an E4M3 activation).
+  const std::vector<Case> cases = {
+      {"D 128 <- 256", {2, 256, 8, 8}, {256, 128, 4, 4}, {2, 128, 16, 16}, Fp8Format::E5M2, d},
+      {"D 64 <- 128", {3, 128, 16, 16}, {128, 64, 4, 4}, {3, 64, 32, 32}, Fp8Format::E5M2, d},
+      {"G 512 -> 256", {2, 512, 4, 4}, {512, 256, 4, 4}, {2, 256, 8, 8}, Fp8Format::E4M3, d}};
+  for (const Case& c : cases) check_case(c, Pass::BackwardData);
+}
+
+TEST_CASE("gpu ops: FP8 convolutions the kernels do not take run the emulation") {
+  GE_REQUIRE_GPU();
+  GE_REQUIRE_SM90();
+  const Conv2dParams d{/*stride=*/2, /*pad=*/1};
+  // 48 input channels (not a multiple of 32), and the weights' E5M2 the op refuses.
+  const Operand x = recipe_scaled({2, 48, 16, 16}, Fp8Format::E4M3, 1.0);
+  const Operand w = recipe_scaled({64, 48, 4, 4}, Fp8Format::E4M3, 0.05);
+  Tensor y = poisoned_like(Tensor::empty({2, 64, 8, 8}, DType::F32, kCpu, MemoryFormat::NHWC), kGpu);
+  CHECK_FALSE(gpu::fp8_conv2d_forward_wgmma(x.gpu, w.gpu, y, d));
+  ops::fp8_conv2d_forward(x.gpu, w.gpu, y, d);
+  Tensor want = Tensor::empty({2, 64, 8, 8}, DType::F32, kCpu, MemoryFormat::NHWC);
+  ops::fp8_conv2d_forward(x.cpu, w.cpu, want, d);
+  CHECK(rel_error(y.to(kCpu), want) < 1e-5);
+
+  const Operand w5 = recipe_scaled({64, 48, 4, 4}, Fp8Format::E5M2, 0.05);
+  CHECK_FALSE(gpu::fp8_conv2d_forward_wgmma(x.gpu, w5.gpu, y, d));
+  CHECK_THROWS_WITH_AS(ops::fp8_conv2d_forward(x.gpu, w5.gpu, y, d), doctest::Contains("w must be E4M3"), Error);
+  // A 3x3 backward-data is not the four-phase shape.
+  const Operand dy = recipe_scaled({2, 64, 8, 8}, Fp8Format::E5M2, 1e-3);
+  const Operand w3 = recipe_scaled({64, 64, 3, 3}, Fp8Format::E4M3, 0.05);
+  Tensor dx = Tensor::empty({2, 64, 8, 8}, DType::F32, kGpu, MemoryFormat::NHWC);
+  CHECK_FALSE(gpu::fp8_conv2d_backward_data_wgmma(dy.gpu, w3.gpu, dx, {1, 1}));
+}
+#endif
