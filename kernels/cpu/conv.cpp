@@ -50,6 +50,25 @@ Range valid_outputs(int64_t shift, int64_t stride, int64_t in_size, int64_t out_
   return {lo, std::max(lo, hi)};
 }
 
+// The walk all three passes share: for each tap (r, s), tap(r, s), then pair(o, i) for every
+// output o = p*Q + q of a plane whose input pixel (p*stride-pad+r, q*stride-pad+s) lies in the
+// image, i = that pixel's index in an input plane; outputs in row-major order.
+template <class Tap, class Pair>
+void for_each_tap(const ConvGeometry& g, const Tap& tap, const Pair& pair) {
+  for (int64_t r = 0; r < g.R; ++r) {
+    const Range rows = valid_outputs(r - g.pad, g.stride, g.H, g.P);
+    for (int64_t s = 0; s < g.S; ++s) {
+      const int64_t col_shift = s - g.pad;
+      const Range cols = valid_outputs(col_shift, g.stride, g.W, g.Q);
+      tap(r, s);
+      for (int64_t pp = rows.lo; pp < rows.hi; ++pp) {
+        const int64_t out_row = pp * g.Q, in_row = (pp * g.stride - g.pad + r) * g.W + col_shift;
+        for (int64_t q = cols.lo; q < cols.hi; ++q) pair(out_row + q, in_row + q * g.stride);
+      }
+    }
+  }
+}
+
 void check_operands(const Tensor& a, const Tensor& b, const Tensor& out) {
   require_cpu_floating(a, "conv operand");
   require_cpu_floating(b, "conv operand");
@@ -71,19 +90,10 @@ void conv2d_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dPar
     for (int64_t c = 0; c < g.C; ++c) {
       const double* xplane = xs.data() + (n * g.C + c) * g.H * g.W;
       const double* wkc = ws.data() + (k * g.C + c) * g.R * g.S;
-      for (int64_t r = 0; r < g.R; ++r) {
-        const Range rows = valid_outputs(r - g.pad, g.stride, g.H, g.P);
-        for (int64_t s = 0; s < g.S; ++s) {
-          const double wv = wkc[r * g.S + s];
-          const int64_t col_shift = s - g.pad;
-          const Range cols = valid_outputs(col_shift, g.stride, g.W, g.Q);
-          for (int64_t pp = rows.lo; pp < rows.hi; ++pp) {
-            const double* xrow = xplane + (pp * g.stride - g.pad + r) * g.W;
-            double* yrow = out + pp * g.Q;
-            for (int64_t q = cols.lo; q < cols.hi; ++q) yrow[q] += wv * xrow[q * g.stride + col_shift];
-          }
-        }
-      }
+      double wv = 0.0;
+      for_each_tap(
+          g, [&](int64_t r, int64_t s) { wv = wkc[r * g.S + s]; },
+          [&](int64_t o, int64_t i) { out[o] += wv * xplane[i]; });
     }
   });
   store_all_logical(y, ys);
@@ -104,19 +114,10 @@ void conv2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& dx, const C
     for (int64_t k = 0; k < g.K; ++k) {
       const double* dyplane = dys.data() + (n * g.K + k) * g.P * g.Q;
       const double* wkc = ws.data() + (k * g.C + c) * g.R * g.S;
-      for (int64_t r = 0; r < g.R; ++r) {
-        const Range rows = valid_outputs(r - g.pad, g.stride, g.H, g.P);
-        for (int64_t s = 0; s < g.S; ++s) {
-          const double wv = wkc[r * g.S + s];
-          const int64_t col_shift = s - g.pad;
-          const Range cols = valid_outputs(col_shift, g.stride, g.W, g.Q);
-          for (int64_t pp = rows.lo; pp < rows.hi; ++pp) {
-            double* dxrow = dxplane + (pp * g.stride - g.pad + r) * g.W;
-            const double* dyrow = dyplane + pp * g.Q;
-            for (int64_t q = cols.lo; q < cols.hi; ++q) dxrow[q * g.stride + col_shift] += wv * dyrow[q];
-          }
-        }
-      }
+      double wv = 0.0;
+      for_each_tap(
+          g, [&](int64_t r, int64_t s) { wv = wkc[r * g.S + s]; },
+          [&](int64_t o, int64_t i) { dxplane[i] += wv * dyplane[o]; });
     }
   });
   store_all_logical(dx, dxs);
@@ -131,25 +132,17 @@ void conv2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw, const
   const std::vector<double> dys = load_all_logical(dy);
   std::vector<double> grad(static_cast<size_t>(dw.numel()), 0.0);
 
+  // Each tap's sum runs over n, then the outputs in row-major order.
   parallel_for(g.K * g.C, [&](int64_t kc) {
     const int64_t k = kc / g.C, c = kc % g.C;
-    for (int64_t r = 0; r < g.R; ++r) {
-      const Range rows = valid_outputs(r - g.pad, g.stride, g.H, g.P);
-      for (int64_t s = 0; s < g.S; ++s) {
-        const int64_t col_shift = s - g.pad;
-        const Range cols = valid_outputs(col_shift, g.stride, g.W, g.Q);
-        double acc = 0.0;
-        for (int64_t n = 0; n < g.N; ++n) {
-          const double* xplane = xs.data() + (n * g.C + c) * g.H * g.W;
-          const double* dyplane = dys.data() + (n * g.K + k) * g.P * g.Q;
-          for (int64_t pp = rows.lo; pp < rows.hi; ++pp) {
-            const double* xrow = xplane + (pp * g.stride - g.pad + r) * g.W;
-            const double* dyrow = dyplane + pp * g.Q;
-            for (int64_t q = cols.lo; q < cols.hi; ++q) acc += dyrow[q] * xrow[q * g.stride + col_shift];
-          }
-        }
-        grad[static_cast<size_t>((kc * g.R + r) * g.S + s)] = acc;
-      }
+    double* acc = grad.data() + kc * g.R * g.S;
+    for (int64_t n = 0; n < g.N; ++n) {
+      const double* xplane = xs.data() + (n * g.C + c) * g.H * g.W;
+      const double* dyplane = dys.data() + (n * g.K + k) * g.P * g.Q;
+      double* tap_acc = nullptr;
+      for_each_tap(
+          g, [&](int64_t r, int64_t s) { tap_acc = acc + r * g.S + s; },
+          [&](int64_t o, int64_t i) { *tap_acc += dyplane[o] * xplane[i]; });
     }
   });
 

@@ -12,7 +12,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "core/half_bits.h"
+#include "core/host_device_math.h"
 #include "ganengine/fp8.h"  // Fp8Format
 
 namespace ge {

@@ -1,33 +1,17 @@
 // The arithmetic of FP8 quantization and of the delayed-scaling recipe (ganengine/fp8.h), element
 // by element, shared by the CPU reference and the CUDA kernels so that the two agree bitwise: each
-// result is one correctly rounded f32 operation (the device's named-rounding intrinsics, so that no
-// compiler flag can turn them into approximations or fused operations), then the exact FP8
-// conversion of core/fp8_bits.h.
+// result is one correctly rounded f32 operation (core/host_device_math.h: the device's
+// named-rounding intrinsics, so that no compiler flag can turn them into approximations or fused
+// operations), then the exact FP8 conversion of core/fp8_bits.h.
 #pragma once
 #include <cmath>
 #include <cstdint>
 
 #include "core/fp8_bits.h"
-#include "core/half_bits.h"
+#include "core/host_device_math.h"
 
 namespace ge {
 namespace fp8_math {
-
-GE_HD float mul_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-
-GE_HD float div_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fdiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
 
 // Classification on the bits, the same on both sides whatever the math library.
 GE_HD bool is_nan(float x) { return (float_bits(x) & 0x7fffffffu) > 0x7f800000u; }
@@ -42,14 +26,14 @@ constexpr uint32_t kLargestFiniteBits = 0x7f7fffffu;
 // saturating). A NaN product is the positive NaN code: the GPU's arithmetic returns one canonical
 // NaN whatever its operands' signs, so a NaN's sign cannot be kept alike on both backends.
 GE_HD uint8_t fp8_quantize_element(float x, float scale, Fp8Format f) {
-  const float scaled = fp8_math::mul_rn(x, scale);
+  const float scaled = fmul_rn(x, scale);
   return fp8_math::is_nan(scaled) ? static_cast<uint8_t>(fp8_detail::kNanCode) : float_to_fp8_bits(scaled, f);
 }
 
 // The value of an FP8 code times scale_inv, rounded to f32; a NaN result is 0x7fc00000 on both
 // backends, for the same reason.
 GE_HD float fp8_dequantize_element(uint8_t code, float scale_inv, Fp8Format f) {
-  const float v = fp8_math::mul_rn(fp8_bits_to_float(code, f), scale_inv);
+  const float v = fmul_rn(fp8_bits_to_float(code, f), scale_inv);
   return fp8_math::is_nan(v) ? bits_float(fp8_math::kCanonicalNanBits) : v;
 }
 
@@ -94,12 +78,12 @@ GE_HD void fp8_delayed_scaling_step(float* history, int H, float* scale, float* 
 
   const float amax = most_recent ? latest : (any_nan ? bits_float(kCanonicalNanBits) : window);
   float next = *scale;
-  if (is_finite(amax) && amax > 0.0f) next = div_rn(scaled_max, amax);
+  if (is_finite(amax) && amax > 0.0f) next = fdiv_rn(scaled_max, amax);
   // An amax so small that the quotient overflows: the largest scale there is (Transformer
   // Engine's choice); the amax then lands below the format's largest value, not beyond it.
   if (!is_finite(next) && !is_nan(next)) next = bits_float(kLargestFiniteBits);
   *scale = next;
-  *scale_inv = div_rn(1.0f, next);
+  *scale_inv = fdiv_rn(1.0f, next);
 }
 
 }  // namespace ge

@@ -4,35 +4,10 @@
 // written out bit by bit instead of relying on a compiler's _Float16.
 #pragma once
 #include <cstdint>
-#include <cstring>
 
-#if defined(__CUDACC__)
-#define GE_HD __host__ __device__ __forceinline__
-#else
-#define GE_HD inline
-#endif
+#include "core/host_device_math.h"
 
 namespace ge {
-
-GE_HD uint32_t float_bits(float f) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(f);
-#else
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-#endif
-}
-
-GE_HD float bits_float(uint32_t u) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(u);
-#else
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-#endif
-}
 
 GE_HD uint16_t float_to_half_bits(float f) {
   uint32_t x = float_bits(f);

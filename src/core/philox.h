@@ -4,15 +4,16 @@
 //
 // Bitwise agreement needs every floating operation to round identically on both sides. The
 // normal map therefore uses only +, -, *, / and sqrt in double precision (all correctly rounded
-// by IEEE 754) through the d* helpers below, which on the device name the round-to-nearest
-// intrinsics explicitly: nvcc would otherwise fuse a*b+c into an FMA, which rounds once instead
-// of twice. Host code built as ISO C++ (-std=c++17, GCC's -ffp-contract=off) never contracts.
+// by IEEE 754) through the d* operations of core/host_device_math.h, which on the device name the
+// round-to-nearest intrinsics explicitly: nvcc would otherwise fuse a*b+c into an FMA, which
+// rounds once instead of twice. Host code built as ISO C++ (-std=c++17, GCC's -ffp-contract=off)
+// never contracts.
 // log, sin and cos are our own polynomials for the same reason: libm and CUDA's math library
 // are not correctly rounded and differ in the last bit.
 #pragma once
 #include <cstdint>
 
-#include "core/half_bits.h"
+#include "core/host_device_math.h"
 
 namespace ge {
 namespace philox {
@@ -28,11 +29,7 @@ constexpr uint32_t kW1 = 0xBB67AE85u;  // sqrt(3) - 1
 constexpr int kRounds = 10;
 
 GE_HD uint32_t mul_hi(uint32_t a, uint32_t b) {
-#if defined(__CUDA_ARCH__)
-  return __umulhi(a, b);
-#else
-  return static_cast<uint32_t>((static_cast<uint64_t>(a) * b) >> 32);
-#endif
+  return GE_DEVICE_OR_HOST(__umulhi(a, b), static_cast<uint32_t>((static_cast<uint64_t>(a) * b) >> 32));
 }
 
 // The bijection: 128-bit counter -> 128 pseudo-random bits under a 64-bit key.
@@ -61,62 +58,6 @@ GE_HD Block block_at(uint64_t seed, uint64_t counter) {
 // Uniform in [0, 1): the top 24 bits, so every value is exact in float.
 GE_HD float uniform_from_word(uint32_t w) {
   return static_cast<float>(w >> 8) * 5.9604644775390625e-8f;  // 2^-24
-}
-
-// ---- correctly rounded double arithmetic, never contracted into FMA
-GE_HD double dadd(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-GE_HD double dsub(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dsub_rn(a, b);
-#else
-  return a - b;
-#endif
-}
-GE_HD double dmul(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-GE_HD double ddiv(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __ddiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
-GE_HD double dsqrt(double a) {
-#if defined(__CUDA_ARCH__)
-  return __dsqrt_rn(a);
-#else
-  return __builtin_sqrt(a);  // sqrtsd: correctly rounded, no errno path that could differ
-#endif
-}
-
-GE_HD uint64_t double_bits(double d) {
-#if defined(__CUDA_ARCH__)
-  return static_cast<uint64_t>(__double_as_longlong(d));
-#else
-  uint64_t u;
-  std::memcpy(&u, &d, 8);
-  return u;
-#endif
-}
-GE_HD double bits_double(uint64_t u) {
-#if defined(__CUDA_ARCH__)
-  return __longlong_as_double(static_cast<long long>(u));
-#else
-  double d;
-  std::memcpy(&d, &u, 8);
-  return d;
-#endif
 }
 
 // Natural log of a positive normal double, relative error ~1e-16.

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/half_bits.h"
 #include "core/philox.h"
 #include "support/test_util.h"
 
