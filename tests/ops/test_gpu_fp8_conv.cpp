@@ -148,6 +148,37 @@ void check_case(const Case& c, Pass pass) {
 
 }  // namespace
 
+// Codes of -2, -1, -1/2, 0, 1/2, 1 and 2: products are quarters up to 4, a sum of 32 of them
+// exact in any order and precision of at least 10 bits.
+TEST_CASE("gpu ops: one FP8 warpgroup MMA through the convolutions' stage layout is the exact product") {
+  GE_REQUIRE_GPU();
+  GE_REQUIRE_SM90();
+  const double kValues[] = {-2, -1, -0.5, 0, 0.5, 1, 2};
+  auto codes = [&](std::vector<double>& values) {
+    std::vector<double> u = random_values(64 * 32, 0.0, 7.0);
+    values.resize(u.size());
+    for (size_t i = 0; i < u.size(); ++i) values[i] = kValues[static_cast<int>(u[i]) % 7];
+    const Tensor v = Tensor::from_doubles(values, {64, 32}, DType::F32);
+    Tensor q = Tensor::empty({64, 32}, DType::U8), amax = Tensor::empty({1}, DType::F32);
+    ops::fp8_quantize(v, Tensor::from_doubles({1.0}, {1}, DType::F32), Fp8Format::E4M3, q, amax);
+    return q.to(kGpu);
+  };
+  std::vector<double> a, b;
+  const Tensor qa = codes(a), qb = codes(b);
+  Tensor d = poisoned_like(Tensor::empty({64, 64}, DType::F32), kGpu);
+  REQUIRE(gpu::fp8_mma_tile(qa, qb, d));
+  const std::vector<double> got = d.to(kCpu).to_doubles();
+  int64_t wrong = 0;
+  for (int r = 0; r < 64; ++r)
+    for (int c = 0; c < 64; ++c) {
+      double want = 0;
+      for (int k = 0; k < 32; ++k) want += a[r * 32 + k] * b[c * 32 + k];
+      if (got[r * 64 + c] != want && ++wrong <= 3)
+        FAIL_CHECK("d[", r, "][", c, "] = ", got[r * 64 + c], ", not ", want);
+    }
+  CHECK(wrong == 0);
+}
+
 TEST_CASE("gpu ops: FP8 forward convolutions on warpgroup MMA match the CPU emulation") {
   GE_REQUIRE_GPU();
   GE_REQUIRE_SM90();

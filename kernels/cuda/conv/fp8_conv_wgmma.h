@@ -19,5 +19,11 @@ bool fp8_conv2d_forward_wgmma(const Fp8Tensor& x, const Fp8Tensor& w, Tensor& y,
 // Taken: dy E5M2 or E4M3 and w E4M3, u8 NHWC; dy's channels a multiple of 32, dx's of 64.
 bool fp8_conv2d_backward_data_wgmma(const Fp8Tensor& dy, const Fp8Tensor& w, Tensor& dx, const Conv2dParams& p);
 
+// d (64 x 64, f32) = a (64 x 32) times b (64 x 32)^T, E4M3 codes as u8 on a compute capability 9.0
+// device, through one m64n64k32 MMA from shared memory laid out as the convolutions lay their
+// stages out: the instruction, the descriptors and the accumulator layout on their own, for the
+// GPU tests. False (nothing run) on another device or for other shapes.
+bool fp8_mma_tile(const Tensor& a, const Tensor& b, Tensor& d);
+
 }  // namespace gpu
 }  // namespace ge

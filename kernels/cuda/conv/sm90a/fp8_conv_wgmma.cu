@@ -133,6 +133,34 @@ __global__ void fp8_phase_weights_kernel(const uint8_t* __restrict__ w, uint8_t*
     wp[i] = w[fp8_conv::phase_weight_source(i, out_channels, in_channels)];
 }
 
+// One warpgroup: a's 64 rows and b's 64 into a stage's layout, one MMA, d out.
+__global__ void fp8_mma_tile_kernel(const uint8_t* __restrict__ a, const uint8_t* __restrict__ b,
+                                    float* __restrict__ d) {
+  __shared__ __align__(128) uint8_t tile[2 * 64 * fp8_conv::kStageK];
+  await_previous_kernel();
+  const int t = threadIdx.x;
+  // Byte k of row r at core matrix (r / 8, k / 16): (r / 8 * kStageChunks + k / 16) * 128 + r % 8 * 16 + k % 16.
+  for (int i = t; i < 2 * 64 * 32; i += kWarpgroupThreads) {
+    const int operand = i / (64 * 32), r = i / 32 % 64, k = i % 32;
+    tile[operand * 64 * fp8_conv::kStageK + (r / 8 * fp8_conv::kStageChunks + k / 16) * 128 + r % 8 * 16 + k % 16] =
+        (operand ? b : a)[r * 32 + k];
+  }
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  __syncthreads();
+  const uint32_t base = shared_address(tile);
+  float acc[32] = {};
+  wgmma_fence();
+  wgmma_fp8<64, Fp8Format::E4M3>(
+      acc, smem_descriptor(base, fp8_conv::kLeadingBytes, fp8_conv::kStrideBytes),
+      smem_descriptor(base + 64 * fp8_conv::kStageK, fp8_conv::kLeadingBytes, fp8_conv::kStrideBytes), false);
+  wgmma_commit();
+  wgmma_wait<0>();
+  for (int h = 0; h < 2; ++h)
+    for (int j = 0; j < 8; ++j)
+      for (int e = 0; e < 2; ++e)
+        d[fp8_conv::accumulator_row(t, h) * 64 + fp8_conv::accumulator_column(t, j, e)] = acc[4 * j + 2 * h + e];
+}
+
 template <int N, Fp8Format A, class Out>
 void launch(const uint8_t* x, const uint8_t* w, const Tensor& x_scale_inv, const Tensor& w_scale_inv, Tensor& y,
             const Geometry& g) {
@@ -201,6 +229,17 @@ bool fp8_conv2d_backward_data_wgmma(const Fp8Tensor& dy, const Fp8Tensor& w, Ten
                 phase_weights.data_as<uint8_t>(), static_cast<int>(w.data.dim(0)), static_cast<int>(w.data.dim(1)));
   CUDA_CHECK_LAUNCH();
   run(dy, phase_weights.data_as<uint8_t>(), w.scale_inv, dx, g);
+  return true;
+}
+
+bool fp8_mma_tile(const Tensor& a, const Tensor& b, Tensor& d) {
+  const bool shapes = a.shape() == Shape{64, 32} && b.shape() == Shape{64, 32} && d.shape() == Shape{64, 64};
+  if (!shapes || a.dtype() != DType::U8 || b.dtype() != DType::U8 || d.dtype() != DType::F32 || !d.device().is_cuda() ||
+      a.device() != d.device() || b.device() != d.device() || !device_is_sm90(d.device().index))
+    return false;
+  launch_kernel(fp8_mma_tile_kernel, 1, kWarpgroupThreads, 0, stream_of(d), a.data_as<uint8_t>(), b.data_as<uint8_t>(),
+                d.data_as<float>());
+  CUDA_CHECK_LAUNCH();
   return true;
 }
 
