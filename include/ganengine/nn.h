@@ -2,6 +2,7 @@
 // forward; backward writes parameter gradients (in the compute dtype, scaled by whatever loss
 // scale the incoming gradient carries) and returns the input gradient when asked.
 #pragma once
+#include <array>
 #include <memory>
 #include <optional>
 #include <string>
@@ -72,6 +73,10 @@ class BatchNorm2d;
 // twins share one: the amaxes of every pass of a step fold into the same history entries.
 struct Fp8ConvScaling {
   Fp8Scaling input, weight, grad_output;
+  // The three with their names in the training state ("main.<i>.fp8_<name>.scale", ...).
+  std::array<std::pair<const char*, Fp8Scaling*>, 3> named() {
+    return {{{"input", &input}, {"weight", &weight}, {"grad_output", &grad_output}}};
+  }
 };
 
 class Conv2d : public Layer {

@@ -275,7 +275,7 @@ void DcganTrainer::update_fp8_scales() {
   std::vector<Fp8Scaling> states;
   for (nn::Sequential* net : {G_.get(), D_.get()})
     for (auto& [name, s] : net->named_fp8_scalings())
-      for (const Fp8Scaling* state : {&s->input, &s->weight, &s->grad_output}) states.push_back(*state);
+      for (auto [role, state] : s->named()) states.push_back(*state);
   if (cfg_.replicas)
     for (const Fp8Scaling& state : states) cfg_.replicas->all_reduce_max(state.current_amax());
   ops::fp8_update_scales(states, cfg_.policy.fp8_recipe);

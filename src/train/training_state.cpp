@@ -36,9 +36,7 @@ void for_each_state_tensor(DcganTrainer& trainer, Visit&& visit) {
     visit(std::string(n.prefix) + "adam_step", n.opt.step_count());
     // O4's delayed scaling: without it a resumed run would quantize with other scales.
     for (auto& [name, s] : n.net.named_fp8_scalings())
-      for (auto [role, state] : {std::pair<const char*, Fp8Scaling*>{"input", &s->input},
-                                 std::pair<const char*, Fp8Scaling*>{"weight", &s->weight},
-                                 std::pair<const char*, Fp8Scaling*>{"grad_output", &s->grad_output}}) {
+      for (auto [role, state] : s->named()) {
         const std::string key = n.prefix + name + ".fp8_" + role;
         visit(key + ".amax_history", state->amax_history);
         visit(key + ".scale", state->scale);

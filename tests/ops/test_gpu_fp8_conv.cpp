@@ -13,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "cuda/conv/conv_phase_dgrad.h"
 #include "cuda/conv/fp8_conv_wgmma.h"
 #include "ganengine/fp8.h"
 #include "ganengine/ops.h"
@@ -26,11 +25,6 @@ namespace {
 
 const Device kCpu = Device::cpu();
 const Device kGpu = Device::cuda(0);
-
-#define GE_REQUIRE_SM90()                                                                                          \
-  do {                                                                                                             \
-    if (!gpu::device_is_sm90(0)) GE_SKIP_TEST("the FP8 warpgroup-MMA kernels run on compute capability 9.0 only"); \
-  } while (0)
 
 // An FP8 operand on both devices, quantized once on the CPU.
 struct Operand {

@@ -24,12 +24,6 @@ Tensor random_half(const ge::Shape& s) {
   return ge::test::random_tensor(s, DType::F16, Device::cpu(), MemoryFormat::NHWC, -1.0, 1.0);
 }
 
-// The kernel runs on compute capability 9.0 only: elsewhere a test says so and stops.
-#define GE_REQUIRE_SM90()                                                                                          \
-  do {                                                                                                             \
-    if (!ge::gpu::device_is_sm90(0)) GE_SKIP_TEST("the warpgroup-MMA kernel runs on compute capability 9.0 only"); \
-  } while (0)
-
 // 4 images make two blocks each (two phases a block); 160, more than an H100's or H200's 132 SMs,
 // one item of four phases each, several items a block.
 TEST_CASE("gpu ops: the 128 to 64-channel stride-2 backward-data on warpgroup MMA matches the CPU") {

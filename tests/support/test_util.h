@@ -11,6 +11,9 @@
 #include "core/backend.h"
 #include "ganengine/tensor.h"
 #include "support/test_skip.h"
+#if GE_WITH_CUDA
+#include "cuda/conv/conv_phase_dgrad.h"  // gpu::device_is_sm90
+#endif
 
 namespace ge::test {
 
@@ -35,6 +38,15 @@ struct ClusterChoice {
       GE_SKIP_TEST("needs " + std::to_string(n) + " CUDA devices, found " + \
                    std::to_string(::ge::cuda_device_count()));              \
   } while (0)
+
+#if GE_WITH_CUDA
+// Cases of the sm_90a warpgroup-MMA kernels (kernels/cuda/conv/sm90a/), which run on compute
+// capability 9.0 only: skipped on another GPU.
+#define GE_REQUIRE_SM90()                                                                                            \
+  do {                                                                                                               \
+    if (!::ge::gpu::device_is_sm90(0)) GE_SKIP_TEST("the warpgroup-MMA kernels run on compute capability 9.0 only"); \
+  } while (0)
+#endif
 
 // Fresh random values for every run unless GE_TEST_SEED is set; printed on failure.
 std::mt19937_64& rng();

@@ -114,14 +114,12 @@ void expect_same_state(DcganTrainer& a, DcganTrainer& b, bool with_buffers, bool
     auto fb = (net == 0 ? b.generator() : b.discriminator()).named_fp8_scalings();
     REQUIRE(fa.size() == fb.size());
     for (size_t i = 0; i < fa.size(); ++i) {
-      INFO((net == 0 ? "G " : "D "), fa[i].first, " FP8 scaling");
-      const nn::Fp8ConvScaling& x = *fa[i].second;
-      const nn::Fp8ConvScaling& y = *fb[i].second;
-      for (auto [p, q] : {std::pair{&x.input, &y.input}, std::pair{&x.weight, &y.weight},
-                          std::pair{&x.grad_output, &y.grad_output}}) {
-        CHECK(same_tensor(p->amax_history, q->amax_history));
-        CHECK(same_tensor(p->scale, q->scale));
-        CHECK(same_tensor(p->scale_inv, q->scale_inv));
+      const auto x = fa[i].second->named(), y = fb[i].second->named();
+      for (size_t k = 0; k < x.size(); ++k) {
+        INFO((net == 0 ? "G " : "D "), fa[i].first, " FP8 scaling of the ", x[k].first);
+        CHECK(same_tensor(x[k].second->amax_history, y[k].second->amax_history));
+        CHECK(same_tensor(x[k].second->scale, y[k].second->scale));
+        CHECK(same_tensor(x[k].second->scale_inv, y[k].second->scale_inv));
       }
     }
   }

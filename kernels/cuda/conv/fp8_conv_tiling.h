@@ -33,6 +33,10 @@ constexpr int kStageChunks = kStageK / 16;
 // the rows 8 rows are kStageChunks * 128 bytes on (their stride offset).
 constexpr uint32_t kLeadingBytes = 128;
 constexpr uint32_t kStrideBytes = kStageChunks * 128;
+// Byte k of row `row` of an operand's stage.
+GE_FP8_CONV_HD uint32_t stage_byte(int row, int k) {
+  return static_cast<uint32_t>((row / 8 * kStageChunks + k / 16) * 128 + row % 8 * 16 + k % 16);
+}
 // A stage: A's kTileRows rows, then B's n.
 constexpr uint32_t stage_bytes(int n) { return static_cast<uint32_t>((kTileRows + n) * kStageK); }
 
@@ -76,9 +80,7 @@ struct ThreadChunks {
       : warp(t / 32), chunk(2 * (t % 32 / 16) + t % 2), row_in_group(t % 16 / 2) {}
   GE_FP8_CONV_HD int group(int i) const { return warp + 8 * i; }
   GE_FP8_CONV_HD int row(int i) const { return 8 * group(i) + row_in_group; }
-  GE_FP8_CONV_HD uint32_t offset(int i) const {
-    return static_cast<uint32_t>((group(i) * kStageChunks + chunk) * 128 + 16 * row_in_group);
-  }
+  GE_FP8_CONV_HD uint32_t offset(int i) const { return stage_byte(row(i), 16 * chunk); }
 };
 
 // A K byte (a thread's chunk in the stage about to be loaded) as tap (r, s) and channel c, moved

@@ -139,11 +139,9 @@ __global__ void fp8_mma_tile_kernel(const uint8_t* __restrict__ a, const uint8_t
   __shared__ __align__(128) uint8_t tile[2 * 64 * fp8_conv::kStageK];
   await_previous_kernel();
   const int t = threadIdx.x;
-  // Byte k of row r at core matrix (r / 8, k / 16): (r / 8 * kStageChunks + k / 16) * 128 + r % 8 * 16 + k % 16.
   for (int i = t; i < 2 * 64 * 32; i += kWarpgroupThreads) {
     const int operand = i / (64 * 32), r = i / 32 % 64, k = i % 32;
-    tile[operand * 64 * fp8_conv::kStageK + (r / 8 * fp8_conv::kStageChunks + k / 16) * 128 + r % 8 * 16 + k % 16] =
-        (operand ? b : a)[r * 32 + k];
+    tile[operand * 64 * fp8_conv::kStageK + fp8_conv::stage_byte(r, k)] = (operand ? b : a)[r * 32 + k];
   }
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
   __syncthreads();
