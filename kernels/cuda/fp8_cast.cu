@@ -7,7 +7,11 @@
 // and order-free, so the result is the CPU's whatever the schedule, NaN included. The scale is read
 // from device memory and nothing returns to the host: both launches are capturable in a CUDA graph.
 // Assumes codes (u8) and values (f32, f16 or bf16) store their elements in the same order (same
-// shape and memory format, which ops::fp8_quantize checks) and nothing else about alignment.
+// shape and memory format, which ops::fp8_quantize checks) and nothing else about alignment. The
+// round trip of 16-byte aligned f16 or bf16 tensors, O4's every operand, moves 16 bytes a thread
+// and converts on the hardware's FP8 instructions; the tests hold both forms to the CPU bitwise.
+#include <cuda_fp8.h>
+
 #include <cstdint>
 #include <string>
 
@@ -114,6 +118,103 @@ __global__ void round_trip_kernel(const void* x, ElemType x_type, int64_t n, con
   if (amax) fold_into_amax(key, amax);  // amax is the same for the whole grid
 }
 
+// fp8_round_trip_element of two values on Hopper's conversion instructions: the f32 products to
+// two E4M3 or E5M2 codes (cvt.rn.satfinite rounds to nearest even and saturates, as fp8_bits.h
+// does), the codes to two halves (exact: every value of both formats is a half), each times
+// scale_inv. The bit arithmetic of fp8_bits.h made the per-element kernel above bound by its
+// instructions, not by memory (docs/performance.md, "FP8 convolutions"). Non-finite inputs pass
+// through and a NaN result is the canonical one, as the element function returns them.
+template <Fp8Format F>
+__device__ __forceinline__ float2 round_trip_pair(float2 v, float s, float s_inv) {
+  constexpr __nv_fp8_interpretation_t kFormat = F == Fp8Format::E4M3 ? __NV_E4M3 : __NV_E5M2;
+  const float2 scaled = make_float2(fmul_rn(v.x, s), fmul_rn(v.y, s));
+  const __half2 values =
+      __half2(__nv_cvt_fp8x2_to_halfraw2(__nv_cvt_float2_to_fp8x2(scaled, __NV_SATFINITE, kFormat), kFormat));
+  const float2 w = __half22float2(values);
+  const auto finish = [&](float x, float fp8_value) {
+    if (!fp8_math::is_finite(x)) return x;
+    const float r = fmul_rn(fp8_value, s_inv);
+    return fp8_math::is_nan(r) ? bits_float(fp8_math::kCanonicalNanBits) : r;
+  };
+  return make_float2(finish(v.x, w.x), finish(v.y, w.y));
+}
+
+// The round trip of one word of two 16-bit values (T: __half or __nv_bfloat16), folding both
+// values' amax keys into key.
+template <class T, Fp8Format F>
+__device__ __forceinline__ uint32_t round_trip_word(uint32_t word, float s, float s_inv, uint32_t& key) {
+  const float2 v = unpack_pair<T>(word);
+  key = max(key, max(fp8_amax_key(v.x), fp8_amax_key(v.y)));
+  const float2 r = round_trip_pair<F>(v, s, s_inv);
+  T out[2];
+  store_float2(out, r.x, r.y);
+  return *reinterpret_cast<const uint32_t*>(out);
+}
+
+// Eight values a 16-byte access, with kInFlight accesses loaded before any is converted. x and y
+// share a 16-bit type and are 16-byte aligned; the n % 8 values past the last whole access go to
+// block 0's first threads, as a word padded with a zero (which adds nothing to amax).
+template <class T, Fp8Format F>
+__global__ void round_trip_vector_kernel(const T* x, int64_t n, const float* scale, const float* scale_inv, T* y,
+                                         uint32_t* amax) {
+  await_previous_kernel();
+  const float s = *scale, s_inv = *scale_inv;
+  uint32_t key = 0;
+  const int64_t chunks = n / 8, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const auto* in = reinterpret_cast<const uint4*>(x);
+  auto* out = reinterpret_cast<uint4*>(y);
+  for (int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; first < chunks;
+       first += kInFlight * stride) {
+    uint4 v[kInFlight];
+#pragma unroll
+    for (int j = 0; j < kInFlight; ++j)
+      if (first + j * stride < chunks) v[j] = in[first + j * stride];
+#pragma unroll
+    for (int j = 0; j < kInFlight; ++j) {
+      if (first + j * stride >= chunks) break;
+      uint4 r;
+      r.x = round_trip_word<T, F>(v[j].x, s, s_inv, key);
+      r.y = round_trip_word<T, F>(v[j].y, s, s_inv, key);
+      r.z = round_trip_word<T, F>(v[j].z, s, s_inv, key);
+      r.w = round_trip_word<T, F>(v[j].w, s, s_inv, key);
+      out[first + j * stride] = r;
+    }
+  }
+  const int64_t tail = chunks * 8 + threadIdx.x;
+  if (blockIdx.x == 0 && tail < n) {
+    const uint16_t bits = reinterpret_cast<const uint16_t*>(x)[tail];
+    const uint32_t word = round_trip_word<T, F>(bits, s, s_inv, key);
+    reinterpret_cast<uint16_t*>(y)[tail] = static_cast<uint16_t>(word & 0xffffu);
+  }
+  if (amax) fold_into_amax(key, amax);
+}
+
+// The vector kernel where x and y are one 16-bit type and 16-byte aligned, else nullptr.
+using RoundTripVectorLaunch = void (*)(const Tensor&, const float*, const float*, Fp8Format, Tensor&, uint32_t*);
+template <class T>
+void launch_round_trip_vector(const Tensor& x, const float* scale, const float* scale_inv, Fp8Format format, Tensor& y,
+                              uint32_t* amax) {
+  const int64_t n = x.numel();
+  const auto* xp = static_cast<const T*>(x.data());
+  auto* yp = static_cast<T*>(y.data());
+  const unsigned grid = grid_for(ceil_div(ceil_div(n, 8), kInFlight));
+  if (format == Fp8Format::E4M3)
+    launch_kernel(round_trip_vector_kernel<T, Fp8Format::E4M3>, grid, kThreads, 0, stream_of(x), xp, n, scale,
+                  scale_inv, yp, amax);
+  else
+    launch_kernel(round_trip_vector_kernel<T, Fp8Format::E5M2>, grid, kThreads, 0, stream_of(x), xp, n, scale,
+                  scale_inv, yp, amax);
+}
+
+RoundTripVectorLaunch vector_round_trip_for(const Tensor& x, const Tensor& y) {
+  const bool aligned =
+      reinterpret_cast<uintptr_t>(x.data()) % 16 == 0 && reinterpret_cast<uintptr_t>(y.data()) % 16 == 0;
+  if (!aligned || x.dtype() != y.dtype()) return nullptr;
+  if (x.dtype() == DType::F16) return launch_round_trip_vector<__half>;
+  if (x.dtype() == DType::BF16) return launch_round_trip_vector<__nv_bfloat16>;
+  return nullptr;
+}
+
 void check_gpu(const Tensor& t, const char* what) {
   GE_CHECK(t.defined() && t.device().is_cuda(), what, " must be on a CUDA device, is ",
            t.defined() ? t.str() : std::string("undefined"));
@@ -165,10 +266,15 @@ void fp8_round_trip(const Tensor& x, const Tensor& scale, const Tensor& scale_in
            x.str());
   const int64_t n = x.numel();
   if (n == 0) return;
+  auto* amax_key = amax ? static_cast<uint32_t*>(amax->data()) : nullptr;
+  if (RoundTripVectorLaunch vector = vector_round_trip_for(x, y)) {
+    vector(x, scale.data_as<const float>(), scale_inv.data_as<const float>(), format, y, amax_key);
+    CUDA_CHECK_LAUNCH();
+    return;
+  }
   launch_kernel(round_trip_kernel, grid_for(ceil_div(n, kInFlight)), kThreads, 0, stream_of(x),
                 static_cast<const void*>(x.data()), elem_type(x.dtype()), n, scale.data_as<const float>(),
-                scale_inv.data_as<const float>(), format, y.data(), elem_type(y.dtype()),
-                amax ? static_cast<uint32_t*>(amax->data()) : nullptr);
+                scale_inv.data_as<const float>(), format, y.data(), elem_type(y.dtype()), amax_key);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -381,6 +381,40 @@ TEST_CASE("gpu ops: fp8_dequantize matches the CPU bitwise") {
       }
 }
 
+// Every bit pattern of a 16-bit dtype, in order: every finite value, both zeros, subnormals,
+// infinities and NaNs.
+Tensor every_bit_pattern(DType dtype) {
+  Tensor t = Tensor::empty({65536}, dtype);
+  auto* bits = t.data_as<uint16_t>();
+  for (uint32_t i = 0; i < 65536; ++i) bits[i] = static_cast<uint16_t>(i);
+  return t;
+}
+
+TEST_CASE("gpu ops: fp8_round_trip of every f16 and bf16 bit pattern matches the CPU bitwise aligned or not") {
+  GE_REQUIRE_GPU();
+  const Device gpu = Device::cuda(0);
+  for (DType dt : {DType::F16, DType::BF16})
+    for (Fp8Format f : kFormats)
+      for (float scale : kScales)
+        // From element 0 the 16-bit kernels take 16-byte accesses; from element 1 the view is
+        // 2 bytes off that alignment.
+        for (int64_t begin : {0, 1}) {
+          CAPTURE(dtype_name(dt));
+          CAPTURE(name_of(f));
+          CAPTURE(scale);
+          CAPTURE(begin);
+          const Tensor all = every_bit_pattern(dt);
+          const Tensor x = all.slice0(begin, all.numel()), x_gpu = all.to(gpu).slice0(begin, all.numel());
+          Tensor y_gpu = Tensor::empty({65536}, dt, gpu).slice0(begin, 65536);
+          Tensor y_cpu = Tensor::empty(x.shape(), dt), amax_cpu = f32_scalar(0.0f), amax_gpu = f32_scalar(0.0f, gpu);
+          const Tensor s = f32_scalar(scale), s_inv = f32_scalar(1.0f / scale);
+          ops::fp8_round_trip(x, s, s_inv, f, y_cpu, &amax_cpu);
+          ops::fp8_round_trip(x_gpu, s.to(gpu), s_inv.to(gpu), f, y_gpu, &amax_gpu);
+          CHECK(same_values_or_both_nan(y_gpu.to(kCpu), y_cpu));
+          CHECK(same_bytes(amax_gpu.to(kCpu), amax_cpu));
+        }
+}
+
 TEST_CASE("gpu ops: fp8_quantize captured in a CUDA graph and replayed reads the scale each replay") {
   GE_REQUIRE_GPU();
   const Device gpu = Device::cuda(0);
