@@ -130,6 +130,13 @@ class Conv2d : public Layer {
   // Off: the passes still round to FP8 but record no amax, so that a look at samples never
   // changes the scales of a run (Sequential::set_update_running_stats).
   void set_record_amax(bool on) { record_amax_ = on; }
+  // The rounding of this FP8 layer's output gradient (E5M2, its amax recorded as the layer's own
+  // rounding records it), for the layer that writes that gradient; nullopt without FP8.
+  std::optional<ops::Fp8RoundTrip> output_gradient_rounding() const;
+  // The next backward's dy, if it is exactly `dy`, comes rounded already: backward does not round
+  // it again (BatchNorm2d::round_gradient_for).
+  void take_rounded_output_gradient(const Tensor& dy) { rounded_dy_ = dy; }
+  bool took_rounded_gradient() const { return took_rounded_gradient_; }  // the latest backward's dy came so
   // A convolution whose output is each image's dot product with its one filter (D's last layer:
   // one output channel, no padding, not transposed, no fused activation) can take that output
   // from the BatchNorm2d before it (BatchNorm2d::form_dots_for), which forms it while writing the
@@ -179,6 +186,8 @@ class Conv2d : public Layer {
   Tensor saved_x_, saved_w_, saved_y_;  // saved_y_: the fused activation's output
   std::shared_ptr<Fp8ConvScaling> fp8_;
   bool record_amax_ = true;
+  Tensor rounded_dy_;  // take_rounded_output_gradient's, until the next backward
+  bool took_rounded_gradient_ = false;
   // Every twin's weight gradient (twin()): one buffer, zeroed once, that each step's twin writes
   // before reading it (the twins of successive steps run one after another).
   mutable Tensor twin_grad_;
@@ -229,6 +238,13 @@ class BatchNorm2d : public Layer {
   void give_outer_gradient(const Tensor& dlogits, const Tensor& w, const Conv2dParams& p);
   bool took_outer_gradient() const { return took_outer_gradient_; }  // the latest backward formed it
   bool fused() const { return fused_.has_value(); }
+  // O4: `conv` is the FP8 convolution whose output this layer normalizes. Backward writes its input
+  // gradient, that convolution's output gradient, rounded to FP8 and back as the convolution's
+  // state says (Conv2d::output_gradient_rounding) where the fused backward runs, and hands it over
+  // (Conv2d::take_rounded_output_gradient): the rounding pass the convolution would run, saved.
+  // nullptr: none.
+  void round_gradient_for(Conv2d* conv) { rounds_gradient_for_ = conv; }
+  Conv2d* rounds_gradient_for() const { return rounds_gradient_for_; }
 
   static constexpr float kMomentum = 0.1f;
   static constexpr float kEps = 1e-5f;
@@ -257,6 +273,9 @@ class BatchNorm2d : public Layer {
   Tensor outer_dlogits_, outer_w_;  // give_outer_gradient's, until the next backward
   Conv2dParams outer_params_;
   bool took_outer_gradient_ = false;
+  Conv2d* rounds_gradient_for_ = nullptr;
+  // dx, handed to rounds_gradient_for_ as rounded when round_dx rounded it.
+  Tensor rounded_for_convolution(Tensor dx, const ops::Fp8RoundTrip* round_dx);
   // The training forward with dots_for_'s output formed and handed to it; false, having run
   // nothing, where it cannot be.
   bool forward_forming_dots(const Tensor& x, Tensor& running_mean, Tensor& running_var, Tensor& y);
@@ -305,6 +324,10 @@ struct Fusion {
     // G's last layer (Tanh fused) + D's first layer: D's first layer takes the input gradient of
     // G's pass through D on through Tanh as it writes it.
     TanhGradientIntoD,
+    // Conv2d with FP8 operands (O4) + BatchNorm2d (activation fused): the BatchNorm's backward
+    // writes the convolution's output gradient rounded to FP8 and back, the convolution's own
+    // rounding pass (the same values and amax).
+    Fp8GradientFromBatchNorm,
   };
   Kind kind;
   size_t layer;    // the layer doing the work (in G for TanhGradientIntoD)

@@ -57,6 +57,15 @@ void conv_transpose2d_backward_data(const Tensor& dy, const Tensor& w, Tensor& d
 void conv_transpose2d_backward_filter(const Tensor& x, const Tensor& dy, Tensor& dw, const Conv2dParams& p,
                                       float beta = 0.f);
 
+// An op's output rounded to FP8 and back as the op writes it: bitwise what fp8_round_trip(out,
+// scale, scale_inv, format, out, amax) leaves, without that pass over the output (O4's output
+// gradients, formed where the BatchNorm backward writes them). The ops that take one say so.
+struct Fp8RoundTrip {
+  Tensor scale, scale_inv;  // f32 (1) each, on the op's device
+  Fp8Format format = Fp8Format::E4M3;
+  Tensor amax;  // f32 (1) that the output's amax is folded into; undefined: none recorded
+};
+
 // ---- BatchNorm2d. x, y, dy, dx: activations (f32/f16/bf16, NCHW or NHWC).
 // gamma, beta, running_mean, running_var: (C) in f32 (keep_batchnorm_fp32) or the activation's
 // half type (O3). save_mean, save_invstd: (C) f32, written by the training forward.
@@ -136,14 +145,16 @@ bool batchnorm_activation_forward_train_dot(const Tensor& x, const Tensor& gamma
 bool batchnorm_activation_backward_outer(const Tensor& x, const Tensor& y, const Tensor& dlogits, const Tensor& w,
                                          const Tensor& gamma, const Tensor& beta, const Tensor& save_mean,
                                          const Tensor& save_invstd, const FusedActivation& act, Tensor& dx,
-                                         Tensor& dgamma, Tensor& dbeta);
+                                         Tensor& dgamma, Tensor& dbeta, const Fp8RoundTrip* round_dx = nullptr);
 void batchnorm_activation_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                        const Tensor& running_mean, const Tensor& running_var, float eps,
                                        const FusedActivation& act, Tensor& y);
+// round_dx: dx rounded to FP8 and back as it is written (Fp8RoundTrip: in the pass that writes dx
+// on the GPU, by a round trip after it on the CPU), with its amax recorded. So does _outer's.
 void batchnorm_activation_backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& gamma,
                                    const Tensor& beta, const Tensor& save_mean, const Tensor& save_invstd,
                                    const FusedActivation& act, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
-                                   const BatchNormSync* sync = nullptr);
+                                   const BatchNormSync* sync = nullptr, const Fp8RoundTrip* round_dx = nullptr);
 // ---- a convolution followed by an in-place activation (D's first layer and its LeakyReLU), as
 // one op: bitwise the two ops in sequence (the convolution rounded to y's dtype before the
 // activation). The backward-filter takes the activation's output y and that output's gradient

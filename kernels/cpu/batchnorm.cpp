@@ -144,7 +144,7 @@ void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& 
 void batchnorm_backward(const Tensor& x, const Tensor& dy_out, const Tensor& gamma, const Tensor& save_mean,
                         const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
                         const ops::FusedActivation* act, const Tensor* y_act, const Tensor* /*beta*/,
-                        const ops::BatchNormSync* sync) {
+                        const ops::BatchNormSync* sync, const ops::Fp8RoundTrip* round_dx) {
   // With a fused activation, its gradient comes first, as the unfused layers would compute it
   // (from y_act: the reference reads what the forward wrote).
   Tensor dy = dy_out;
@@ -201,6 +201,10 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy_out, const Tensor& gam
       ++j;
     });
   });
+  // The reference rounds dx as a pass of its own: what the GPU's dx pass writes in one.
+  if (round_dx)
+    cpu::fp8_round_trip(dx, round_dx->scale, round_dx->scale_inv, round_dx->format, dx,
+                        round_dx->amax.defined() ? &round_dx->amax : nullptr);
 }
 
 }  // namespace cpu

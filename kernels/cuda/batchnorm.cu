@@ -29,6 +29,7 @@
 #include "cuda/batchnorm_math.cuh"
 #include "cuda/channel_reduce.cuh"
 #include "cuda/cuda_util.cuh"
+#include "cuda/fp8_round_trip.cuh"
 #include "cuda/image_dot.cuh"
 #include "cuda/kernel_launch.cuh"
 #include "cuda/vector_pack.cuh"
@@ -230,12 +231,15 @@ __global__ void __launch_bounds__(kThreads)
 
 // fixed_channels: as normalize_kernel's. The fused activation's output is read back
 // (bn_output_grad) or, with kThreshold, tested on x against coef's fourth vector
-// (bn_threshold_grad; batchnorm_math.cuh says why that is the same).
+// (bn_threshold_grad; batchnorm_math.cuh says why that is the same). round.scale set: dx rounded
+// to FP8 and back as it is written (ops::Fp8RoundTrip), its amax folded into round.amax.
 template <class T, int V, bool kThreshold, class Dy = const T*>
 __global__ void batchnorm_dx_kernel(const T* x, Dy dy, const T* y, T* dx, const float* mean, const float* coef,
                                     ChannelGeometry g, uint32_t packs, bool vector_loads, bool fixed_channels,
-                                    ActivationGrad act) {
+                                    ActivationGrad act, Fp8RoundTripArgs round) {
   await_previous_kernel();
+  const float round_scale = round.scale ? *round.scale : 0.f, round_scale_inv = round.scale ? *round.scale_inv : 0.f;
+  uint32_t amax_key = 0;
   float m[V], k0[V], k1[V], k2[V], t[kThreshold ? V : 1];
   auto load_channels = [&](uint32_t c0) {
     channel_values<V>(mean, c0, g.nhwc, vector_loads, m);
@@ -266,8 +270,10 @@ __global__ void batchnorm_dx_kernel(const T* x, Dy dy, const T* y, T* dx, const 
                                  {m[j], 0.f, 0.f, 0.f});
       store_float(&out.v[j], bn_dx(k0[j], k1[j], k2[j], grad, xf, m[j]));
     }
+    if (round.scale) fp8_round_trip_pack(out, round, round_scale, round_scale_inv, amax_key);
     reinterpret_cast<Pack<T, V>*>(dx)[p] = out;
   }
+  if (round.amax) fold_amax_key(amax_key, round.amax);
 }
 
 // Vector loads of per-channel values need every channel vector aligned to a whole pack.
@@ -471,7 +477,8 @@ template <class T, class Dy>
 void batchnorm_backward_three_launches(const Tensor& x, const ChannelGeometry& g, Dy dy, const void* dy_data,
                                        const Tensor& gamma, const Tensor* beta, const T* y, const Tensor& save_mean,
                                        const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
-                                       const ActivationGrad& agrad, const ops::BatchNormSync* sync) {
+                                       const ActivationGrad& agrad, const ops::BatchNormSync* sync,
+                                       const Fp8RoundTripArgs& round) {
   cudaStream_t stream = stream_of(x);
   const uint32_t splits = reduce_splits(g);
   Tensor partials =
@@ -531,7 +538,8 @@ void batchnorm_backward_three_launches(const Tensor& x, const ChannelGeometry& g
     auto launch = [&](auto kernel) {
       const unsigned blocks = elementwise_blocks(kernel, n / W, x.device().index);
       launch_kernel(kernel, blocks, kThreads, 0, stream, x.data_as<T>(), dy, y, dx.data_as<T>(), mean,
-                    coef.data_as<float>(), g, n / W, vector_loads, channels_fixed_per_thread(g, blocks, W), agrad);
+                    coef.data_as<float>(), g, n / W, vector_loads, channels_fixed_per_thread(g, blocks, W), agrad,
+                    round);
     };
     if (thresholds)  // 16-bit activations only
       launch(batchnorm_dx_kernel<T, W, true, Dy>);
@@ -541,7 +549,7 @@ void batchnorm_backward_three_launches(const Tensor& x, const ChannelGeometry& g
     const unsigned blocks = grid_for(n);
     launch_kernel(batchnorm_dx_kernel<T, 1, false, Dy>, blocks, kThreads, 0, stream, x.data_as<T>(), dy, y,
                   dx.data_as<T>(), mean, coef.data_as<float>(), g, n, false, channels_fixed_per_thread(g, blocks, 1),
-                  agrad);
+                  agrad, round);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -627,7 +635,7 @@ void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& 
 void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,
                         const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
                         const ops::FusedActivation* act, const Tensor* y_act, const Tensor* beta,
-                        const ops::BatchNormSync* sync) {
+                        const ops::BatchNormSync* sync, const ops::Fp8RoundTrip* round_dx) {
   check_activation_pair(x, dy, "x/dy");
   check_backward(x, dx, gamma, dgamma, dbeta, save_mean, save_invstd);
   if (sync) check_sync(*sync, x);
@@ -639,20 +647,21 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
   }
   const ChannelGeometry g = channel_geometry(x);
   GE_CHECK(g.M > 0 && g.C > 0, "batchnorm: empty input ", x.str());
-  if (!sync &&
-      batchnorm_backward_clustered(x, g, &dy, gamma, beta, y_act, save_mean, save_invstd, dx, dgamma, dbeta, agrad))
+  const Fp8RoundTripArgs round = fp8_round_trip_args(round_dx);
+  if (!sync && batchnorm_backward_clustered(x, g, &dy, gamma, beta, y_act, save_mean, save_invstd, dx, dgamma, dbeta,
+                                            agrad, round))
     return;
   GE_DISPATCH_FLOAT(x.dtype(), T, {
     batchnorm_backward_three_launches<T>(x, g, dy.data_as<T>(), dy.data(), gamma, beta,
                                          act ? y_act->data_as<T>() : nullptr, save_mean, save_invstd, dx, dgamma, dbeta,
-                                         agrad, sync);
+                                         agrad, sync, round);
   });
 }
 
 bool batchnorm_backward_outer(const Tensor& x, const Tensor& y_act, const Tensor& dlogits, const Tensor& w,
                               const Tensor& gamma, const Tensor& beta, const Tensor& save_mean,
                               const Tensor& save_invstd, const ops::FusedActivation& act, Tensor& dx, Tensor& dgamma,
-                              Tensor& dbeta) {
+                              Tensor& dbeta, const ops::Fp8RoundTrip* round_dx) {
   check_activation_pair(x, y_act, "x/y");
   check_backward(x, dx, gamma, dgamma, dbeta, save_mean, save_invstd);
   check_params(x, gamma, {&beta});
@@ -663,13 +672,14 @@ bool batchnorm_backward_outer(const Tensor& x, const Tensor& y_act, const Tensor
     return false;
   const ActivationGrad agrad = activation_grad(x, gamma, act, &beta);
   const ImageOuter outer{&dlogits, &w};
+  const Fp8RoundTripArgs round = fp8_round_trip_args(round_dx);
   if (batchnorm_backward_clustered(x, g, nullptr, gamma, &beta, &y_act, save_mean, save_invstd, dx, dgamma, dbeta,
-                                   agrad, &outer))
+                                   agrad, round, &outer))
     return true;
   GE_DISPATCH_HALF(x.dtype(), T, {
     const OuterDy<T> dy{dlogits.data_as<T>(), w.data_as<T>(), FastDivmod(g.HW * g.C)};
     batchnorm_backward_three_launches<T>(x, g, dy, w.data(), gamma, &beta, y_act.data_as<T>(), save_mean, save_invstd,
-                                         dx, dgamma, dbeta, agrad, nullptr);
+                                         dx, dgamma, dbeta, agrad, nullptr, round);
   });
   return true;
 }

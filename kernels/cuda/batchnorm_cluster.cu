@@ -188,11 +188,13 @@ __global__ void __launch_bounds__(kClusterThreads)
 }
 
 // outer.w non-null: dy is D's last layer's backward-data (OuterDy), formed into the block's rows
-// instead of copied (visit.dy unused).
+// instead of copied (visit.dy unused). round.scale set: dx rounded to FP8 and back as it is
+// written (ops::Fp8RoundTrip), its amax folded into round.amax.
 template <class T, class P, int Packs, bool kRecompute>
 __global__ void __launch_bounds__(kClusterThreads)
     batchnorm_backward_cluster_kernel(GradSumsVisit<T, P, kRecompute> visit, T* dx, FinishGrads<P> finish,
-                                      ChannelGeometry g, uint32_t rows_per_block, OuterDy<T> outer) {
+                                      ChannelGeometry g, uint32_t rows_per_block, OuterDy<T> outer,
+                                      Fp8RoundTripArgs round) {
   await_previous_kernel();
   constexpr int V = kWidePack<T>, kCols = Tile<Packs, V>::kCols, kRows = Tile<Packs, V>::kRows;
   __shared__ float coef[3][kCols];
@@ -250,6 +252,8 @@ __global__ void __launch_bounds__(kClusterThreads)
     k2[j] = coef[2][col + j];
   }
   using Packed = Pack<T, V>;
+  const float round_scale = round.scale ? *round.scale : 0.f, round_scale_inv = round.scale ? *round.scale_inv : 0.f;
+  uint32_t amax_key = 0;
   for (uint32_t r = ty; r < rows.count; r += kRows) {
     const typename GradSumsVisit<T, P, kRecompute>::Loaded v = local.load(r * kCols + col);
     Packed out;
@@ -260,8 +264,10 @@ __global__ void __launch_bounds__(kClusterThreads)
       const float grad = bn_output_grad<T, kRecompute>(local.act, xf, yf, load_float(&v.dy.v[j]), ch.c[j]);
       store_float(&out.v[j], bn_dx(k0[j], k1[j], k2[j], grad, xf, ch.c[j].mean));
     }
+    if (round.scale) fp8_round_trip_pack(out, round, round_scale, round_scale_inv, amax_key);
     *reinterpret_cast<Packed*>(dx + uint64_t{rows.begin + r} * g.C + c0) = out;
   }
+  if (round.amax) fold_amax_key(amax_key, round.amax);
   if (lane < kCols && cg::this_cluster().block_rank() == 0) finish.params(c_first + lane, total);  // dgamma, dbeta
   cluster_wait();  // the other blocks have read this block's total
 }
@@ -382,7 +388,7 @@ bool batchnorm_forward_train_clustered(const Tensor& x, const ChannelGeometry& g
 bool batchnorm_backward_clustered(const Tensor& x, const ChannelGeometry& g, const Tensor* dy, const Tensor& gamma,
                                   const Tensor* beta, const Tensor* y, const Tensor& save_mean,
                                   const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
-                                  const ActivationGrad& act, const ImageOuter* outer) {
+                                  const ActivationGrad& act, const Fp8RoundTripArgs& round, const ImageOuter* outer) {
   bool taken = false;
   GE_DISPATCH_FLOAT(x.dtype(), T, {
     const T* y_data = act.fused && !act.recompute ? y->data_as<T>() : nullptr;
@@ -409,7 +415,7 @@ bool batchnorm_backward_clustered(const Tensor& x, const ChannelGeometry& g, con
                                                       act};
           auto launch = [&](auto kernel) {
             taken = launch_layout(kernel, l, device, stream_of(x), visit, dx.data_as<T>(), finish, g, l.rows_per_block,
-                                  outer_dy);
+                                  outer_dy, round);
           };
           if (l.packs == 2)
             launch(batchnorm_backward_cluster_kernel<T, P, 2, kRecompute>);

@@ -13,6 +13,7 @@
 #pragma once
 #include "cuda/batchnorm_math.cuh"
 #include "cuda/channel_reduce.cuh"
+#include "cuda/fp8_round_trip.cuh"
 #include "ganengine/ops.h"
 #include "ganengine/tensor.h"
 
@@ -37,11 +38,13 @@ struct ImageOuter {
 };
 
 // y: the fused activation's output, read when act.fused and not act.recompute; beta: read when
-// act.recompute. dy: the output's gradient, or nullptr with `outer`, which stands for it.
+// act.recompute. dy: the output's gradient, or nullptr with `outer`, which stands for it. round:
+// dx rounded to FP8 and back as it is written (round.scale null: not).
 bool batchnorm_backward_clustered(const Tensor& x, const ChannelGeometry& g, const Tensor* dy, const Tensor& gamma,
                                   const Tensor* beta, const Tensor* y, const Tensor& save_mean,
                                   const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
-                                  const bn::ActivationGrad& act, const ImageOuter* outer = nullptr);
+                                  const bn::ActivationGrad& act, const Fp8RoundTripArgs& round,
+                                  const ImageOuter* outer = nullptr);
 
 }  // namespace gpu
 }  // namespace ge

@@ -10,14 +10,13 @@
 // shape and memory format, which ops::fp8_quantize checks) and nothing else about alignment. The
 // round trip of 16-byte aligned f16 or bf16 tensors, O4's every operand, moves 16 bytes a thread
 // and converts on the hardware's FP8 instructions; the tests hold both forms to the CPU bitwise.
-#include <cuda_fp8.h>
-
 #include <cstdint>
 #include <string>
 
 #include "core/backend.h"
 #include "core/fp8_scaling_math.h"
 #include "cuda/cuda_util.cuh"
+#include "cuda/fp8_round_trip.cuh"
 #include "cuda/kernel_launch.cuh"
 
 namespace ge {
@@ -26,7 +25,6 @@ namespace {
 
 // Elements a thread loads before it converts any, so that several loads are in flight at once.
 constexpr int kInFlight = 4;
-constexpr int kWarps = kThreads / 32;
 
 __global__ void zero_amax_kernel(uint32_t* amax) {
   await_previous_kernel();
@@ -55,21 +53,6 @@ __device__ __forceinline__ void for_each_value(const void* x, ElemType x_type, i
   }
 }
 
-// Folds every thread's amax key into *amax: a warp shuffle, then the block's warps, then one
-// integer atomicMax a block. Every thread of the block must call it.
-__device__ __forceinline__ void fold_into_amax(uint32_t key, uint32_t* amax) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) key = max(key, __shfl_xor_sync(0xffffffffu, key, offset));
-  __shared__ uint32_t warp_max[kWarps];
-  if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = key;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    uint32_t block_max = 0;
-    for (int w = 0; w < kWarps; ++w) block_max = max(block_max, warp_max[w]);
-    if (block_max != 0u) atomicMax(amax, block_max);
-  }
-}
-
 __global__ void quantize_kernel(const void* x, ElemType x_type, int64_t n, const float* scale, Fp8Format format,
                                 uint8_t* q, uint32_t* amax) {
   await_previous_kernel();
@@ -79,7 +62,7 @@ __global__ void quantize_kernel(const void* x, ElemType x_type, int64_t n, const
     q[i] = fp8_quantize_element(v, s, format);
     key = max(key, fp8_amax_key(v));
   });
-  fold_into_amax(key, amax);
+  fold_amax_key(key, amax);
 }
 
 __global__ void dequantize_kernel(const uint8_t* q, int64_t n, const float* scale_inv, Fp8Format format, void* y,
@@ -115,78 +98,42 @@ __global__ void round_trip_kernel(const void* x, ElemType x_type, int64_t n, con
     store_float_dyn(y, y_type, i, fp8_round_trip_element(v, s, s_inv, format));
     key = max(key, fp8_amax_key(v));
   });
-  if (amax) fold_into_amax(key, amax);  // amax is the same for the whole grid
-}
-
-// fp8_round_trip_element of two values on Hopper's conversion instructions: the f32 products to
-// two E4M3 or E5M2 codes (cvt.rn.satfinite rounds to nearest even and saturates, as fp8_bits.h
-// does), the codes to two halves (exact: every value of both formats is a half), each times
-// scale_inv. The bit arithmetic of fp8_bits.h made the per-element kernel above bound by its
-// instructions, not by memory (docs/performance.md, "FP8 convolutions"). Non-finite inputs pass
-// through and a NaN result is the canonical one, as the element function returns them.
-template <Fp8Format F>
-__device__ __forceinline__ float2 round_trip_pair(float2 v, float s, float s_inv) {
-  constexpr __nv_fp8_interpretation_t kFormat = F == Fp8Format::E4M3 ? __NV_E4M3 : __NV_E5M2;
-  const float2 scaled = make_float2(fmul_rn(v.x, s), fmul_rn(v.y, s));
-  const __half2 values =
-      __half2(__nv_cvt_fp8x2_to_halfraw2(__nv_cvt_float2_to_fp8x2(scaled, __NV_SATFINITE, kFormat), kFormat));
-  const float2 w = __half22float2(values);
-  const auto finish = [&](float x, float fp8_value) {
-    if (!fp8_math::is_finite(x)) return x;
-    const float r = fmul_rn(fp8_value, s_inv);
-    return fp8_math::is_nan(r) ? bits_float(fp8_math::kCanonicalNanBits) : r;
-  };
-  return make_float2(finish(v.x, w.x), finish(v.y, w.y));
-}
-
-// The round trip of one word of two 16-bit values (T: __half or __nv_bfloat16), folding both
-// values' amax keys into key.
-template <class T, Fp8Format F>
-__device__ __forceinline__ uint32_t round_trip_word(uint32_t word, float s, float s_inv, uint32_t& key) {
-  const float2 v = unpack_pair<T>(word);
-  key = max(key, max(fp8_amax_key(v.x), fp8_amax_key(v.y)));
-  const float2 r = round_trip_pair<F>(v, s, s_inv);
-  T out[2];
-  store_float2(out, r.x, r.y);
-  return *reinterpret_cast<const uint32_t*>(out);
+  if (amax) fold_amax_key(key, amax);  // amax is the same for the whole grid
 }
 
 // Eight values a 16-byte access, with kInFlight accesses loaded before any is converted. x and y
 // share a 16-bit type and are 16-byte aligned; the n % 8 values past the last whole access go to
-// block 0's first threads, as a word padded with a zero (which adds nothing to amax).
+// block 0's first threads, one each (as a pack of one).
 template <class T, Fp8Format F>
 __global__ void round_trip_vector_kernel(const T* x, int64_t n, const float* scale, const float* scale_inv, T* y,
                                          uint32_t* amax) {
   await_previous_kernel();
   const float s = *scale, s_inv = *scale_inv;
   uint32_t key = 0;
-  const int64_t chunks = n / 8, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const auto* in = reinterpret_cast<const uint4*>(x);
-  auto* out = reinterpret_cast<uint4*>(y);
-  for (int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; first < chunks;
+  using Packed = Pack<T, 8>;
+  const int64_t packs = n / 8, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const auto* in = reinterpret_cast<const Packed*>(x);
+  auto* out = reinterpret_cast<Packed*>(y);
+  for (int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; first < packs;
        first += kInFlight * stride) {
-    uint4 v[kInFlight];
+    Packed v[kInFlight];
 #pragma unroll
     for (int j = 0; j < kInFlight; ++j)
-      if (first + j * stride < chunks) v[j] = in[first + j * stride];
+      if (first + j * stride < packs) v[j] = in[first + j * stride];
 #pragma unroll
     for (int j = 0; j < kInFlight; ++j) {
-      if (first + j * stride >= chunks) break;
-      uint4 r;
-      r.x = round_trip_word<T, F>(v[j].x, s, s_inv, key);
-      r.y = round_trip_word<T, F>(v[j].y, s, s_inv, key);
-      r.z = round_trip_word<T, F>(v[j].z, s, s_inv, key);
-      r.w = round_trip_word<T, F>(v[j].w, s, s_inv, key);
-      out[first + j * stride] = r;
+      if (first + j * stride >= packs) break;
+      fp8_round_trip_pack<F>(v[j], s, s_inv, key);
+      out[first + j * stride] = v[j];
     }
   }
-  const int64_t tail = chunks * 8 + threadIdx.x;
+  const int64_t tail = packs * 8 + threadIdx.x;
   if (blockIdx.x == 0 && tail < n) {
-    const uint16_t bits = reinterpret_cast<const uint16_t*>(x)[tail];
-    const uint32_t word = round_trip_word<T, F>(bits, s, s_inv, key);
-    reinterpret_cast<uint16_t*>(y)[tail] = static_cast<uint16_t>(word & 0xffffu);
+    Pack<T, 1> one{{x[tail]}};
+    fp8_round_trip_pack<F>(one, s, s_inv, key);
+    y[tail] = one.v[0];
   }
-  if (amax) fold_into_amax(key, amax);
+  if (amax) fold_amax_key(key, amax);
 }
 
 // The vector kernel where x and y are one 16-bit type and 16-byte aligned, else nullptr.

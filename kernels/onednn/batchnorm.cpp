@@ -10,6 +10,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/backend.h"
 #include "onednn/element_types.h"
 #include "onednn/fast_ops.h"
 
@@ -142,7 +143,7 @@ bool batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& 
 bool batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,
                         const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
                         const ops::FusedActivation* act, const Tensor* y_act, const Tensor* /*beta*/,
-                        const ops::BatchNormSync* sync) {
+                        const ops::BatchNormSync* sync, const ops::Fp8RoundTrip* round_dx) {
   if (sync || !nchw_of(x.dtype(), {&x, &dy, &dx}) || (act && !(y_act && nchw_of(x.dtype(), {y_act}))) ||
       !per_channel_ok({&gamma, &save_mean, &save_invstd, &dgamma, &dbeta}))
     return false;
@@ -188,6 +189,9 @@ bool batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
       }
     }
   });
+  if (round_dx)
+    cpu::fp8_round_trip(dx, round_dx->scale, round_dx->scale_inv, round_dx->format, dx,
+                        round_dx->amax.defined() ? &round_dx->amax : nullptr);
   return true;
 }
 

@@ -30,7 +30,7 @@ bool batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& 
 bool batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,
                         const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
                         const ops::FusedActivation* act, const Tensor* y_act, const Tensor* beta,
-                        const ops::BatchNormSync* sync);
+                        const ops::BatchNormSync* sync, const ops::Fp8RoundTrip* round_dx);
 
 bool activation_forward(ops::Activation a, const Tensor& x, Tensor& y, float negative_slope);
 bool activation_backward(ops::Activation a, const Tensor& y, const Tensor& dy, Tensor& dx, float negative_slope);

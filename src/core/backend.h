@@ -33,7 +33,7 @@
   void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& save_mean,            \
                           const Tensor& save_invstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,                       \
                           const ops::FusedActivation* act, const Tensor* y_act, const Tensor* beta,                   \
-                          const ops::BatchNormSync* sync);                                                            \
+                          const ops::BatchNormSync* sync, const ops::Fp8RoundTrip* round_dx);                         \
   void activation_forward(ops::Activation a, const Tensor& x, Tensor& y, float negative_slope);                       \
   void activation_backward(ops::Activation a, const Tensor& y, const Tensor& dy, Tensor& dx, float negative_slope);   \
   void bce_with_logits_forward(const Tensor& logits, float target, Tensor& loss, Tensor& mean_sigmoid);               \
@@ -80,7 +80,7 @@ bool batchnorm_forward_train_dot(const Tensor& x, const Tensor& gamma, const Ten
 bool batchnorm_backward_outer(const Tensor& x, const Tensor& y_act, const Tensor& dlogits, const Tensor& w,
                               const Tensor& gamma, const Tensor& beta, const Tensor& save_mean,
                               const Tensor& save_invstd, const ops::FusedActivation& act, Tensor& dx, Tensor& dgamma,
-                              Tensor& dbeta);
+                              Tensor& dbeta, const ops::Fp8RoundTrip* round_dx);
 // Whether our kernels launch with programmatic dependent launch (kernels/cuda/kernel_launch.cuh):
 // On by default. For tests; set it before launching work, it applies to launches (and captures)
 // from then on.

@@ -100,6 +100,29 @@ Tensor with_weight_channels(const Tensor& x, const Tensor& w) {
   return x.device().is_cuda() ? x : with_channels(x, w.dim(1));
 }
 
+bool fp8_value_dtype(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
+void check_f32_scalar(const char* op, const char* what, const Tensor& t) {
+  GE_CHECK(t.defined() && t.dtype() == DType::F32 && t.numel() == 1, op, ": ", what, " must be f32 (1), got ",
+           t.defined() ? t.str() : std::string("an undefined tensor"));
+}
+
+// FP8 codes and the values they stand for pair up element by element in storage order.
+void check_fp8_pair(const char* op, const Tensor& values, const Tensor& codes) {
+  GE_CHECK(fp8_value_dtype(values.dtype()), op, ": values must be f32, f16 or bf16, got ", values.str());
+  GE_CHECK(codes.dtype() == DType::U8 && codes.shape() == values.shape() && codes.format() == values.format(), op,
+           ": codes ", codes.str(), " must be u8 of the shape and memory format of ", values.str());
+}
+
+// An op's Fp8RoundTrip of its output `out`: scalars on out's device, a format for out's values.
+void check_fp8_round_trip(const char* op, const ops::Fp8RoundTrip& r, const Tensor& out) {
+  GE_CHECK(fp8_value_dtype(out.dtype()), op, ": an FP8 round trip of ", out.str(), " needs f32, f16 or bf16");
+  check_f32_scalar(op, "round trip scale", r.scale);
+  check_f32_scalar(op, "round trip scale_inv", r.scale_inv);
+  if (r.amax.defined()) check_f32_scalar(op, "round trip amax", r.amax);
+  same_device(op, {&out, &r.scale, &r.scale_inv, r.amax.defined() ? &r.amax : &out});
+}
+
 }  // namespace
 
 void conv2d_forward(const Tensor& x_in, const Tensor& w, Tensor& y, const Conv2dParams& p) {
@@ -276,8 +299,9 @@ bool batchnorm_activation_forward_train_dot(const Tensor& x, const Tensor& gamma
 bool batchnorm_activation_backward_outer(const Tensor& x, const Tensor& y, const Tensor& dlogits, const Tensor& w,
                                          const Tensor& gamma, const Tensor& beta, const Tensor& save_mean,
                                          const Tensor& save_invstd, const FusedActivation& act, Tensor& dx,
-                                         Tensor& dgamma, Tensor& dbeta) {
+                                         Tensor& dgamma, Tensor& dbeta, const Fp8RoundTrip* round_dx) {
   const char* op = "batchnorm_activation_backward_outer";
+  if (round_dx) check_fp8_round_trip(op, *round_dx, dx);
   check_fusable(act, op);
   same_device(op, {&x, &y, &dlogits, &w, &gamma, &beta, &save_mean, &save_invstd, &dx, &dgamma, &dbeta});
   check_bn_params(op, x, {&gamma, &beta, &save_mean, &save_invstd, &dgamma, &dbeta});
@@ -288,7 +312,8 @@ bool batchnorm_activation_backward_outer(const Tensor& x, const Tensor& y, const
            ", 1, 1, 1) ", dtype_name(x.dtype()), ", is ", dlogits.str());
 #ifdef GE_WITH_CUDA
   if (x.device().is_cuda())
-    return gpu::batchnorm_backward_outer(x, y, dlogits, w, gamma, beta, save_mean, save_invstd, act, dx, dgamma, dbeta);
+    return gpu::batchnorm_backward_outer(x, y, dlogits, w, gamma, beta, save_mean, save_invstd, act, dx, dgamma, dbeta,
+                                         round_dx);
 #endif
   return false;  // the CPU forms no gradient where it reads it
 }
@@ -337,8 +362,9 @@ void batchnorm_activation_forward_eval(const Tensor& x, const Tensor& gamma, con
 void batchnorm_activation_backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& gamma,
                                    const Tensor& beta, const Tensor& save_mean, const Tensor& save_invstd,
                                    const FusedActivation& act, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
-                                   const BatchNormSync* sync) {
+                                   const BatchNormSync* sync, const Fp8RoundTrip* round_dx) {
   check_fusable(act, "batchnorm_activation_backward");
+  if (round_dx) check_fp8_round_trip("batchnorm_activation_backward", *round_dx, dx);
   same_device("batchnorm_activation_backward",
               {&x, &y, &dy, &gamma, &beta, &save_mean, &save_invstd, &dx, &dgamma, &dbeta});
   check_bn_params("batchnorm_activation_backward", x, {&gamma, &beta, &save_mean, &save_invstd, &dgamma, &dbeta});
@@ -347,8 +373,8 @@ void batchnorm_activation_backward(const Tensor& x, const Tensor& y, const Tenso
              "batchnorm_activation_backward: x ", x.str(), ", y, dy and dx must match it, got ", t->str());
   GE_CHECK(dgamma.dtype() == gamma.dtype() && dbeta.dtype() == gamma.dtype() && beta.dtype() == gamma.dtype(),
            "batchnorm_activation_backward: beta and the parameter grads must have gamma's dtype");
-  GE_DISPATCH_FAST(x,
-                   batchnorm_backward(x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta, &act, &y, &beta, sync));
+  GE_DISPATCH_FAST(
+      x, batchnorm_backward(x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta, &act, &y, &beta, sync, round_dx));
 }
 
 void batchnorm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
@@ -368,8 +394,8 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
            "batchnorm_backward: x ", x.str(), " dy ", dy.str(), " dx ", dx.str());
   GE_CHECK(dgamma.dtype() == gamma.dtype() && dbeta.dtype() == gamma.dtype(),
            "batchnorm_backward: parameter grads must have gamma's dtype");
-  GE_DISPATCH_FAST(
-      x, batchnorm_backward(x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta, nullptr, nullptr, nullptr, sync));
+  GE_DISPATCH_FAST(x, batchnorm_backward(x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta, nullptr, nullptr,
+                                         nullptr, sync, nullptr));
 }
 
 const char* activation_name(Activation a) {
@@ -541,24 +567,6 @@ void ema_update(const std::vector<Tensor>& averages, const std::vector<Tensor>& 
   if (averages.empty()) return;
   GE_DISPATCH(averages[0], ema_update(averages, values, decay));
 }
-
-namespace {
-
-bool fp8_value_dtype(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
-
-void check_f32_scalar(const char* op, const char* what, const Tensor& t) {
-  GE_CHECK(t.defined() && t.dtype() == DType::F32 && t.numel() == 1, op, ": ", what, " must be f32 (1), got ",
-           t.defined() ? t.str() : std::string("an undefined tensor"));
-}
-
-// FP8 codes and the values they stand for pair up element by element in storage order.
-void check_fp8_pair(const char* op, const Tensor& values, const Tensor& codes) {
-  GE_CHECK(fp8_value_dtype(values.dtype()), op, ": values must be f32, f16 or bf16, got ", values.str());
-  GE_CHECK(codes.dtype() == DType::U8 && codes.shape() == values.shape() && codes.format() == values.format(), op,
-           ": codes ", codes.str(), " must be u8 of the shape and memory format of ", values.str());
-}
-
-}  // namespace
 
 void fp8_quantize(const Tensor& x, const Tensor& scale, Fp8Format format, Tensor& q, Tensor& amax) {
   same_device("fp8_quantize", {&x, &scale, &q, &amax});

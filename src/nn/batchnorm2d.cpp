@@ -111,6 +111,11 @@ Tensor BatchNorm2d::backward(Tensor dy, bool want_param_grads, bool want_input_g
       want_param_grads ? gamma_.model_grad : Tensor::empty({channels_}, gamma_.value.dtype(), where_.device);
   Tensor dbeta = want_param_grads ? beta_.model_grad : Tensor::empty({channels_}, beta_.value.dtype(), where_.device);
   const ops::BatchNormSync* sync = sync_ && synced_forward_ ? &*sync_ : nullptr;
+  // dx is the FP8 convolution's output gradient (round_gradient_for): rounded as it is written.
+  const std::optional<ops::Fp8RoundTrip> rounding = rounds_gradient_for_ && want_input_grad && fused_
+                                                        ? rounds_gradient_for_->output_gradient_rounding()
+                                                        : std::nullopt;
+  const ops::Fp8RoundTrip* round_dx = rounding ? &*rounding : nullptr;
   // dy may stand for the backward-data of the layer after the activation (give_outer_gradient):
   // formed where the passes read it, or else run first, into the buffer dx would have taken.
   const Tensor dlogits = std::move(outer_dlogits_), w = std::move(outer_w_);
@@ -120,10 +125,10 @@ Tensor BatchNorm2d::backward(Tensor dy, bool want_param_grads, bool want_input_g
     took_outer_gradient_ =
         fused_ && !sync &&
         ops::batchnorm_activation_backward_outer(saved_x_, saved_y_, dlogits, w, gamma_.value, beta_.value, save_mean_,
-                                                 save_invstd_, *fused_, dx, dgamma, dbeta);
+                                                 save_invstd_, *fused_, dx, dgamma, dbeta, round_dx);
     if (took_outer_gradient_) {
       saved_x_ = saved_y_ = Tensor();
-      return want_input_grad ? dx : Tensor();
+      return rounded_for_convolution(want_input_grad ? dx : Tensor(), round_dx);
     }
     ops::conv2d_backward_data(dlogits, w, dx, outer_params_);
     dy = std::move(dx);
@@ -135,12 +140,17 @@ Tensor BatchNorm2d::backward(Tensor dy, bool want_param_grads, bool want_input_g
   Tensor dx = reuse_dy ? dy : Tensor::empty(saved_x_.shape(), saved_x_.dtype(), where_.device, saved_x_.format());
   if (fused_)
     ops::batchnorm_activation_backward(saved_x_, saved_y_, dy, gamma_.value, beta_.value, save_mean_, save_invstd_,
-                                       *fused_, dx, dgamma, dbeta, sync);
+                                       *fused_, dx, dgamma, dbeta, sync, round_dx);
   else
     ops::batchnorm_backward(saved_x_, dy, gamma_.value, save_mean_, save_invstd_, dx, dgamma, dbeta, sync);
   saved_x_ = Tensor();  // released after use (Conv2d::backward says why)
   saved_y_ = Tensor();
-  return want_input_grad ? dx : Tensor();
+  return rounded_for_convolution(want_input_grad ? dx : Tensor(), round_dx);
+}
+
+Tensor BatchNorm2d::rounded_for_convolution(Tensor dx, const ops::Fp8RoundTrip* round_dx) {
+  if (round_dx && dx.defined()) rounds_gradient_for_->take_rounded_output_gradient(dx);
+  return dx;
 }
 
 std::vector<Buffer> BatchNorm2d::buffers() {
@@ -154,7 +164,8 @@ std::unique_ptr<Layer> BatchNorm2d::twin() const {
   for (Param* p : {&t->gamma_, &t->beta_})
     p->model_grad = Tensor::empty(p->model_grad.shape(), p->model_grad.dtype(), p->model_grad.device());
   t->saved_x_ = t->saved_y_ = t->save_mean_ = t->save_invstd_ = t->moments_ = t->moments_of_ = Tensor();
-  t->dots_for_ = nullptr;  // Sequential::twin links the twin's own convolution
+  t->dots_for_ = nullptr;  // Sequential::twin links the twin's own convolutions
+  t->rounds_gradient_for_ = nullptr;
   t->outer_dlogits_ = t->outer_w_ = Tensor();
   return t;
 }

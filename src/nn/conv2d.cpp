@@ -64,6 +64,12 @@ Tensor Conv2d::fp8_operand(const Tensor& t, const Fp8Scaling& state, bool record
   return q;
 }
 
+std::optional<ops::Fp8RoundTrip> Conv2d::output_gradient_rounding() const {
+  if (!fp8_) return std::nullopt;
+  const Fp8Scaling& g = fp8_->grad_output;
+  return ops::Fp8RoundTrip{g.scale, g.scale_inv, g.format, record_amax_ ? g.current_amax() : Tensor()};
+}
+
 Shape Conv2d::padded_weight_shape(int64_t in_channels) const {
   return transposed_ ? Shape{in_channels, out_padded_, kernel_, kernel_}
                      : Shape{out_padded_, in_channels, kernel_, kernel_};
@@ -181,7 +187,10 @@ Tensor Conv2d::backward(Tensor dy_in, bool want_param_grads, bool want_input_gra
   // its own channels: G's last layer's 3, without a padding copy (faster than padding it to 8
   // first: docs/performance.md).
   if (!transposed_) dy = padded(dy, dy.dim(0), out_padded_);
-  if (fp8_) dy = fp8_operand(dy, fp8_->grad_output, true);  // E5M2, for both gradients
+  // E5M2, for both gradients: rounded here unless the layer that wrote dy rounded it.
+  took_rounded_gradient_ = rounded_dy_.defined() && rounded_dy_.same_storage(dy) && rounded_dy_.shape() == dy.shape();
+  rounded_dy_ = Tensor();
+  if (fp8_ && !took_rounded_gradient_) dy = fp8_operand(dy, fp8_->grad_output, true);
   // With a fused activation dy is its output's gradient (unless the next network's first layer
   // has taken it through the activation: receives_gradient_through_activation). Only one
   // gradient wanted of a convolution (the filter's in D's passes on data and on fake.detach(),
@@ -272,7 +281,7 @@ std::unique_ptr<Layer> Conv2d::twin() const {
   t->twin_grad_ = Tensor();
   t->saved_x_ = t->saved_w_ = t->saved_y_ = Tensor();
   t->moments_for_ = nullptr;  // Sequential::twin links the twin's own BatchNorm
-  t->given_x_ = t->given_w_ = t->given_y_ = Tensor();
+  t->given_x_ = t->given_w_ = t->given_y_ = t->rounded_dy_ = Tensor();
   t->input_gradient_to_ = nullptr;  // Sequential::twin links the twin's own BatchNorm
   return t;
 }

@@ -20,6 +20,7 @@ const char* kind_name(Fusion::Kind k) {
     case Fusion::Kind::ActivationIntoConv: return "activation into convolution";
     case Fusion::Kind::MomentsForBatchNorm: return "moments formed for BatchNorm";
     case Fusion::Kind::DotsForHead: return "last layer's output formed by BatchNorm";
+    case Fusion::Kind::Fp8GradientFromBatchNorm: return "FP8 output gradient rounded by BatchNorm";
     default: return "Tanh gradient into D's first layer";
   }
 }
@@ -52,6 +53,11 @@ std::vector<Fusion> plan_fusion(const Sequential& net) {
     if (conv && conv->transposed() && layer_as<BatchNorm2d>(net, i + 1, LayerKind::BatchNorm))
       plan.push_back({Fusion::Kind::MomentsForBatchNorm, i, i + 1});
   }
+  for (size_t i = 0; i + 1 < n; ++i) {
+    const auto* conv = layer_as<Conv2d>(net, i, LayerKind::Conv);
+    if (conv && conv->fp8() && layer_as<BatchNorm2d>(net, i + 1, LayerKind::BatchNorm) && fused[i + 1])
+      plan.push_back({Fusion::Kind::Fp8GradientFromBatchNorm, i + 1, i});
+  }
   for (size_t i = 0; i + 2 < n; ++i) {
     const auto* head = layer_as<Conv2d>(net, i + 2, LayerKind::Conv);
     if (layer_as<BatchNorm2d>(net, i, LayerKind::BatchNorm) && fused[i] &&
@@ -80,6 +86,9 @@ void apply_fusion(const std::vector<Fusion>& plan, Sequential& net) {
         break;
       case Fusion::Kind::DotsForHead:
         layer_as<BatchNorm2d>(net, f.layer)->form_dots_for(layer_as<Conv2d>(net, f.partner));
+        break;
+      case Fusion::Kind::Fp8GradientFromBatchNorm:
+        layer_as<BatchNorm2d>(net, f.layer)->round_gradient_for(layer_as<Conv2d>(net, f.partner));
         break;
       default: fail("apply_fusion: ", f.describe(), " spans two networks (apply_step_fusion)");
     }

@@ -42,7 +42,7 @@ TEST_CASE("gradcheck: batchnorm training forward (x gamma beta)") {
     ge::cpu::batchnorm_forward_train(xt, gt, f64(beta, cs), rm, rv, 0.1f, 1e-5f, y, mean, invstd, nullptr, nullptr);
     Tensor dx = f64_zeros(xs, format), dgamma = f64_zeros(cs), dbeta = f64_zeros(cs);
     ge::cpu::batchnorm_backward(xt, f64(weights, xs, format), gt, mean, invstd, dx, dgamma, dbeta, nullptr, nullptr,
-                                nullptr, nullptr);
+                                nullptr, nullptr, nullptr);
 
     expect_same_gradient("batchnorm dL/dx", dx.to_doubles(),
                          numeric_gradient(x, [&](const Values& v) { return loss(v, gamma, beta); }));

@@ -328,7 +328,7 @@ TEST_CASE(
         o->dgamma = Tensor::empty({C}, DType::F32, gpu);
         o->dbeta = Tensor::empty({C}, DType::F32, gpu);
         ge::gpu::batchnorm_backward(xg, dyg, gamma, mean, invstd, o->dx, o->dgamma, o->dbeta, &act, &yg,
-                                    o == &recomputed ? &beta : nullptr, nullptr);
+                                    o == &recomputed ? &beta : nullptr, nullptr, nullptr);
       }
       CHECK(same_bytes(recomputed.dx, read.dx));
       CHECK(same_bytes(recomputed.dgamma, read.dgamma));
@@ -420,7 +420,7 @@ TEST_CASE("gpu fused batchnorm backward: the dx pass's activation thresholds are
           o->dgamma = Tensor::empty({C}, DType::F32, gpu);
           o->dbeta = Tensor::empty({C}, DType::F32, gpu);
           ge::gpu::batchnorm_backward(in.x, in.dy, in.gamma, fwd.mean, fwd.invstd, o->dx, o->dgamma, o->dbeta, &act,
-                                      &fwd.y, o == &recomputed ? &in.beta : nullptr, nullptr);
+                                      &fwd.y, o == &recomputed ? &in.beta : nullptr, nullptr, nullptr);
         }
         CHECK(same_bytes(recomputed.dx, read.dx));
         CHECK(same_bytes(recomputed.dgamma, read.dgamma));

@@ -178,9 +178,11 @@ TEST_CASE("onednn ops: batchnorm training and eval and backward match the refere
 
       const Tensor dy = random_like(s, dt);
       Tensor dx_ref = zeros_like(x), dg_ref = zeros_like(gamma), db_ref = zeros_like(gamma);
-      cpu::batchnorm_backward(x, dy, gamma, mean_ref, invstd_ref, dx_ref, dg_ref, db_ref, a, &y_ref, &beta, nullptr);
+      cpu::batchnorm_backward(x, dy, gamma, mean_ref, invstd_ref, dx_ref, dg_ref, db_ref, a, &y_ref, &beta, nullptr,
+                              nullptr);
       Tensor dx = poisoned(x), dg = poisoned(gamma), db = poisoned(gamma);
-      REQUIRE(onednn::batchnorm_backward(x, dy, gamma, mean_ref, invstd_ref, dx, dg, db, a, &y_ref, &beta, nullptr));
+      REQUIRE(onednn::batchnorm_backward(x, dy, gamma, mean_ref, invstd_ref, dx, dg, db, a, &y_ref, &beta, nullptr,
+                                         nullptr));
       expect_close("backward dx " + t, dx, dx_ref);
       expect_close("backward dgamma " + t, dg, dg_ref);
       expect_close("backward dbeta " + t, db, db_ref);

@@ -1,0 +1,97 @@
+// The FP8 round trip of values a kernel holds (ops::fp8_round_trip: core/fp8_scaling_math.h's
+// fp8_round_trip_element, bitwise) on Hopper's conversion instructions, and the amax of those
+// values folded into a device scalar: for fp8_cast.cu's round-trip kernel and for the kernels
+// that round what they write (ops::Fp8RoundTrip: the BatchNorm backward's dx).
+#pragma once
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+#include "core/fp8_scaling_math.h"
+#include "cuda/vector_pack.cuh"
+
+namespace ge {
+namespace gpu {
+
+// ops::Fp8RoundTrip as a kernel takes it: device pointers, scale null for no rounding, amax
+// (fp8_amax_key bits) null for none recorded.
+struct Fp8RoundTripArgs {
+  const float* scale = nullptr;
+  const float* scale_inv = nullptr;
+  uint32_t* amax = nullptr;
+  Fp8Format format = Fp8Format::E4M3;
+};
+
+inline Fp8RoundTripArgs fp8_round_trip_args(const ops::Fp8RoundTrip* r) {
+  if (!r) return {};
+  return {r->scale.data_as<const float>(), r->scale_inv.data_as<const float>(),
+          r->amax.defined() ? static_cast<uint32_t*>(r->amax.data()) : nullptr, r->format};
+}
+
+// fp8_round_trip_element of two values: the f32 products to two E4M3 or E5M2 codes
+// (cvt.rn.satfinite rounds to nearest even and saturates, as fp8_bits.h does), the codes to two
+// halves (exact: every value of both formats is a half), each times scale_inv. The bit
+// arithmetic of fp8_bits.h made a round trip bound by its instructions, not by memory
+// (docs/performance.md, "FP8 convolutions"). Non-finite inputs pass through and a NaN result is
+// the canonical one, as the element function returns them.
+template <Fp8Format F>
+__device__ __forceinline__ float2 fp8_round_trip_pair(float2 v, float s, float s_inv) {
+  constexpr __nv_fp8_interpretation_t kFormat = F == Fp8Format::E4M3 ? __NV_E4M3 : __NV_E5M2;
+  const float2 scaled = make_float2(fmul_rn(v.x, s), fmul_rn(v.y, s));
+  const __half2 values =
+      __half2(__nv_cvt_fp8x2_to_halfraw2(__nv_cvt_float2_to_fp8x2(scaled, __NV_SATFINITE, kFormat), kFormat));
+  const float2 w = __half22float2(values);
+  const auto finish = [&](float x, float fp8_value) {
+    if (!fp8_math::is_finite(x)) return x;
+    const float r = fmul_rn(fp8_value, s_inv);
+    return fp8_math::is_nan(r) ? bits_float(fp8_math::kCanonicalNanBits) : r;
+  };
+  return make_float2(finish(v.x, w.x), finish(v.y, w.y));
+}
+
+// The round trip of a pack's values (each already a T) in place, folding their amax keys into
+// key; an odd pack's last value goes with a zero, which adds nothing to the amax.
+template <Fp8Format F, class T, int V>
+__device__ __forceinline__ void fp8_round_trip_pack(Pack<T, V>& p, float s, float s_inv, uint32_t& key) {
+#pragma unroll
+  for (int j = 0; j < V; j += 2) {
+    const float a = load_float(&p.v[j]), b = j + 1 < V ? load_float(&p.v[j + 1]) : 0.f;
+    key = max(key, max(fp8_amax_key(a), fp8_amax_key(b)));
+    const float2 r = fp8_round_trip_pair<F>(make_float2(a, b), s, s_inv);
+    if (j + 1 < V)
+      store_float2(&p.v[j], r.x, r.y);
+    else
+      store_float(&p.v[j], r.x);
+  }
+}
+
+// The same with the format chosen at run time (one uniform branch a pack).
+template <class T, int V>
+__device__ __forceinline__ void fp8_round_trip_pack(Pack<T, V>& p, const Fp8RoundTripArgs& args, float s, float s_inv,
+                                                    uint32_t& key) {
+  if (args.format == Fp8Format::E4M3)
+    fp8_round_trip_pack<Fp8Format::E4M3>(p, s, s_inv, key);
+  else
+    fp8_round_trip_pack<Fp8Format::E5M2>(p, s, s_inv, key);
+}
+
+// Folds every thread's amax key into *amax: a warp shuffle, the block's warps through shared
+// memory, then one integer atomicMax a block (exact and order-free, so any schedule gives the
+// CPU's bits). Every thread of the block calls it, with any block shape up to 1024 threads.
+__device__ __forceinline__ void fold_amax_key(uint32_t key, uint32_t* amax) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) key = max(key, __shfl_xor_sync(0xffffffffu, key, offset));
+  __shared__ uint32_t warp_max[32];
+  const unsigned t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  const unsigned warps = (blockDim.x * blockDim.y * blockDim.z + 31) / 32;
+  if (t % 32 == 0) warp_max[t / 32] = key;
+  __syncthreads();
+  if (t == 0) {
+    uint32_t block_max = 0;
+    for (unsigned w = 0; w < warps; ++w) block_max = max(block_max, warp_max[w]);
+    if (block_max != 0u) atomicMax(amax, block_max);
+  }
+}
+
+}  // namespace gpu
+}  // namespace ge

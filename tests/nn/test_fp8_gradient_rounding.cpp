@@ -1,0 +1,126 @@
+// O4's output gradients rounded by the BatchNorm that writes them (Fusion::Fp8GradientFromBatchNorm):
+// the plan links each FP8 convolution to the BatchNorm after it, and a network whose BatchNorms
+// round their input gradients computes bitwise what the same network computes with the
+// convolutions rounding them in passes of their own, gradients and amax histories alike.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ganengine/nn.h"
+#include "support/test_util.h"
+
+using namespace ge;
+using namespace ge::nn;
+using namespace ge::test;
+
+namespace {
+
+struct O4Networks {
+  PrecisionPolicy policy = resolve_policy(OptLevel::O4);
+  Placement where;
+  NetConfig cfg;
+  std::unique_ptr<Sequential> G, D;
+  O4Networks(Device device, int image_size, int64_t width)
+      : where(Placement::for_device(device, policy.compute_dtype)) {
+    cfg.image_size = image_size;
+    cfg.ngf = cfg.ndf = width;
+    G = make_generator(cfg, policy, where);
+    D = make_discriminator(cfg, policy, where);
+    weights_init(*G, 1, 0);
+    weights_init(*D, 2, 0);
+  }
+};
+
+// Every "FP8 output gradient rounded by BatchNorm" link of the plan.
+std::vector<std::string> rounding_links(const Sequential& net) {
+  std::vector<std::string> out;
+  for (const Fusion& f : net.fusion())
+    if (f.kind == Fusion::Kind::Fp8GradientFromBatchNorm) out.push_back(f.describe());
+  return out;
+}
+
+void cut_rounding_links(Sequential& net) {
+  for (auto& layer : net.layers())
+    if (layer->layer_kind() == LayerKind::BatchNorm)
+      static_cast<BatchNorm2d*>(layer.get())->round_gradient_for(nullptr);
+}
+
+// One training forward and backward of `net` from x with output gradient dy: every parameter's
+// gradient, the input gradient, then every FP8 state's amax history, in order.
+std::vector<Tensor> pass(Sequential& net, const Tensor& x, const Tensor& dy) {
+  net.forward(x, true);
+  std::vector<Tensor> out{net.backward(dy, true, true)};
+  for (Param* p : net.params()) out.push_back(p->model_grad);
+  for (const auto& [name, s] : net.named_fp8_scalings())
+    for (const Fp8Scaling* state : {&s->input, &s->weight, &s->grad_output}) out.push_back(state->amax_history);
+  return out;
+}
+
+// The same pass of two identically initialised networks, one with the rounding links cut:
+// bitwise the same results.
+void check_rounding_changes_nothing(Device device, int64_t batch, int image_size, int64_t width) {
+  O4Networks linked(device, image_size, width), cut(device, image_size, width);
+  cut_rounding_links(*cut.G);
+  cut_rounding_links(*cut.D);
+  const Tensor z = random_tensor({batch, linked.cfg.nz, 1, 1}, DType::F32, device);
+  const Tensor image_grad = random_tensor({batch, 3, image_size, image_size}, DType::F32, device);
+  const Tensor images = random_tensor({batch, 3, image_size, image_size}, DType::F32, device);
+  const Tensor logit_grad = random_tensor({batch, 1, 1, 1}, DType::F32, device);
+  for (auto [net_linked, net_cut, x, dy] : {std::tuple{linked.G.get(), cut.G.get(), z, image_grad},
+                                            std::tuple{linked.D.get(), cut.D.get(), images, logit_grad}}) {
+    const std::vector<Tensor> a = pass(*net_linked, x, dy), b = pass(*net_cut, x, dy);
+    // Every linked convolution took its gradient rounded; with the links cut, none did.
+    size_t rounded = 0;
+    for (const Fusion& f : net_linked->fusion()) {
+      if (f.kind != Fusion::Kind::Fp8GradientFromBatchNorm) continue;
+      ++rounded;
+      CHECK(static_cast<const Conv2d*>(net_linked->layers()[f.partner].get())->took_rounded_gradient());
+      CHECK_FALSE(static_cast<const Conv2d*>(net_cut->layers()[f.partner].get())->took_rounded_gradient());
+    }
+    CHECK(rounded >= 2);
+    REQUIRE(a.size() == b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      CAPTURE(i);
+      CHECK(same_bytes(a[i], b[i]));
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("fusion plan: at O4 the BatchNorm after each FP8 convolution rounds its output gradient") {
+  O4Networks n(Device::cpu(), 64, 64);
+  CHECK(rounding_links(*n.G) == std::vector<std::string>{
+                                    "FP8 output gradient rounded by BatchNorm: layer 1 -> 0",
+                                    "FP8 output gradient rounded by BatchNorm: layer 4 -> 3",
+                                    "FP8 output gradient rounded by BatchNorm: layer 7 -> 6",
+                                    "FP8 output gradient rounded by BatchNorm: layer 10 -> 9",
+                                });
+  CHECK(rounding_links(*n.D) == std::vector<std::string>{
+                                    "FP8 output gradient rounded by BatchNorm: layer 3 -> 2",
+                                    "FP8 output gradient rounded by BatchNorm: layer 6 -> 5",
+                                    "FP8 output gradient rounded by BatchNorm: layer 9 -> 8",
+                                });
+  auto& layers = n.D->layers();
+  CHECK(static_cast<const BatchNorm2d*>(layers[3].get())->rounds_gradient_for() == layers[2].get());
+  // A twin's BatchNorms round for the twin's own convolutions.
+  auto twin = n.D->twin();
+  CHECK(static_cast<const BatchNorm2d*>(twin->layers()[3].get())->rounds_gradient_for() == twin->layers()[2].get());
+  // Below O4 no layer rounds.
+  const PrecisionPolicy o2 = resolve_policy(OptLevel::O2);
+  const NetConfig cfg;
+  CHECK(rounding_links(*make_discriminator(cfg, o2, Placement::for_device(Device::cpu(), o2.compute_dtype))).empty());
+}
+
+TEST_CASE("cpu nn: O4 gradients rounded by the BatchNorms are bitwise the convolutions' own rounding") {
+  check_rounding_changes_nothing(Device::cpu(), 4, 32, 16);
+}
+
+TEST_CASE("gpu nn: O4 gradients rounded by the BatchNorms are bitwise the convolutions' own rounding") {
+  GE_REQUIRE_GPU();
+  // Batch 64 at 32x32 takes BatchNorm's one-launch kernels, batch 256 its three-launch ones.
+  for (int64_t batch : {64, 256}) {
+    CAPTURE(batch);
+    check_rounding_changes_nothing(Device::cuda(0), batch, 32, 64);
+  }
+}
