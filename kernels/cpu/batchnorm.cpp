@@ -202,9 +202,7 @@ void batchnorm_backward(const Tensor& x, const Tensor& dy_out, const Tensor& gam
     });
   });
   // The reference rounds dx as a pass of its own: what the GPU's dx pass writes in one.
-  if (round_dx)
-    cpu::fp8_round_trip(dx, round_dx->scale, round_dx->scale_inv, round_dx->format, dx,
-                        round_dx->amax.defined() ? &round_dx->amax : nullptr);
+  if (round_dx) fp8_round_trip_in_place(*round_dx, dx);
 }
 
 }  // namespace cpu

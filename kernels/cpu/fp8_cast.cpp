@@ -47,5 +47,9 @@ void fp8_round_trip(const Tensor& x, const Tensor& scale, const Tensor& scale_in
   if (amax) amax->data_as<float>()[0] = bits_float(amax_key);
 }
 
+void fp8_round_trip_in_place(const ops::Fp8RoundTrip& r, Tensor& t) {
+  fp8_round_trip(t, r.scale, r.scale_inv, r.format, t, r.amax.defined() ? &r.amax : nullptr);
+}
+
 }  // namespace cpu
 }  // namespace ge

@@ -189,9 +189,7 @@ bool batchnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
       }
     }
   });
-  if (round_dx)
-    cpu::fp8_round_trip(dx, round_dx->scale, round_dx->scale_inv, round_dx->format, dx,
-                        round_dx->amax.defined() ? &round_dx->amax : nullptr);
+  if (round_dx) cpu::fp8_round_trip_in_place(*round_dx, dx);
   return true;
 }
 

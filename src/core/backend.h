@@ -60,7 +60,10 @@
 namespace ge {
 namespace cpu {
 GE_BACKEND_OPS
-}
+// t rounded to FP8 and back in place as r says, its amax folded into r.amax if defined: how the
+// CPU backends honour an op's ops::Fp8RoundTrip, as a pass after the op.
+void fp8_round_trip_in_place(const ops::Fp8RoundTrip& r, Tensor& t);
+}  // namespace cpu
 namespace gpu {
 GE_BACKEND_OPS
 // ops::conv_transpose2d_forward_moments and ops::batchnorm_activation_forward_train_moments on the

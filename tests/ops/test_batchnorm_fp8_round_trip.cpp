@@ -11,8 +11,6 @@ using namespace ge::test;
 
 namespace {
 
-Tensor f32_scalar(float v, Device device) { return Tensor::from_floats({v}, {1}, DType::F32, device); }
-
 struct Backward {
   Tensor dx, dgamma, dbeta, amax;
 };

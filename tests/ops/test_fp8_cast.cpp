@@ -54,8 +54,6 @@ Tensor spread_tensor(const Shape& shape, DType dtype, MemoryFormat format, Devic
                               shape.size() == 4 ? format : MemoryFormat::NCHW);
 }
 
-Tensor f32_scalar(float v, Device device = kCpu) { return Tensor::from_floats({v}, {1}, DType::F32, device); }
-
 // The code of one value as ops.h defines it: the product rounded to f32, then the exact cast; a
 // NaN the positive NaN code.
 uint8_t expected_code(double x, float scale, Fp8Format f) {

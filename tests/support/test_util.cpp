@@ -53,6 +53,8 @@ double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) 
   return m;
 }
 
+Tensor f32_scalar(float v, Device device) { return Tensor::from_floats({v}, {1}, DType::F32, device); }
+
 bool same_bytes(const Tensor& a, const Tensor& b) {
   const Tensor ha = a.to(Device::cpu()), hb = b.to(Device::cpu());
   return ha.shape() == hb.shape() && ha.dtype() == hb.dtype() && ha.format() == hb.format() &&

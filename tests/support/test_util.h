@@ -62,6 +62,8 @@ double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b);
 // Same shape, dtype and memory format, and the same bytes (on any devices): bitwise equality,
 // NaNs included.
 bool same_bytes(const Tensor& a, const Tensor& b);
+// An f32 (1) tensor holding v: a scale, scale_inv or amax.
+Tensor f32_scalar(float v, Device device = Device::cpu());
 
 // Fills a tensor with NaN (floating) or 0xAB bytes, so an element an op forgot to write fails.
 void poison(Tensor& t);
