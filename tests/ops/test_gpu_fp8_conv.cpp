@@ -7,12 +7,15 @@
 //    element by element: the MMAs add in their own order and precision, and apply both
 //    scale_invs once to the sum instead of to each operand;
 //  - f16 results are the f32 results rounded once; a second run gives the same bytes; the ops
-//    reach the kernels; shapes they do not take run the emulation.
+//    reach the kernels; shapes they do not take run the emulation;
+//  - the 128 -> 64-channel backward-data into f16 runs on the phase kernel (conv_phase_dgrad.h),
+//    another kernel than its f32 form: its f16 results are held to the bound plus one rounding.
 #if GE_WITH_CUDA
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "cuda/conv/conv_phase_dgrad.h"
 #include "cuda/conv/fp8_conv_wgmma.h"
 #include "ganengine/fp8.h"
 #include "ganengine/ops.h"
@@ -88,7 +91,18 @@ struct Case {
   Shape a, w, out;
   Fp8Format a_format;
   Conv2dParams p;
+  bool half_by_phases = false;  // f16 results from the phase kernel, f32 from the implicit GEMMs
 };
+
+// Elements of `got` further from `want` than 2^-7 of `bound` plus `rounding` of |want|.
+int64_t outside_bound(const std::vector<double>& got, const std::vector<double>& want, const std::vector<double>& bound,
+                      double rounding) {
+  int64_t outside = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (!(std::fabs(got[i] - want[i]) <= 0x1p-7 * bound[i] + rounding * std::fabs(want[i]) + 1e-30) && ++outside <= 3)
+      FAIL_CHECK("element ", i, ": ", got[i], " against ", want[i], ", magnitudes ", bound[i]);
+  return outside;
+}
 
 // One case through the kernel: exact with unit codes, within the bound with recipe scales, f16
 // rounded from f32, the same bytes twice, and the op giving the kernel's bytes.
@@ -121,11 +135,7 @@ void check_case(const Case& c, Pass pass) {
   REQUIRE(kernel(a.gpu, w.gpu, got));
   const std::vector<double> g = got.to(kCpu).to_doubles(), e = want.to_doubles(), b = bound.to_doubles();
   INFO("relative error against the CPU: ", rel_error(g, e));
-  int64_t outside = 0;
-  for (size_t i = 0; i < g.size(); ++i)
-    if (!(std::fabs(g[i] - e[i]) <= 0x1p-7 * b[i] + 1e-30) && ++outside <= 3)
-      FAIL_CHECK("element ", i, ": ", g[i], " against ", e[i], ", magnitudes ", b[i]);
-  CHECK(outside == 0);
+  CHECK(outside_bound(g, e, b, 0.0) == 0);
 
   Tensor again = poisoned_like(want, kGpu);
   REQUIRE(kernel(a.gpu, w.gpu, again));
@@ -135,9 +145,22 @@ void check_case(const Case& c, Pass pass) {
   CHECK(same_bytes(via_op, got));
   Tensor half = poisoned_like(Tensor::empty(c.out, DType::F16, kCpu, MemoryFormat::NHWC), kGpu);
   REQUIRE(kernel(a.gpu, w.gpu, half));
-  Tensor rounded = Tensor::empty(c.out, DType::F16, kGpu, MemoryFormat::NHWC);
-  ops::cast(got, rounded);
-  CHECK(same_bytes(half, rounded));
+  Tensor by_phases = poisoned_like(half, kGpu);
+  CHECK(gpu::fp8_conv2d_backward_data_phases(a.gpu, w.gpu, by_phases, c.p) == c.half_by_phases);
+  if (!c.half_by_phases) {
+    Tensor rounded = Tensor::empty(c.out, DType::F16, kGpu, MemoryFormat::NHWC);
+    ops::cast(got, rounded);
+    CHECK(same_bytes(half, rounded));
+    return;
+  }
+  CHECK(same_bytes(by_phases, half));  // the kernel the pass took
+  CHECK(outside_bound(half.to(kCpu).to_doubles(), e, b, 0x1p-11) == 0);
+  Tensor half_again = poisoned_like(half, kGpu);
+  REQUIRE(kernel(a.gpu, w.gpu, half_again));
+  CHECK(same_bytes(half_again, half));
+  Tensor half_via_op = poisoned_like(half, kGpu);
+  op(a.gpu, w.gpu, half_via_op);
+  CHECK(same_bytes(half_via_op, half));
 }
 
 }  // namespace
@@ -192,10 +215,14 @@ TEST_CASE("gpu ops: FP8 stride-2 backward-data on warpgroup MMA matches the CPU 
   GE_REQUIRE_GPU();
   GE_REQUIRE_SM90();
   const Conv2dParams d{/*stride=*/2, /*pad=*/1};
-  // D's backward-data with 128- and 64-channel dx, and G's forward (an E4M3 activation).
+  // D's backward-data with 128- and 64-channel dx, and G's forward (an E4M3 activation). The
+  // 128 -> 64 layer's f16 results come from the phase kernel: with fewer images than SMs (two
+  // phases an item), and with more (four), as E5M2 gradients and as G's E4M3 activations.
   const std::vector<Case> cases = {
       {"D 128 <- 256", {2, 256, 8, 8}, {256, 128, 4, 4}, {2, 128, 16, 16}, Fp8Format::E5M2, d},
-      {"D 64 <- 128", {3, 128, 16, 16}, {128, 64, 4, 4}, {3, 64, 32, 32}, Fp8Format::E5M2, d},
+      {"D 64 <- 128", {3, 128, 16, 16}, {128, 64, 4, 4}, {3, 64, 32, 32}, Fp8Format::E5M2, d, true},
+      {"D 64 <- 128, 136 images", {136, 128, 16, 16}, {128, 64, 4, 4}, {136, 64, 32, 32}, Fp8Format::E5M2, d, true},
+      {"G 128 -> 64", {5, 128, 16, 16}, {128, 64, 4, 4}, {5, 64, 32, 32}, Fp8Format::E4M3, d, true},
       {"G 512 -> 256", {2, 512, 4, 4}, {512, 256, 4, 4}, {2, 256, 8, 8}, Fp8Format::E4M3, d}};
   for (const Case& c : cases) check_case(c, Pass::BackwardData);
 }

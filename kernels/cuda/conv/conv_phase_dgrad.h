@@ -2,6 +2,7 @@
 // second layer at 64x64 images, and so G's fourth layer's forward), phase by phase on Hopper's
 // warpgroup MMA (sm90a/conv_phase_dgrad.cu).
 #pragma once
+#include "ganengine/fp8.h"
 #include "ganengine/ops.h"
 #include "ganengine/tensor.h"
 
@@ -16,6 +17,11 @@ namespace gpu {
 bool conv2d_backward_data_phases_applies(const Tensor& dy, const Tensor& w, const Tensor& dx, const Conv2dParams& p);
 bool conv2d_backward_data_phases(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p,
                                  Tensor* moments = nullptr);
+
+// The same with FP8 operands (O4): dy E5M2 (or E4M3, as G's forward), w E4M3, u8 codes with their
+// scale_invs on dx's device, dx f16: each sum of code products multiplied by both scale_invs, then
+// rounded once to half. False (nothing run) for any other shapes, formats or dtypes.
+bool fp8_conv2d_backward_data_phases(const Fp8Tensor& dy, const Fp8Tensor& w, Tensor& dx, const Conv2dParams& p);
 
 // Whether `device` has compute capability 9.0, where the kernel's sm_90a code runs.
 bool device_is_sm90(int device);

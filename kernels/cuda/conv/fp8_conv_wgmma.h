@@ -16,7 +16,9 @@ bool fp8_conv2d_forward_wgmma(const Fp8Tensor& x, const Fp8Tensor& w, Tensor& y,
 
 // dx = conv2d_backward_data(dy, w) * dy.scale_inv * w.scale_inv, as above, for the DCGAN's 4x4,
 // stride-2, pad-1 convolutions (dx twice dy's height and width): four phases of four taps each.
-// Taken: dy E5M2 or E4M3 and w E4M3, u8 NHWC; dy's channels a multiple of 32, dx's of 64.
+// Taken: dy E5M2 or E4M3 and w E4M3, u8 NHWC; dy's channels a multiple of 32, dx's of 64. The
+// 128 -> 64-channel layer on 16 x 16 dy into f16 dx runs as the half path's phase kernel does
+// (conv_phase_dgrad.h), every other shape as four implicit GEMMs.
 bool fp8_conv2d_backward_data_wgmma(const Fp8Tensor& dy, const Fp8Tensor& w, Tensor& dx, const Conv2dParams& p);
 
 // d (64 x 64, f32) = a (64 x 32) times b (64 x 32)^T, E4M3 codes as u8 on a compute capability 9.0

@@ -50,8 +50,31 @@ constexpr int kAhead = 7;
 constexpr int kInFlight = 1;
 constexpr int kThreads = 2 * kWarpgroup;  // a block: two warpgroups
 
-template <int K>
-constexpr int kSteps = 4 * K / 16;  // per phase: taps x 16-channel slices
+// The operands the kernel multiplies: f16 dy and w (O2 and O3), or FP8 codes (O4: dy E5M2 or, as
+// G's forward, E4M3; w E4M3) whose sums are multiplied by both scale_invs. A 16-byte piece holds
+// 8 channels of f16 or 16 of FP8; one MMA step takes a slice of 16 or 32 channels of one tap, two
+// pieces along K either way.
+struct HalfOperands {
+  using Element = __half;
+  static constexpr int kBytes = 2;
+  static constexpr int kSliceChannels = 16;
+  static constexpr bool kScaled = false;
+};
+template <Fp8Format DyFormat>
+struct Fp8Operands {
+  using Element = uint8_t;
+  static constexpr int kBytes = 1;
+  static constexpr int kSliceChannels = 32;
+  static constexpr bool kScaled = true;
+  static constexpr Fp8Format kDy = DyFormat;
+};
+
+template <class Op, int K>
+constexpr int kSlices = K / Op::kSliceChannels;  // MMA steps per tap
+template <class Op, int K>
+constexpr int kSteps = 4 * kSlices<Op, K>;  // per phase: taps x slices
+template <class Op, int K>
+constexpr int kPieces = K* Op::kBytes / 16;  // 16-byte pieces a dy pixel
 
 // The results of one MMA half (128 pixels x 64 channels) on their way out: a pixel a 128-byte
 // row, its 16-byte chunk c at position c ^ (pixel % 8), so that stmatrix's eight rows and the
@@ -61,39 +84,54 @@ constexpr int kSteps = 4 * K / 16;  // per phase: taps x 16-channel slices
 constexpr size_t kStageBytes = size_t{128} * kChannels * 2;
 constexpr size_t kWarpgroupStageBytes = 2 * kStageBytes;
 
-template <int K>
-constexpr size_t kTileBytes = size_t{K / 8} * kPlane * 16;
-template <int K>
-constexpr size_t kShared = 2 * kTileBytes<K> + 2 * kWarpgroupStageBytes;
-static_assert(kShared<128> <= 227 * 1024, "two dy tiles and four stages fit an H100/H200 block");
+template <class Op, int K>
+constexpr size_t kTileBytes = size_t{kPieces<Op, K>} * kPlane * 16;
+template <class Op, int K>
+constexpr size_t kShared = 2 * kTileBytes<Op, K> + 2 * kWarpgroupStageBytes;
+static_assert(kShared<HalfOperands, 128> <= 227 * 1024, "two dy tiles and four stages fit an H100/H200 block");
 
 // Kernel row (or column) of tap t of phase p; it reads dy row (column) a + p + t - 1.
 __host__ __device__ constexpr int tap_kernel_index(int p, int t) { return 3 - p - 2 * t; }
 
-// frag[((phase * 4 + tap) * K/16 + slice) * 128 + thread]: the 8 halves thread `thread` holds
-// of the A operand (64 x 16: A[c][k] = w[16 slice + k][kh][kw][c], w in K x 4 x 4 x 64 order) in
-// the m16n8k16 fragment order: rows r = 16 warp + lane/4 and r + 8, columns 2 (lane % 4) + {0, 1}
-// and those + 8; registers {a0 a1} {a2 a3} {a4 a5} {a6 a7} = (r, k) (r, k+1) | (r+8, k) (r+8, k+1) |
-// (r, k+8) (r, k+9) | (r+8, k+8) (r+8, k+9).
-template <int K>
-__global__ void phase_weights_kernel(const __half* w, uint4* frag) {
+// frag[((phase * 4 + tap) * kSlices + slice) * 128 + thread]: the 16 bytes thread `thread` holds
+// of the A operand (64 x kSliceChannels: A[c][k] = w[kSliceChannels slice + k][kh][kw][c], w in
+// K x 4 x 4 x 64 order), rows r = 16 warp + lane / 4 and r + 8.
+//  - f16, the m16n8k16 fragment order: columns k = 2 (lane % 4) + {0, 1} and those + 8; registers
+//    {a0 a1} {a2 a3} {a4 a5} {a6 a7} = (r, k) (r, k+1) | (r+8, k) (r+8, k+1) | (r, k+8) (r, k+9) |
+//    (r+8, k+8) (r+8, k+9).
+//  - FP8 (wgmma_fp8_m64n128k32_a_registers): columns k = 4 (lane % 4) + 0..3, registers (r, k..),
+//    (r + 8, k..), (r, k + 16..), (r + 8, k + 16..), four bytes each, the lowest k lowest.
+template <class Op, int K>
+__global__ void phase_weights_kernel(const typename Op::Element* w, uint4* frag) {
   await_previous_kernel();
-  const int total = 16 * (K / 16) * kWarpgroup;
+  constexpr int kPerTap = kSlices<Op, K>;
+  const int total = 16 * kPerTap * kWarpgroup;
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= total) return;
-  const int thread = i % kWarpgroup, slice = (i / kWarpgroup) % (K / 16), phase_tap = i / kWarpgroup / (K / 16);
+  const int thread = i % kWarpgroup, slice = (i / kWarpgroup) % kPerTap, phase_tap = i / kWarpgroup / kPerTap;
   const int phase = phase_tap / 4, tap = phase_tap % 4;
   const int kh = tap_kernel_index(phase / 2, tap / 2), kw = tap_kernel_index(phase % 2, tap % 2);
-  const int lane = thread % 32, r = 16 * (thread / 32) + lane / 4, k = 2 * (lane % 4);
-  auto at = [&](int row, int col) { return w[((16 * slice + col) * 16 + kh * 4 + kw) * kChannels + row]; };
-  const __half h[8] = {at(r, k),     at(r, k + 1), at(r + 8, k),     at(r + 8, k + 1),
-                       at(r, k + 8), at(r, k + 9), at(r + 8, k + 8), at(r + 8, k + 9)};
-  uint4 out;
-  out.x = static_cast<uint32_t>(__half_as_ushort(h[0])) | static_cast<uint32_t>(__half_as_ushort(h[1])) << 16;
-  out.y = static_cast<uint32_t>(__half_as_ushort(h[2])) | static_cast<uint32_t>(__half_as_ushort(h[3])) << 16;
-  out.z = static_cast<uint32_t>(__half_as_ushort(h[4])) | static_cast<uint32_t>(__half_as_ushort(h[5])) << 16;
-  out.w = static_cast<uint32_t>(__half_as_ushort(h[6])) | static_cast<uint32_t>(__half_as_ushort(h[7])) << 16;
-  frag[i] = out;
+  const int lane = thread % 32, r = 16 * (thread / 32) + lane / 4;
+  auto at = [&](int row, int col) {
+    return w[((Op::kSliceChannels * slice + col) * 16 + kh * 4 + kw) * kChannels + row];
+  };
+  uint32_t word[4];
+  if constexpr (Op::kBytes == 2) {
+    const int k = 2 * (lane % 4);
+    const __half h[8] = {at(r, k),     at(r, k + 1), at(r + 8, k),     at(r + 8, k + 1),
+                         at(r, k + 8), at(r, k + 9), at(r + 8, k + 8), at(r + 8, k + 9)};
+    for (int j = 0; j < 4; ++j)
+      word[j] = static_cast<uint32_t>(__half_as_ushort(h[2 * j])) |
+                static_cast<uint32_t>(__half_as_ushort(h[2 * j + 1])) << 16;
+  } else {
+    const int k = 4 * (lane % 4);
+    for (int j = 0; j < 4; ++j) {
+      const int row = r + 8 * (j % 2), col = k + 16 * (j / 2);
+      word[j] = 0;
+      for (int b = 0; b < 4; ++b) word[j] |= static_cast<uint32_t>(at(row, col + b)) << (8 * b);
+    }
+  }
+  frag[i] = make_uint4(word[0], word[1], word[2], word[3]);
 }
 
 __device__ __forceinline__ uint32_t pack_halves(float lo, float hi) {
@@ -134,6 +172,16 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], const uint4& a,
         "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),
         "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
       : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(b_desc), "r"(static_cast<int>(accumulate)));
+}
+
+// One MMA step of either operand form: d (+)= a * b over one slice of K, b (slice x 128) K-major in
+// shared memory.
+template <class Op>
+__device__ __forceinline__ void mma_step(float (&d)[64], const uint4& a, uint64_t b_desc, bool accumulate) {
+  if constexpr (Op::kBytes == 2)
+    wgmma_m64n128k16(d, a, b_desc, accumulate);
+  else
+    wgmma_fp8_m64n128k32_a_registers<Op::kDy>(d, a, b_desc, accumulate);
 }
 
 // Named barrier `id` over the 128 threads of one warpgroup (0 is __syncthreads').
@@ -196,18 +244,19 @@ struct PendingStores {
   }
 };
 
-// Phases first .. first + count - 1 of one image by one warpgroup (thread t of 128): 32 MMA steps
-// each from the dy tile at shared address `tile`, then the results into the warpgroup's stages
+// Phases first .. first + count - 1 of one image by one warpgroup (thread t of 128): kSteps MMA
+// steps each from the dy tile at shared address `tile`, then the results into the warpgroup's stages
 // (`stage`), pending until the next phase (of this item or the next) stores them into dx's image
-// `out`. The weight fragments run kAhead steps ahead across phases (a warpgroup's phases are
-// consecutive, and so are their fragments).
-template <int K, bool kMoments>
+// `out`, multiplied by `scale`. The weight fragments run kAhead steps ahead across phases (a
+// warpgroup's phases are consecutive, and so are their fragments).
+template <class Op, int K, bool kMoments>
 __device__ __forceinline__ void compute_phases(uint32_t tile, int first, int count, const uint4* __restrict__ frag,
-                                               __half* __restrict__ out, char* stage, int t, int barrier,
+                                               __half* __restrict__ out, char* stage, int t, int barrier, float scale,
                                                ThreadMoments& moments, PendingStores& pending) {
-  constexpr int kRing = kAhead + kInFlight;
-  static_assert(kSteps<K> % kRing == 0, "a phase's steps must fill the ring whole");
-  const uint4* fp = frag + static_cast<size_t>(first) * kSteps<K> * kWarpgroup + t;
+  constexpr int kRing = kAhead + kInFlight, kStepsPerPhase = kSteps<Op, K>;
+  static_assert(kStepsPerPhase % kRing == 0, "a phase's steps must fill the ring whole");
+  static_assert(kStepsPerPhase >= PendingStores::kPerThread, "a phase's steps carry the last one's stores");
+  const uint4* fp = frag + static_cast<size_t>(first) * kStepsPerPhase * kWarpgroup + t;
   uint4 a[kRing];
 #pragma unroll
   for (int s = 0; s < kAhead; ++s) a[s] = __ldg(fp + s * kWarpgroup);
@@ -216,23 +265,23 @@ __device__ __forceinline__ void compute_phases(uint32_t tile, int first, int cou
   const int warp = t / 32, lane = t % 32, j = lane / 8, k = lane % 8;
   const uint32_t stage_row = shared_address(stage) + (8 * (j / 2) + k) * 128 + ((2 * warp + j % 2) ^ k) * 16;
 #pragma unroll 1
-  for (int phase = first; phase < first + count; ++phase, fp += kSteps<K> * kWarpgroup) {
+  for (int phase = first; phase < first + count; ++phase, fp += kStepsPerPhase * kWarpgroup) {
     const int pa = phase / 2, pb = phase % 2;
     const bool next = phase + 1 < first + count;
-    // Tap (th, tw) of 16-channel slice `slice` starts at piece 2 slice kPlane + (pa + th) kPitch +
-    // pb + tw of the tile: the phase's descriptor plus a constant of the step.
+    // Tap (th, tw) of slice `slice` starts at piece 2 slice kPlane + (pa + th) kPitch + pb + tw of
+    // the tile: the phase's descriptor plus a constant of the step.
     const uint64_t phase_desc = smem_descriptor(tile + 16u * (pa * kPitch + pb), 16 * kPlane, 16 * kPitch);
     float d0[64], d1[64];
 #pragma unroll
-    for (int s = 0; s < kSteps<K>; ++s) {
-      const int tap = s / (K / 16), slice = s % (K / 16);
+    for (int s = 0; s < kStepsPerPhase; ++s) {
+      const int tap = s / kSlices<Op, K>, slice = s % kSlices<Op, K>;
       const uint64_t desc = phase_desc + (2 * slice * kPlane + (tap / 2) * kPitch + tap % 2);  // 16-byte units
       wgmma_fence();
-      wgmma_m64n128k16(d0, a[s % kRing], desc, s > 0);
-      wgmma_m64n128k16(d1, a[s % kRing], desc + 8, s > 0);  // columns 8..15: 8 pieces on
+      mma_step<Op>(d0, a[s % kRing], desc, s > 0);
+      mma_step<Op>(d1, a[s % kRing], desc + 8, s > 0);  // columns 8..15: 8 pieces on
       wgmma_commit();
       wgmma_wait<kInFlight>();  // step s - kInFlight's MMAs are done: its fragment's registers are free
-      if (s + kAhead < kSteps<K> || next) a[(s + kAhead) % kRing] = __ldg(fp + (s + kAhead) * kWarpgroup);
+      if (s + kAhead < kStepsPerPhase || next) a[(s + kAhead) % kRing] = __ldg(fp + (s + kAhead) * kWarpgroup);
       if (s < PendingStores::kPerThread && pending.out) pending.store(stage, t, s);
     }
     wgmma_wait<0>();
@@ -244,9 +293,11 @@ __device__ __forceinline__ void compute_phases(uint32_t tile, int first, int cou
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const float(&d)[64] = half ? d1 : d0;
-      uint32_t words[32];  // the results as dx holds them: d[2k], d[2k + 1] rounded to half
+      uint32_t words[32];  // the results as dx holds them: d[2k], d[2k + 1] (scaled) rounded to half
 #pragma unroll
-      for (int k = 0; k < 32; ++k) words[k] = pack_halves(d[2 * k], d[2 * k + 1]);
+      for (int k = 0; k < 32; ++k)
+        words[k] =
+            Op::kScaled ? pack_halves(d[2 * k] * scale, d[2 * k + 1] * scale) : pack_halves(d[2 * k], d[2 * k + 1]);
       if constexpr (kMoments) add_moments(words, moments);
 #pragma unroll
       for (int i = 0; i < 16; i += 2)
@@ -266,13 +317,14 @@ __device__ __forceinline__ void compute_phases(uint32_t tile, int first, int cou
 // while this one's MMAs run. With kMoments, block b also writes the count, mean and squared
 // deviations of each channel's values it wrote to moments[field][b][channel], fields in that order
 // (a fixed tree: the threads' running moments, the four threads of a row group, the two
-// warpgroups).
-template <int K, bool kMoments>
+// warpgroups). FP8 operands: the sums are multiplied by *dy_scale_inv * *w_scale_inv.
+template <class Op, int K, bool kMoments>
 __global__ void __launch_bounds__(kThreads, 1)
-    phase_dgrad_kernel(const __half* __restrict__ dy, const uint4* __restrict__ frag, __half* __restrict__ dx,
-                       int images, int phases_per_item, float* __restrict__ moments) {
-  extern __shared__ __align__(128) uint4 smem[];  // two tiles of [K/8][kPitch][kPitch] 16-byte pieces, two stages
-  constexpr int kGroups = K / 8;
+    phase_dgrad_kernel(const typename Op::Element* __restrict__ dy, const uint4* __restrict__ frag,
+                       __half* __restrict__ dx, int images, int phases_per_item, float* __restrict__ moments,
+                       const float* __restrict__ dy_scale_inv, const float* __restrict__ w_scale_inv) {
+  extern __shared__ __align__(128) uint4 smem[];  // two tiles of [kPieces][kPitch][kPitch] 16-byte pieces, two stages
+  constexpr int kGroups = kPieces<Op, K>;
   constexpr int kTilePieces = kGroups * kPlane;
   auto tile = [&](int k) { return smem + (k % 2) * kTilePieces; };  // item k's
   const int tid = threadIdx.x, wg = tid / kWarpgroup, t = tid % kWarpgroup;
@@ -284,6 +336,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (row == 0 || row == kPitch - 1 || col == 0 || col == kPitch - 1) smem[i] = make_uint4(0, 0, 0, 0);
   }
   await_previous_kernel();
+  const float scale = Op::kScaled ? *dy_scale_inv * *w_scale_inv : 1.f;
   auto load = [&](int item, uint4* into) {
     const char* src =
         reinterpret_cast<const char*>(dy + static_cast<size_t>(item / items_per_image) * kSide * kSide * K);
@@ -307,8 +360,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int image = item / items_per_image, mine = phases_per_item / 2;
     const int first = item % items_per_image * phases_per_item + wg * mine;
     __half* out = dx + static_cast<size_t>(image) * (2 * kSide) * (2 * kSide) * kChannels;
-    compute_phases<K, kMoments>(shared_address(tile(k)), first, mine, frag, out, stage, t, 1 + wg, thread_moments,
-                                pending);
+    compute_phases<Op, K, kMoments>(shared_address(tile(k)), first, mine, frag, out, stage, t, 1 + wg, scale,
+                                    thread_moments, pending);
   }
   if (pending.out) {  // the last phase's results
 #pragma unroll
@@ -359,17 +412,20 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // moments: the kernel's per-block moments, (3, blocks, 64) f32, where asked for (nullptr: none).
-template <int K, bool kMoments>
-void launch_phase_dgrad(const Tensor& dy, const Tensor& w, Tensor& dx, Tensor* moments) {
+// dy_scale_inv, w_scale_inv: FP8 operands' (device), nullptr for f16.
+template <class Op, int K, bool kMoments>
+void launch_phase_dgrad(const Tensor& dy, const Tensor& w, Tensor& dx, Tensor* moments,
+                        const float* dy_scale_inv = nullptr, const float* w_scale_inv = nullptr) {
+  using Element = typename Op::Element;
   cudaStream_t stream = stream_of(dx);
-  Tensor frag = Tensor::empty({16 * (K / 16) * kWarpgroup * 8}, DType::F16, dx.device());
-  const int total = 16 * (K / 16) * kWarpgroup;
-  launch_kernel(phase_weights_kernel<K>, static_cast<unsigned>(ceil_div(total, 256)), 256, 0, stream,
-                w.data_as<__half>(), static_cast<uint4*>(frag.data()));
+  const int total = 16 * kSlices<Op, K> * kWarpgroup;
+  Tensor frag = Tensor::empty({int64_t{total} * 16}, DType::U8, dx.device());
+  launch_kernel(phase_weights_kernel<Op, K>, static_cast<unsigned>(ceil_div(total, 256)), 256, 0, stream,
+                static_cast<const Element*>(w.data()), static_cast<uint4*>(frag.data()));
   CUDA_CHECK_LAUNCH();
-  auto kernel = phase_dgrad_kernel<K, kMoments>;
+  auto kernel = phase_dgrad_kernel<Op, K, kMoments>;
   const int device = dx.device().index;
-  set_function_attribute_once(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kShared<K>),
+  set_function_attribute_once(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kShared<Op, K>),
                               device);
   // An item is an image's four phases, or two of them where the images are fewer than the SMs.
   const int sms = sm_count(device);
@@ -382,9 +438,23 @@ void launch_phase_dgrad(const Tensor& dy, const Tensor& w, Tensor& dx, Tensor* m
     *moments = Tensor::empty({3, blocks, kChannels}, DType::F32, dx.device());
     moments_out = moments->data_as<float>();
   }
-  launch_kernel(kernel, static_cast<unsigned>(blocks), kThreads, kShared<K>, stream, dy.data_as<__half>(),
-                static_cast<const uint4*>(frag.data()), dx.data_as<__half>(), images, phases_per_item, moments_out);
+  launch_kernel(kernel, static_cast<unsigned>(blocks), kThreads, kShared<Op, K>, stream,
+                static_cast<const Element*>(dy.data()), static_cast<const uint4*>(frag.data()), dx.data_as<__half>(),
+                images, phases_per_item, moments_out, dy_scale_inv, w_scale_inv);
   CUDA_CHECK_LAUNCH();
+}
+
+// The shapes, layouts and device the kernel takes, whatever the operands' dtypes.
+bool phase_shapes(const Tensor& dy, const Tensor& w, const Tensor& dx, const Conv2dParams& p) {
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&dy, &w, &dx})
+    if (t->rank() != 4 || t->format() != MemoryFormat::NHWC || reinterpret_cast<uintptr_t>(t->data()) % 16 != 0 ||
+        t->device() != dx.device())
+      return false;
+  if (p.stride != 2 || p.pad != 1 || w.dim(0) != 128 || w.dim(1) != kChannels || w.dim(2) != 4 || w.dim(3) != 4 ||
+      dy.dim(1) != 128 || dy.dim(2) != kSide || dy.dim(3) != kSide || dx.dim(0) != dy.dim(0) ||
+      dx.dim(1) != kChannels || dx.dim(2) != 2 * kSide || dx.dim(3) != 2 * kSide)
+    return false;
+  return dx.device().is_cuda() && device_is_sm90(dx.device().index);
 }
 
 }  // namespace
@@ -404,23 +474,32 @@ bool device_is_sm90(int device) {
 
 bool conv2d_backward_data_phases_applies(const Tensor& dy, const Tensor& w, const Tensor& dx, const Conv2dParams& p) {
   if (dy.dtype() != DType::F16 || w.dtype() != DType::F16 || dx.dtype() != DType::F16) return false;
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&dy, &w, &dx})
-    if (t->rank() != 4 || t->format() != MemoryFormat::NHWC || reinterpret_cast<uintptr_t>(t->data()) % 16 != 0)
-      return false;
-  if (p.stride != 2 || p.pad != 1 || w.dim(0) != 128 || w.dim(1) != kChannels || w.dim(2) != 4 || w.dim(3) != 4 ||
-      dy.dim(1) != 128 || dy.dim(2) != kSide || dy.dim(3) != kSide || dx.dim(0) != dy.dim(0) ||
-      dx.dim(1) != kChannels || dx.dim(2) != 2 * kSide || dx.dim(3) != 2 * kSide)
-    return false;
-  return device_is_sm90(dx.device().index);
+  return phase_shapes(dy, w, dx, p);
 }
 
 bool conv2d_backward_data_phases(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p,
                                  Tensor* moments) {
   if (!conv2d_backward_data_phases_applies(dy, w, dx, p)) return false;
   if (moments)
-    launch_phase_dgrad<128, true>(dy, w, dx, moments);
+    launch_phase_dgrad<HalfOperands, 128, true>(dy, w, dx, moments);
   else
-    launch_phase_dgrad<128, false>(dy, w, dx, nullptr);
+    launch_phase_dgrad<HalfOperands, 128, false>(dy, w, dx, nullptr);
+  return true;
+}
+
+bool fp8_conv2d_backward_data_phases(const Fp8Tensor& dy, const Fp8Tensor& w, Tensor& dx, const Conv2dParams& p) {
+  if (dy.data.dtype() != DType::U8 || w.data.dtype() != DType::U8 || w.format != Fp8Format::E4M3 ||
+      dx.dtype() != DType::F16 || !phase_shapes(dy.data, w.data, dx, p))
+    return false;
+  for (const Tensor* s : {&dy.scale_inv, &w.scale_inv})
+    if (s->dtype() != DType::F32 || s->numel() != 1 || s->device() != dx.device()) return false;
+  const float *dy_scale_inv = dy.scale_inv.data_as<float>(), *w_scale_inv = w.scale_inv.data_as<float>();
+  if (dy.format == Fp8Format::E5M2)
+    launch_phase_dgrad<Fp8Operands<Fp8Format::E5M2>, 128, false>(dy.data, w.data, dx, nullptr, dy_scale_inv,
+                                                                 w_scale_inv);
+  else
+    launch_phase_dgrad<Fp8Operands<Fp8Format::E4M3>, 128, false>(dy.data, w.data, dx, nullptr, dy_scale_inv,
+                                                                 w_scale_inv);
   return true;
 }
 

@@ -92,8 +92,46 @@ __device__ __forceinline__ void wgmma_fp8(float (&d)[N / 2], uint64_t a_desc, ui
     GE_WGMMA_FP8_M64N64K32(".e5m2.e4m3");
 }
 
+// d (+)= a * b over 32 FP8 values of K, a (64 x 32, E4M3) in registers, b (32 x 128) K-major in
+// shared memory through its descriptor. Warp w of the warpgroup holds rows 16 w .. 16 w + 15 of a;
+// lane l's four registers hold (row r = 16 w + l / 4, K 4 (l % 4) .. + 3), (r + 8, the same K),
+// (r, 16 + those K), (r + 8, 16 + those K), the lowest K in the lowest byte. `types`: ".e4m3.e4m3"
+// or ".e4m3.e5m2" (b's format second).
+#define GE_WGMMA_FP8_M64N128K32_A_REGISTERS(types)                                                                  \
+  asm volatile(                                                                                                     \
+      "{\n"                                                                                                         \
+      ".reg .pred p;\n"                                                                                             \
+      "setp.ne.b32 p, %69, 0;\n"                                                                                    \
+      "wgmma.mma_async.sync.aligned.m64n128k32.f32" types                                                           \
+      " "                                                                                                           \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, "            \
+      "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, "        \
+      "%41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, "        \
+      "%61, %62, %63}, "                                                                                            \
+      "{%64, %65, %66, %67}, %68, p, 1, 1;\n"                                                                       \
+      "}\n"                                                                                                         \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), \
+        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),      \
+        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),     \
+        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]),     \
+        "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]),     \
+        "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),     \
+        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),     \
+        "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])                   \
+      : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(b_desc), "r"(static_cast<int>(accumulate)))
+
+template <Fp8Format B>
+__device__ __forceinline__ void wgmma_fp8_m64n128k32_a_registers(float (&d)[64], const uint4& a, uint64_t b_desc,
+                                                                 bool accumulate) {
+  if constexpr (B == Fp8Format::E4M3)
+    GE_WGMMA_FP8_M64N128K32_A_REGISTERS(".e4m3.e4m3");
+  else
+    GE_WGMMA_FP8_M64N128K32_A_REGISTERS(".e4m3.e5m2");
+}
+
 #undef GE_WGMMA_FP8_M64N128K32
 #undef GE_WGMMA_FP8_M64N64K32
+#undef GE_WGMMA_FP8_M64N128K32_A_REGISTERS
 
 }  // namespace gpu
 }  // namespace ge
