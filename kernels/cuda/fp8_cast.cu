@@ -8,8 +8,9 @@
 // from device memory and nothing returns to the host: both launches are capturable in a CUDA graph.
 // Assumes codes (u8) and values (f32, f16 or bf16) store their elements in the same order (same
 // shape and memory format, which ops::fp8_quantize checks) and nothing else about alignment. The
-// round trip of 16-byte aligned f16 or bf16 tensors, O4's every operand, moves 16 bytes a thread
-// and converts on the hardware's FP8 instructions; the tests hold both forms to the CPU bitwise.
+// quantizing and the round trip of 16-byte aligned f16 or bf16 tensors (codes 8-byte aligned),
+// O4's every operand, move eight values a thread and convert on the hardware's FP8 instructions;
+// the tests hold both forms to the CPU bitwise.
 #include <cstdint>
 #include <string>
 
@@ -136,6 +137,83 @@ __global__ void round_trip_vector_kernel(const T* x, int64_t n, const float* sca
   if (amax) fold_amax_key(key, amax);
 }
 
+// fp8_quantize_element of eight values into eight codes (the first in the lowest byte), folding
+// their amax keys into key: finite products through Hopper's conversion instruction (as
+// fp8_round_trip_pair), the others through the element function.
+template <Fp8Format F, class T>
+__device__ __forceinline__ uint2 fp8_quantize_pack(const Pack<T, 8>& p, float s, uint32_t& key) {
+  constexpr __nv_fp8_interpretation_t kFormat = F == Fp8Format::E4M3 ? __NV_E4M3 : __NV_E5M2;
+  uint32_t words[2] = {0u, 0u};
+#pragma unroll
+  for (int j = 0; j < 8; j += 2) {
+    const float a = load_float(&p.v[j]), b = load_float(&p.v[j + 1]);
+    key = max(key, max(fp8_amax_key(a), fp8_amax_key(b)));
+    const float2 scaled = make_float2(fmul_rn(a, s), fmul_rn(b, s));
+    uint32_t codes = __nv_cvt_float2_to_fp8x2(scaled, __NV_SATFINITE, kFormat);  // a low, b high
+    if (!fp8_math::is_finite(scaled.x)) codes = (codes & 0xff00u) | fp8_quantize_element(a, s, F);
+    if (!fp8_math::is_finite(scaled.y)) codes = (codes & 0x00ffu) | uint32_t{fp8_quantize_element(b, s, F)} << 8;
+    words[j / 4] |= codes << (16 * (j / 2 % 2));
+  }
+  return make_uint2(words[0], words[1]);
+}
+
+// quantize_kernel with eight values a 16-byte access and their eight codes an 8-byte store,
+// kInFlight accesses loaded before any is converted; the n % 8 values past the last whole access go
+// to block 0's first threads, one each.
+template <class T, Fp8Format F>
+__global__ void quantize_vector_kernel(const T* x, int64_t n, const float* scale, uint8_t* q, uint32_t* amax) {
+  await_previous_kernel();
+  const float s = *scale;
+  uint32_t key = 0;
+  using Packed = Pack<T, 8>;
+  const int64_t packs = n / 8, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const auto* in = reinterpret_cast<const Packed*>(x);
+  auto* out = reinterpret_cast<uint2*>(q);
+  for (int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; first < packs;
+       first += kInFlight * stride) {
+    Packed v[kInFlight];
+#pragma unroll
+    for (int j = 0; j < kInFlight; ++j)
+      if (first + j * stride < packs) v[j] = in[first + j * stride];
+#pragma unroll
+    for (int j = 0; j < kInFlight; ++j) {
+      if (first + j * stride >= packs) break;
+      out[first + j * stride] = fp8_quantize_pack<F>(v[j], s, key);
+    }
+  }
+  const int64_t tail = packs * 8 + threadIdx.x;
+  if (blockIdx.x == 0 && tail < n) {
+    const float v = load_float(&x[tail]);
+    q[tail] = fp8_quantize_element(v, s, F);
+    key = max(key, fp8_amax_key(v));
+  }
+  fold_amax_key(key, amax);
+}
+
+// The vector quantize where x is a 16-bit type 16-byte aligned and q 8-byte aligned, else false.
+template <class T>
+void launch_quantize_vector(const Tensor& x, const float* scale, Fp8Format format, Tensor& q, uint32_t* amax) {
+  const int64_t n = x.numel();
+  const auto* xp = static_cast<const T*>(x.data());
+  auto* qp = q.data_as<uint8_t>();
+  const unsigned grid = grid_for(ceil_div(ceil_div(n, 8), kInFlight));
+  if (format == Fp8Format::E4M3)
+    launch_kernel(quantize_vector_kernel<T, Fp8Format::E4M3>, grid, kThreads, 0, stream_of(x), xp, n, scale, qp, amax);
+  else
+    launch_kernel(quantize_vector_kernel<T, Fp8Format::E5M2>, grid, kThreads, 0, stream_of(x), xp, n, scale, qp, amax);
+}
+
+bool quantize_vector(const Tensor& x, const float* scale, Fp8Format format, Tensor& q, uint32_t* amax) {
+  if (reinterpret_cast<uintptr_t>(x.data()) % 16 != 0 || reinterpret_cast<uintptr_t>(q.data()) % 8 != 0) return false;
+  if (x.dtype() == DType::F16)
+    launch_quantize_vector<__half>(x, scale, format, q, amax);
+  else if (x.dtype() == DType::BF16)
+    launch_quantize_vector<__nv_bfloat16>(x, scale, format, q, amax);
+  else
+    return false;
+  return true;
+}
+
 // The vector kernel where x and y are one 16-bit type and 16-byte aligned, else nullptr.
 using RoundTripVectorLaunch = void (*)(const Tensor&, const float*, const float*, Fp8Format, Tensor&, uint32_t*);
 template <class T>
@@ -182,6 +260,10 @@ void fp8_quantize(const Tensor& x, const Tensor& scale, Fp8Format format, Tensor
   CUDA_CHECK_LAUNCH();
   const int64_t n = x.numel();
   if (n == 0) return;
+  if (quantize_vector(x, scale.data_as<const float>(), format, q, amax_key)) {
+    CUDA_CHECK_LAUNCH();
+    return;
+  }
   launch_kernel(quantize_kernel, grid_for(ceil_div(n, kInFlight)), kThreads, 0, stream,
                 static_cast<const void*>(x.data()), elem_type(x.dtype()), n, scale.data_as<const float>(), format,
                 q.data_as<uint8_t>(), amax_key);

@@ -388,7 +388,8 @@ Tensor every_bit_pattern(DType dtype) {
   return t;
 }
 
-TEST_CASE("gpu ops: fp8_round_trip of every f16 and bf16 bit pattern matches the CPU bitwise aligned or not") {
+TEST_CASE(
+    "gpu ops: fp8_round_trip and fp8_quantize of every f16 and bf16 bit pattern match the CPU bitwise aligned or not") {
   GE_REQUIRE_GPU();
   const Device gpu = Device::cuda(0);
   for (DType dt : {DType::F16, DType::BF16})
@@ -409,6 +410,13 @@ TEST_CASE("gpu ops: fp8_round_trip of every f16 and bf16 bit pattern matches the
           ops::fp8_round_trip(x, s, s_inv, f, y_cpu, &amax_cpu);
           ops::fp8_round_trip(x_gpu, s.to(gpu), s_inv.to(gpu), f, y_gpu, &amax_gpu);
           CHECK(same_values_or_both_nan(y_gpu.to(kCpu), y_cpu));
+          CHECK(same_bytes(amax_gpu.to(kCpu), amax_cpu));
+          // Quantizing, whose codes are 8-byte aligned where x is 16-byte aligned.
+          Tensor q_gpu = Tensor::empty({65536}, DType::U8, gpu).slice0(begin, 65536);
+          Tensor q_cpu = Tensor::empty(x.shape(), DType::U8);
+          ops::fp8_quantize(x, s, f, q_cpu, amax_cpu);
+          ops::fp8_quantize(x_gpu, s.to(gpu), f, q_gpu, amax_gpu);
+          CHECK(same_bytes(q_gpu.to(kCpu), q_cpu));
           CHECK(same_bytes(amax_gpu.to(kCpu), amax_cpu));
         }
 }
