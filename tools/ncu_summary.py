@@ -2,10 +2,15 @@
 """Summarise `ncu --csv` rows (one row per kernel and metric) of one training step: time per
 kernel name, share of the step, and the Tensor Core pipes' activity weighted by time; with
 --launches, every launch in the order ncu ran them (which layer a kernel served follows from
-its place in the step: a replayed graph carries no NVTX ranges).
-Usage: ncu_summary.py [--launches] ncu.csv"""
+its place in the step: a replayed graph carries no NVTX ranges); with --layers, the kernel time
+grouped by the layer whose NVTX range launched it (rows from `ncu --nvtx` of an eager step,
+`bench --cuda-graph off`): the convolutions with at least 8 channels on each side (O4's FP8
+layers), the other convolutions (the image layers, D's head), the BatchNorms, and the rest
+(losses, optimizers, scalers).
+Usage: ncu_summary.py [--launches] [--layers] ncu.csv"""
 import csv
 import io
+import re
 import sys
 from collections import defaultdict
 
@@ -19,6 +24,7 @@ def main(path):
     for row in csv.DictReader(io.StringIO(text[start:])):
         k = kernels[row["ID"]]
         k["name"] = row["Kernel Name"]
+        k["nvtx"] = " ".join(v for c, v in row.items() if c and "Range" in c and v)
         try:
             value = float(row["Metric Value"].replace(",", ""))
         except ValueError:
@@ -54,13 +60,48 @@ def tensor_activity(k):
                k.get("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active", 0.0))
 
 
+# The innermost layer range of a launch: "main.2 Conv2d(64, 128, 4, 2, 1, bias=False) forward".
+LAYER_RANGE = re.compile(r"main\.\d+ (\w+)\(([^)]*)\) (?:forward|backward)")
+LAYER_GROUPS = ("convolutions, >= 8 channels a side (O4's FP8 layers)", "other convolutions (image layers, D's head)",
+                "BatchNorm layers", "outside the layers (losses, optimizers, scalers)")
+
+
+def layer_group(nvtx):
+    found = LAYER_RANGE.findall(nvtx)
+    if not found:
+        return LAYER_GROUPS[3]
+    kind, args = found[-1]
+    if kind.startswith("Conv"):
+        channels = [int(a) for a in args.split(",")[:2]]
+        return LAYER_GROUPS[0] if min(channels) >= 8 else LAYER_GROUPS[1]
+    return LAYER_GROUPS[2] if kind.startswith("BatchNorm") else LAYER_GROUPS[3]
+
+
+def print_layers(kernels):
+    if not any(k.get("nvtx") for k in kernels.values()):
+        sys.exit("--layers needs NVTX ranges in the rows: profile with ncu --nvtx, bench --cuda-graph off")
+    time = defaultdict(float)
+    launches = defaultdict(int)
+    for k in kernels.values():
+        group = layer_group(k.get("nvtx", ""))
+        time[group] += k.get("gpu__time_duration.sum", 0.0)
+        launches[group] += 1
+    total = sum(time.values())
+    print(f"\n{'us':>10} {'share':>6} {'n':>4}  launched by")
+    for group in LAYER_GROUPS:
+        print(f"{time[group]:10.1f} {100 * time[group] / max(total, 1e-9):5.1f}% {launches[group]:4d}  {group}")
+
+
 if __name__ == "__main__":
     args = sys.argv[1:]
     launches = "--launches" in args
-    paths = [a for a in args if a != "--launches"]
+    layers = "--layers" in args
+    paths = [a for a in args if a not in ("--launches", "--layers")]
     if len(paths) != 1:
         sys.exit(__doc__)
     kernels = main(paths[0])
+    if layers:
+        print_layers(kernels)
     if launches:
         print(f"\n{'launch':>6} {'us':>8} {'TC%':>5}  kernel")
         for launch_id in sorted(kernels, key=int):

@@ -221,7 +221,7 @@ struct WorstErrors {
   std::map<std::string, double> by_dtype;
   void check(const char* what, const Tensor& got, const Tensor& want, DType dt) {
     const double e = rel_error(got.to_doubles(), want.to_doubles());
-    CHECK_MESSAGE(e < gpu_vs_cpu_tol(dt), what, " relative error ", e);
+    CHECK_MESSAGE(e < gpu_vs_cpu_tol(dt), std::string(what), " relative error ", e);
     double& w = by_dtype[std::string(dtype_name(dt))];
     w = std::max(w, e);
   }

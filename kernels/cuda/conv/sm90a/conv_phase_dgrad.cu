@@ -22,6 +22,9 @@
 //    warpgroup's next phase runs;
 //  - as G's fourth layer, the kernel also forms its output's per-channel moments for the
 //    BatchNorm after it (from the values as rounded to half), so that pass need not read dx.
+// With FP8 operands (O4's codes, ops::fp8_conv2d_backward_data) the same structure holds with
+// half the bytes: 16 channels a piece (dy's tile 32 KiB), 32 channels a step (16 steps of two
+// m64n128k32 with E4M3 weights in registers), each sum times both scale_invs before its rounding.
 // Compiled for sm_90a only (wgmma): CMakeLists.txt builds this folder apart.
 #include <cuda_fp16.h>
 
