@@ -64,6 +64,10 @@ struct Fp8RoundTrip {
   Tensor scale, scale_inv;  // f32 (1) each, on the op's device
   Fp8Format format = Fp8Format::E4M3;
   Tensor amax;  // f32 (1) that the output's amax is folded into; undefined: none recorded
+  // u8 of the output's shape and memory format that also receives each value's FP8 code
+  // (ops::fp8_quantize of the value before rounding: the code the rounded value stands for);
+  // undefined: none written.
+  Tensor codes;
 };
 
 // ---- BatchNorm2d. x, y, dy, dx: activations (f32/f16/bf16, NCHW or NHWC).

@@ -48,6 +48,10 @@ void fp8_round_trip(const Tensor& x, const Tensor& scale, const Tensor& scale_in
 }
 
 void fp8_round_trip_in_place(const ops::Fp8RoundTrip& r, Tensor& t) {
+  if (r.codes.defined()) {  // from the values before they are rounded; the amax is the round trip's
+    Tensor codes = r.codes, unused_amax = Tensor::empty({1}, DType::F32);
+    fp8_quantize(t, r.scale, r.format, codes, unused_amax);
+  }
   fp8_round_trip(t, r.scale, r.scale_inv, r.format, t, r.amax.defined() ? &r.amax : nullptr);
 }
 

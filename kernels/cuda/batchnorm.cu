@@ -270,7 +270,9 @@ __global__ void batchnorm_dx_kernel(const T* x, Dy dy, const T* y, T* dx, const 
                                  {m[j], 0.f, 0.f, 0.f});
       store_float(&out.v[j], bn_dx(k0[j], k1[j], k2[j], grad, xf, m[j]));
     }
-    if (round.scale) fp8_round_trip_pack(out, round, round_scale, round_scale_inv, amax_key);
+    if (round.scale)
+      fp8_round_trip_pack(out, round, round_scale, round_scale_inv, amax_key,
+                          round.codes ? round.codes + uint64_t{p} * V : nullptr);
     reinterpret_cast<Pack<T, V>*>(dx)[p] = out;
   }
   if (round.amax) fold_amax_key(amax_key, round.amax);

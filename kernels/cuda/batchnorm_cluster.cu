@@ -264,8 +264,10 @@ __global__ void __launch_bounds__(kClusterThreads)
       const float grad = bn_output_grad<T, kRecompute>(local.act, xf, yf, load_float(&v.dy.v[j]), ch.c[j]);
       store_float(&out.v[j], bn_dx(k0[j], k1[j], k2[j], grad, xf, ch.c[j].mean));
     }
-    if (round.scale) fp8_round_trip_pack(out, round, round_scale, round_scale_inv, amax_key);
-    *reinterpret_cast<Packed*>(dx + uint64_t{rows.begin + r} * g.C + c0) = out;
+    const uint64_t at = uint64_t{rows.begin + r} * g.C + c0;  // the pack's first element
+    if (round.scale)
+      fp8_round_trip_pack(out, round, round_scale, round_scale_inv, amax_key, round.codes ? round.codes + at : nullptr);
+    *reinterpret_cast<Packed*>(dx + at) = out;
   }
   if (round.amax) fold_amax_key(amax_key, round.amax);
   if (lane < kCols && cg::this_cluster().block_rank() == 0) finish.params(c_first + lane, total);  // dgamma, dbeta

@@ -138,21 +138,15 @@ __global__ void round_trip_vector_kernel(const T* x, int64_t n, const float* sca
 }
 
 // fp8_quantize_element of eight values into eight codes (the first in the lowest byte), folding
-// their amax keys into key: finite products through Hopper's conversion instruction (as
-// fp8_round_trip_pair), the others through the element function.
+// their amax keys into key (fp8_codes_pair, two at a time).
 template <Fp8Format F, class T>
 __device__ __forceinline__ uint2 fp8_quantize_pack(const Pack<T, 8>& p, float s, uint32_t& key) {
-  constexpr __nv_fp8_interpretation_t kFormat = F == Fp8Format::E4M3 ? __NV_E4M3 : __NV_E5M2;
   uint32_t words[2] = {0u, 0u};
 #pragma unroll
   for (int j = 0; j < 8; j += 2) {
     const float a = load_float(&p.v[j]), b = load_float(&p.v[j + 1]);
     key = max(key, max(fp8_amax_key(a), fp8_amax_key(b)));
-    const float2 scaled = make_float2(fmul_rn(a, s), fmul_rn(b, s));
-    uint32_t codes = __nv_cvt_float2_to_fp8x2(scaled, __NV_SATFINITE, kFormat);  // a low, b high
-    if (!fp8_math::is_finite(scaled.x)) codes = (codes & 0xff00u) | fp8_quantize_element(a, s, F);
-    if (!fp8_math::is_finite(scaled.y)) codes = (codes & 0x00ffu) | uint32_t{fp8_quantize_element(b, s, F)} << 8;
-    words[j / 4] |= codes << (16 * (j / 2 % 2));
+    words[j / 4] |= fp8_codes_pair<F>(make_float2(fmul_rn(a, s), fmul_rn(b, s)), a, b, s) << (16 * (j / 2 % 2));
   }
   return make_uint2(words[0], words[1]);
 }

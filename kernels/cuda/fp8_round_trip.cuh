@@ -14,18 +14,32 @@ namespace ge {
 namespace gpu {
 
 // ops::Fp8RoundTrip as a kernel takes it: device pointers, scale null for no rounding, amax
-// (fp8_amax_key bits) null for none recorded.
+// (fp8_amax_key bits) null for none recorded, codes null for none written.
 struct Fp8RoundTripArgs {
   const float* scale = nullptr;
   const float* scale_inv = nullptr;
   uint32_t* amax = nullptr;
   Fp8Format format = Fp8Format::E4M3;
+  uint8_t* codes = nullptr;
 };
 
 inline Fp8RoundTripArgs fp8_round_trip_args(const ops::Fp8RoundTrip* r) {
   if (!r) return {};
   return {r->scale.data_as<const float>(), r->scale_inv.data_as<const float>(),
-          r->amax.defined() ? static_cast<uint32_t*>(r->amax.data()) : nullptr, r->format};
+          r->amax.defined() ? static_cast<uint32_t*>(r->amax.data()) : nullptr, r->format,
+          r->codes.defined() ? r->codes.data_as<uint8_t>() : nullptr};
+}
+
+// fp8_quantize_element of two f32 products (scaled values), two codes in one word, the first in
+// the lowest byte: Hopper's conversion instruction (cvt.rn.satfinite, round to nearest even with
+// saturation, as fp8_bits.h does) for finite products, the element function for the others.
+template <Fp8Format F>
+__device__ __forceinline__ uint32_t fp8_codes_pair(float2 scaled, float a, float b, float s) {
+  constexpr __nv_fp8_interpretation_t kFormat = F == Fp8Format::E4M3 ? __NV_E4M3 : __NV_E5M2;
+  uint32_t codes = __nv_cvt_float2_to_fp8x2(scaled, __NV_SATFINITE, kFormat);
+  if (!fp8_math::is_finite(scaled.x)) codes = (codes & 0xff00u) | fp8_quantize_element(a, s, F);
+  if (!fp8_math::is_finite(scaled.y)) codes = (codes & 0x00ffu) | uint32_t{fp8_quantize_element(b, s, F)} << 8;
+  return codes;
 }
 
 // fp8_round_trip_element of two values: the f32 products to two E4M3 or E5M2 codes
@@ -50,13 +64,20 @@ __device__ __forceinline__ float2 fp8_round_trip_pair(float2 v, float s, float s
 }
 
 // The round trip of a pack's values (each already a T) in place, folding their amax keys into
-// key; an odd pack's last value goes with a zero, which adds nothing to the amax.
+// key, and with `codes` their V codes there (the codes of the values before rounding); an odd
+// pack's last value goes with a zero, which adds nothing to the amax.
 template <Fp8Format F, class T, int V>
-__device__ __forceinline__ void fp8_round_trip_pack(Pack<T, V>& p, float s, float s_inv, uint32_t& key) {
+__device__ __forceinline__ void fp8_round_trip_pack(Pack<T, V>& p, float s, float s_inv, uint32_t& key,
+                                                    uint8_t* codes = nullptr) {
 #pragma unroll
   for (int j = 0; j < V; j += 2) {
     const float a = load_float(&p.v[j]), b = j + 1 < V ? load_float(&p.v[j + 1]) : 0.f;
     key = max(key, max(fp8_amax_key(a), fp8_amax_key(b)));
+    if (codes) {
+      const uint32_t pair = fp8_codes_pair<F>(make_float2(fmul_rn(a, s), fmul_rn(b, s)), a, b, s);
+      codes[j] = static_cast<uint8_t>(pair);
+      if (j + 1 < V) codes[j + 1] = static_cast<uint8_t>(pair >> 8);
+    }
     const float2 r = fp8_round_trip_pair<F>(make_float2(a, b), s, s_inv);
     if (j + 1 < V)
       store_float2(&p.v[j], r.x, r.y);
@@ -66,13 +87,14 @@ __device__ __forceinline__ void fp8_round_trip_pack(Pack<T, V>& p, float s, floa
 }
 
 // The same with the format chosen at run time (one uniform branch a pack).
+// codes: where the pack's codes go (args.codes plus the pack's first element), null for none.
 template <class T, int V>
 __device__ __forceinline__ void fp8_round_trip_pack(Pack<T, V>& p, const Fp8RoundTripArgs& args, float s, float s_inv,
-                                                    uint32_t& key) {
+                                                    uint32_t& key, uint8_t* codes) {
   if (args.format == Fp8Format::E4M3)
-    fp8_round_trip_pack<Fp8Format::E4M3>(p, s, s_inv, key);
+    fp8_round_trip_pack<Fp8Format::E4M3>(p, s, s_inv, key, codes);
   else
-    fp8_round_trip_pack<Fp8Format::E5M2>(p, s, s_inv, key);
+    fp8_round_trip_pack<Fp8Format::E5M2>(p, s, s_inv, key, codes);
 }
 
 // Folds every thread's amax key into *amax: a warp shuffle, the block's warps through shared

@@ -120,7 +120,9 @@ void check_fp8_round_trip(const char* op, const ops::Fp8RoundTrip& r, const Tens
   check_f32_scalar(op, "round trip scale", r.scale);
   check_f32_scalar(op, "round trip scale_inv", r.scale_inv);
   if (r.amax.defined()) check_f32_scalar(op, "round trip amax", r.amax);
-  same_device(op, {&out, &r.scale, &r.scale_inv, r.amax.defined() ? &r.amax : &out});
+  if (r.codes.defined()) check_fp8_pair(op, out, r.codes);
+  same_device(op,
+              {&out, &r.scale, &r.scale_inv, r.amax.defined() ? &r.amax : &out, r.codes.defined() ? &r.codes : &out});
 }
 
 }  // namespace

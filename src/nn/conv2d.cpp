@@ -67,7 +67,7 @@ Tensor Conv2d::fp8_operand(const Tensor& t, const Fp8Scaling& state, bool record
 std::optional<ops::Fp8RoundTrip> Conv2d::output_gradient_rounding() const {
   if (!fp8_) return std::nullopt;
   const Fp8Scaling& g = fp8_->grad_output;
-  return ops::Fp8RoundTrip{g.scale, g.scale_inv, g.format, record_amax_ ? g.current_amax() : Tensor()};
+  return ops::Fp8RoundTrip{g.scale, g.scale_inv, g.format, record_amax_ ? g.current_amax() : Tensor(), Tensor()};
 }
 
 Shape Conv2d::padded_weight_shape(int64_t in_channels) const {

@@ -1,6 +1,7 @@
 // ops::batchnorm_activation_backward with round_dx (ops::Fp8RoundTrip): dx rounded to FP8 and back
 // as it is written is bitwise the backward followed by ops::fp8_round_trip of dx, on each backend,
-// with the same amax folded in and the same parameter gradients.
+// with the same amax folded in and the same parameter gradients; the codes it writes where asked
+// are ops::fp8_quantize of the unrounded dx, and stand for the rounded dx.
 #include <vector>
 
 #include "ganengine/ops.h"
@@ -39,7 +40,8 @@ void check_rounded_backward(Device device, const Shape& shape, DType dt, Fp8Form
     b->dbeta = Tensor::empty({C}, DType::F32, device);
     b->amax = f32_scalar(1e-6f, device);  // folded into, not overwritten
   }
-  const ops::Fp8RoundTrip round{s, s_inv, f, record_amax ? fused.amax : Tensor()};
+  Tensor codes = Tensor::empty(shape, DType::U8, device, format);
+  const ops::Fp8RoundTrip round{s, s_inv, f, record_amax ? fused.amax : Tensor(), codes};
   ops::batchnorm_activation_backward(x, y, dy, gamma, beta, mean, invstd, act, fused.dx, fused.dgamma, fused.dbeta,
                                      nullptr, &round);
   ops::batchnorm_activation_backward(x, y, dy, gamma, beta, mean, invstd, act, separate.dx, separate.dgamma,
@@ -53,6 +55,12 @@ void check_rounded_backward(Device device, const Shape& shape, DType dt, Fp8Form
   Tensor plain = Tensor::empty(shape, dt, device, format);
   ops::batchnorm_activation_backward(x, y, dy, gamma, beta, mean, invstd, act, plain, separate.dgamma, separate.dbeta);
   CHECK_FALSE(same_bytes(plain, fused.dx));
+  Tensor quantized = Tensor::empty(shape, DType::U8, device, format), unused_amax = f32_scalar(0.0f, device);
+  ops::fp8_quantize(plain, s, f, quantized, unused_amax);
+  CHECK(same_bytes(codes, quantized));
+  Tensor values = Tensor::empty(shape, dt, device, format);
+  ops::fp8_dequantize(codes, s_inv, f, values);
+  CHECK(same_bytes(values, fused.dx));
 }
 
 void check_all(Device device, const std::vector<Shape>& shapes) {
@@ -92,13 +100,18 @@ TEST_CASE("ops: batchnorm_activation_backward rejects a round_dx that cannot rou
   Tensor dx = Tensor::empty(shape, DType::F32), dgamma = Tensor::empty({8}, DType::F32),
          dbeta = Tensor::empty({8}, DType::F32);
   const ops::Fp8RoundTrip f64_scale{
-      Tensor::zeros({1}, DType::F64), Tensor::zeros({1}, DType::F32), Fp8Format::E5M2, {}};
+      Tensor::zeros({1}, DType::F64), Tensor::zeros({1}, DType::F32), Fp8Format::E5M2, {}, {}};
   CHECK_THROWS_WITH_AS(ops::batchnorm_activation_backward(x, y, dy, gamma, beta, mean, invstd, act, dx, dgamma, dbeta,
                                                           nullptr, &f64_scale),
                        doctest::Contains("round trip scale must be f32 (1)"), Error);
   const ops::Fp8RoundTrip two_amaxes{Tensor::zeros({1}, DType::F32), Tensor::zeros({1}, DType::F32), Fp8Format::E5M2,
-                                     Tensor::zeros({2}, DType::F32)};
+                                     Tensor::zeros({2}, DType::F32), Tensor()};
   CHECK_THROWS_WITH_AS(ops::batchnorm_activation_backward(x, y, dy, gamma, beta, mean, invstd, act, dx, dgamma, dbeta,
                                                           nullptr, &two_amaxes),
                        doctest::Contains("round trip amax must be f32 (1)"), Error);
+  const ops::Fp8RoundTrip f32_codes{Tensor::zeros({1}, DType::F32), Tensor::zeros({1}, DType::F32), Fp8Format::E5M2,
+                                    Tensor(), Tensor::zeros(shape, DType::F32)};
+  CHECK_THROWS_WITH_AS(ops::batchnorm_activation_backward(x, y, dy, gamma, beta, mean, invstd, act, dx, dgamma, dbeta,
+                                                          nullptr, &f32_codes),
+                       doctest::Contains("must be u8 of the shape and memory format"), Error);
 }
