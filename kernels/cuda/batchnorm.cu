@@ -238,7 +238,7 @@ __global__ void batchnorm_dx_kernel(const T* x, Dy dy, const T* y, T* dx, const 
                                     ChannelGeometry g, uint32_t packs, bool vector_loads, bool fixed_channels,
                                     ActivationGrad act, Fp8RoundTripArgs round) {
   await_previous_kernel();
-  const float round_scale = round.scale ? *round.scale : 0.f, round_scale_inv = round.scale ? *round.scale_inv : 0.f;
+  const float2 round_scales = fp8_round_trip_scales(round);
   uint32_t amax_key = 0;
   float m[V], k0[V], k1[V], k2[V], t[kThreshold ? V : 1];
   auto load_channels = [&](uint32_t c0) {
@@ -270,9 +270,7 @@ __global__ void batchnorm_dx_kernel(const T* x, Dy dy, const T* y, T* dx, const 
                                  {m[j], 0.f, 0.f, 0.f});
       store_float(&out.v[j], bn_dx(k0[j], k1[j], k2[j], grad, xf, m[j]));
     }
-    if (round.scale)
-      fp8_round_trip_pack(out, round, round_scale, round_scale_inv, amax_key,
-                          round.codes ? round.codes + uint64_t{p} * V : nullptr);
+    fp8_round_trip_written(out, round, round_scales, uint64_t{p} * V, amax_key);
     reinterpret_cast<Pack<T, V>*>(dx)[p] = out;
   }
   if (round.amax) fold_amax_key(amax_key, round.amax);

@@ -252,7 +252,7 @@ __global__ void __launch_bounds__(kClusterThreads)
     k2[j] = coef[2][col + j];
   }
   using Packed = Pack<T, V>;
-  const float round_scale = round.scale ? *round.scale : 0.f, round_scale_inv = round.scale ? *round.scale_inv : 0.f;
+  const float2 round_scales = fp8_round_trip_scales(round);
   uint32_t amax_key = 0;
   for (uint32_t r = ty; r < rows.count; r += kRows) {
     const typename GradSumsVisit<T, P, kRecompute>::Loaded v = local.load(r * kCols + col);
@@ -265,8 +265,7 @@ __global__ void __launch_bounds__(kClusterThreads)
       store_float(&out.v[j], bn_dx(k0[j], k1[j], k2[j], grad, xf, ch.c[j].mean));
     }
     const uint64_t at = uint64_t{rows.begin + r} * g.C + c0;  // the pack's first element
-    if (round.scale)
-      fp8_round_trip_pack(out, round, round_scale, round_scale_inv, amax_key, round.codes ? round.codes + at : nullptr);
+    fp8_round_trip_written(out, round, round_scales, at, amax_key);
     *reinterpret_cast<Packed*>(dx + at) = out;
   }
   if (round.amax) fold_amax_key(amax_key, round.amax);

@@ -102,19 +102,14 @@ __global__ void round_trip_kernel(const void* x, ElemType x_type, int64_t n, con
   if (amax) fold_amax_key(key, amax);  // amax is the same for the whole grid
 }
 
-// Eight values a 16-byte access, with kInFlight accesses loaded before any is converted. x and y
-// share a 16-bit type and are 16-byte aligned; the n % 8 values past the last whole access go to
-// block 0's first threads, one each (as a pack of one).
-template <class T, Fp8Format F>
-__global__ void round_trip_vector_kernel(const T* x, int64_t n, const float* scale, const float* scale_inv, T* y,
-                                         uint32_t* amax) {
-  await_previous_kernel();
-  const float s = *scale, s_inv = *scale_inv;
-  uint32_t key = 0;
+// Calls per_pack(i, pack i) for every whole pack of eight values of x (a 16-byte access) in a
+// grid-stride loop, each thread loading kInFlight packs before it converts any, then per_tail(i)
+// for each of the n % 8 values past the last whole pack, on block 0's first threads, one each.
+template <class T, class PerPack, class PerTail>
+__device__ __forceinline__ void for_each_pack(const T* x, int64_t n, PerPack&& per_pack, PerTail&& per_tail) {
   using Packed = Pack<T, 8>;
   const int64_t packs = n / 8, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const auto* in = reinterpret_cast<const Packed*>(x);
-  auto* out = reinterpret_cast<Packed*>(y);
   for (int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; first < packs;
        first += kInFlight * stride) {
     Packed v[kInFlight];
@@ -124,16 +119,33 @@ __global__ void round_trip_vector_kernel(const T* x, int64_t n, const float* sca
 #pragma unroll
     for (int j = 0; j < kInFlight; ++j) {
       if (first + j * stride >= packs) break;
-      fp8_round_trip_pack<F>(v[j], s, s_inv, key);
-      out[first + j * stride] = v[j];
+      per_pack(first + j * stride, v[j]);
     }
   }
   const int64_t tail = packs * 8 + threadIdx.x;
-  if (blockIdx.x == 0 && tail < n) {
-    Pack<T, 1> one{{x[tail]}};
-    fp8_round_trip_pack<F>(one, s, s_inv, key);
-    y[tail] = one.v[0];
-  }
+  if (blockIdx.x == 0 && tail < n) per_tail(tail);
+}
+
+// round_trip_kernel by for_each_pack: x and y share a 16-bit type and are 16-byte aligned; a tail
+// value goes as a pack of one.
+template <class T, Fp8Format F>
+__global__ void round_trip_vector_kernel(const T* x, int64_t n, const float* scale, const float* scale_inv, T* y,
+                                         uint32_t* amax) {
+  await_previous_kernel();
+  const float s = *scale, s_inv = *scale_inv;
+  uint32_t key = 0;
+  auto* out = reinterpret_cast<Pack<T, 8>*>(y);
+  for_each_pack(
+      x, n,
+      [&](int64_t i, Pack<T, 8>& v) {
+        fp8_round_trip_pack<F>(v, s, s_inv, key);
+        out[i] = v;
+      },
+      [&](int64_t i) {
+        Pack<T, 1> one{{x[i]}};
+        fp8_round_trip_pack<F>(one, s, s_inv, key);
+        y[i] = one.v[0];
+      });
   if (amax) fold_amax_key(key, amax);
 }
 
@@ -151,36 +163,21 @@ __device__ __forceinline__ uint2 fp8_quantize_pack(const Pack<T, 8>& p, float s,
   return make_uint2(words[0], words[1]);
 }
 
-// quantize_kernel with eight values a 16-byte access and their eight codes an 8-byte store,
-// kInFlight accesses loaded before any is converted; the n % 8 values past the last whole access go
-// to block 0's first threads, one each.
+// quantize_kernel by for_each_pack, a pack's eight codes an 8-byte store: x a 16-bit type 16-byte
+// aligned, q 8-byte aligned.
 template <class T, Fp8Format F>
 __global__ void quantize_vector_kernel(const T* x, int64_t n, const float* scale, uint8_t* q, uint32_t* amax) {
   await_previous_kernel();
   const float s = *scale;
   uint32_t key = 0;
-  using Packed = Pack<T, 8>;
-  const int64_t packs = n / 8, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const auto* in = reinterpret_cast<const Packed*>(x);
   auto* out = reinterpret_cast<uint2*>(q);
-  for (int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; first < packs;
-       first += kInFlight * stride) {
-    Packed v[kInFlight];
-#pragma unroll
-    for (int j = 0; j < kInFlight; ++j)
-      if (first + j * stride < packs) v[j] = in[first + j * stride];
-#pragma unroll
-    for (int j = 0; j < kInFlight; ++j) {
-      if (first + j * stride >= packs) break;
-      out[first + j * stride] = fp8_quantize_pack<F>(v[j], s, key);
-    }
-  }
-  const int64_t tail = packs * 8 + threadIdx.x;
-  if (blockIdx.x == 0 && tail < n) {
-    const float v = load_float(&x[tail]);
-    q[tail] = fp8_quantize_element(v, s, F);
-    key = max(key, fp8_amax_key(v));
-  }
+  for_each_pack(
+      x, n, [&](int64_t i, const Pack<T, 8>& v) { out[i] = fp8_quantize_pack<F>(v, s, key); },
+      [&](int64_t i) {
+        const float v = load_float(&x[i]);
+        q[i] = fp8_quantize_element(v, s, F);
+        key = max(key, fp8_amax_key(v));
+      });
   fold_amax_key(key, amax);
 }
 

@@ -86,15 +86,24 @@ __device__ __forceinline__ void fp8_round_trip_pack(Pack<T, V>& p, float s, floa
   }
 }
 
-// The same with the format chosen at run time (one uniform branch a pack).
-// codes: where the pack's codes go (args.codes plus the pack's first element), null for none.
+// The scale and scale_inv of args, which a kernel's threads read once; zeros where nothing is rounded.
+__device__ __forceinline__ float2 fp8_round_trip_scales(const Fp8RoundTripArgs& args) {
+  return args.scale ? make_float2(*args.scale, *args.scale_inv) : make_float2(0.f, 0.f);
+}
+
+// A pack a kernel is about to write as elements first .. first + V - 1 of its output, under args:
+// untouched without a scale, else rounded in place with its amax keys folded into key and, where
+// args asks for codes, its codes written at args.codes + first. The format is chosen at run time
+// (one uniform branch a pack).
 template <class T, int V>
-__device__ __forceinline__ void fp8_round_trip_pack(Pack<T, V>& p, const Fp8RoundTripArgs& args, float s, float s_inv,
-                                                    uint32_t& key, uint8_t* codes) {
+__device__ __forceinline__ void fp8_round_trip_written(Pack<T, V>& p, const Fp8RoundTripArgs& args, float2 scales,
+                                                       uint64_t first, uint32_t& key) {
+  if (!args.scale) return;
+  uint8_t* codes = args.codes ? args.codes + first : nullptr;
   if (args.format == Fp8Format::E4M3)
-    fp8_round_trip_pack<Fp8Format::E4M3>(p, s, s_inv, key, codes);
+    fp8_round_trip_pack<Fp8Format::E4M3>(p, scales.x, scales.y, key, codes);
   else
-    fp8_round_trip_pack<Fp8Format::E5M2>(p, s, s_inv, key, codes);
+    fp8_round_trip_pack<Fp8Format::E5M2>(p, scales.x, scales.y, key, codes);
 }
 
 // Folds every thread's amax key into *amax: a warp shuffle, the block's warps through shared

@@ -98,12 +98,8 @@ __host__ __device__ constexpr int tap_kernel_index(int p, int t) { return 3 - p 
 
 // frag[((phase * 4 + tap) * kSlices + slice) * 128 + thread]: the 16 bytes thread `thread` holds
 // of the A operand (64 x kSliceChannels: A[c][k] = w[kSliceChannels slice + k][kh][kw][c], w in
-// K x 4 x 4 x 64 order), rows r = 16 warp + lane / 4 and r + 8.
-//  - f16, the m16n8k16 fragment order: columns k = 2 (lane % 4) + {0, 1} and those + 8; registers
-//    {a0 a1} {a2 a3} {a4 a5} {a6 a7} = (r, k) (r, k+1) | (r+8, k) (r+8, k+1) | (r, k+8) (r, k+9) |
-//    (r+8, k+8) (r+8, k+9).
-//  - FP8 (wgmma_fp8_m64n128k32_a_registers): columns k = 4 (lane % 4) + 0..3, registers (r, k..),
-//    (r + 8, k..), (r, k + 16..), (r + 8, k + 16..), four bytes each, the lowest k lowest.
+// K x 4 x 4 x 64 order), in the order wgmma.cuh's register-A MMAs (wgmma_m64n128k16,
+// wgmma_fp8_m64n128k32_a_registers) take it: rows r = 16 warp + lane / 4 and r + 8.
 template <class Op, int K>
 __global__ void phase_weights_kernel(const typename Op::Element* w, uint4* frag) {
   await_previous_kernel();
@@ -149,32 +145,6 @@ __device__ __forceinline__ void store_matrices_transposed(uint32_t address, uint
   asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(address), "r"(m0),
                "r"(m1), "r"(m2), "r"(m3)
                : "memory");
-}
-
-// One wgmma.mma_async m64n128k16, d (+)= a * b in f32 from f16: a (64 x 16) in registers in the
-// m16n8k16 fragment order per warp (warp w holds rows 16w .. 16w + 15), b (16 x 128) K-major in
-// shared memory through its descriptor, d (64 x 128) in the warpgroup's 64 accumulators a thread.
-// accumulate false: d = a * b.
-__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], const uint4& a, uint64_t b_desc, bool accumulate) {
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "setp.ne.b32 p, %69, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, "
-      "%24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, "
-      "%46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-      "{%64, %65, %66, %67}, %68, p, 1, 1, 0;\n"
-      "}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
-        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
-        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
-        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]),
-        "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]),
-        "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
-        "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),
-        "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(b_desc), "r"(static_cast<int>(accumulate)));
 }
 
 // One MMA step of either operand form: d (+)= a * b over one slice of K, b (slice x 128) K-major in
