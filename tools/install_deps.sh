@@ -8,7 +8,7 @@
 # The CUDA toolkit (nvcc, cuDNN, cuBLAS) is expected under /usr/local/cuda; without it the
 # engine still builds, CPU backend only.
 set -euo pipefail
-packages=(cmake make g++ pkg-config libcxxopts-dev libstb-dev doctest-dev zlib1g-dev libturbojpeg0-dev libwebp-dev libtiff-dev liblmdb-dev libcurl4-openssl-dev libdnnl-dev dataset-fashion-mnist python3 python3-venv openmpi-bin)
+packages=(cmake make g++ pkg-config libcxxopts-dev libstb-dev doctest-dev zlib1g-dev libturbojpeg0-dev libwebp-dev libtiff-dev liblmdb-dev libcurl4-openssl-dev libdnnl-dev ocl-icd-opencl-dev dataset-fashion-mnist python3 python3-venv openmpi-bin)
 case "${1:-}" in
   "") ;;
   --lint) packages+=(clang-format clang-tidy) ;;
