@@ -130,13 +130,20 @@ class Conv2d : public Layer {
   // Off: the passes still round to FP8 but record no amax, so that a look at samples never
   // changes the scales of a run (Sequential::set_update_running_stats).
   void set_record_amax(bool on) { record_amax_ = on; }
-  // The rounding of this FP8 layer's output gradient (E5M2, its amax recorded as the layer's own
-  // rounding records it), for the layer that writes that gradient; nullopt without FP8.
-  std::optional<ops::Fp8RoundTrip> output_gradient_rounding() const;
+  // The rounding of this FP8 layer's output gradient of shape `dy` (E5M2, its amax recorded as the
+  // layer's own rounding records it), for the layer that writes that gradient; nullopt without
+  // FP8. It asks for the gradient's codes as well where the latest training forward found the
+  // backward-data faster from codes than in half (ops::fp8_conv2d_backward_data_beats_half).
+  std::optional<ops::Fp8RoundTrip> output_gradient_rounding(const Shape& dy) const;
   // The next backward's dy, if it is exactly `dy`, comes rounded already: backward does not round
-  // it again (BatchNorm2d::round_gradient_for).
-  void take_rounded_output_gradient(const Tensor& dy) { rounded_dy_ = dy; }
+  // it again (BatchNorm2d::round_gradient_for). With `codes` (the rounding's codes, undefined for
+  // none), its backward-data reads those on FP8 Tensor Cores.
+  void take_rounded_output_gradient(const Tensor& dy, const Tensor& codes) {
+    rounded_dy_ = dy;
+    rounded_dy_codes_ = codes;
+  }
   bool took_rounded_gradient() const { return took_rounded_gradient_; }  // the latest backward's dy came so
+  bool took_gradient_codes() const { return took_gradient_codes_; }      // and its backward-data read the codes
   // A convolution whose output is each image's dot product with its one filter (D's last layer:
   // one output channel, no padding, not transposed, no fused activation) can take that output
   // from the BatchNorm2d before it (BatchNorm2d::form_dots_for), which forms it while writing the
@@ -186,8 +193,10 @@ class Conv2d : public Layer {
   Tensor saved_x_, saved_w_, saved_y_;  // saved_y_: the fused activation's output
   std::shared_ptr<Fp8ConvScaling> fp8_;
   bool record_amax_ = true;
-  Tensor rounded_dy_;  // take_rounded_output_gradient's, until the next backward
-  bool took_rounded_gradient_ = false;
+  // The weight's E4M3 codes, kept by a training forward whose backward-data reads codes.
+  Tensor saved_w_codes_;
+  Tensor rounded_dy_, rounded_dy_codes_;  // take_rounded_output_gradient's, until the next backward
+  bool took_rounded_gradient_ = false, took_gradient_codes_ = false;
   // Every twin's weight gradient (twin()): one buffer, zeroed once, that each step's twin writes
   // before reading it (the twins of successive steps run one after another).
   mutable Tensor twin_grad_;
@@ -242,7 +251,7 @@ class BatchNorm2d : public Layer {
   // gradient, that convolution's output gradient, rounded to FP8 and back as the convolution's
   // state says (Conv2d::output_gradient_rounding) where the fused backward runs, and hands it over
   // (Conv2d::take_rounded_output_gradient): the rounding pass the convolution would run, saved.
-  // nullptr: none.
+  // With the gradient's FP8 codes too where the convolution asks for them. nullptr: none.
   void round_gradient_for(Conv2d* conv) { rounds_gradient_for_ = conv; }
   Conv2d* rounds_gradient_for() const { return rounds_gradient_for_; }
 

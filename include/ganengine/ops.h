@@ -333,6 +333,12 @@ Tensor fp8_dequantized(const Fp8Tensor& q);
 void fp8_conv2d_forward(const Fp8Tensor& x, const Fp8Tensor& w, Tensor& y, const Conv2dParams& p);
 // dx = conv2d_backward_data(dy, w): f32, or f16 as above.
 void fp8_conv2d_backward_data(const Fp8Tensor& dy, const Fp8Tensor& w, Tensor& dx, const Conv2dParams& p);
+// Whether fp8_conv2d_backward_data runs codes of these shapes (u8 NHWC) into an f16 NHWC dx on
+// `device` on a kernel faster than conv2d_backward_data's half pass: the 128 -> 64-channel
+// backward-data on 16 x 16 dy on a compute capability 9.0 GPU (docs/performance.md, "The FP8
+// warpgroup-MMA kernels"). Elsewhere the FP8 kernels are slower than rounding plus the half pass.
+bool fp8_conv2d_backward_data_beats_half(const Shape& dy, const Shape& w, const Shape& dx, const Conv2dParams& p,
+                                         Device device);
 // dw (f32) = beta * dw + conv2d_backward_filter(x, dy), beta 0 or 1.
 void fp8_conv2d_backward_filter(const Fp8Tensor& x, const Fp8Tensor& dy, Tensor& dw, const Conv2dParams& p,
                                 float beta = 0.f);

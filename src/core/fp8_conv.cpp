@@ -4,6 +4,7 @@
 // must agree with, up to the order and precision of its sums and where it applies the descale;
 // on a compute capability 9.0 GPU the forward and backward-data run on one where its kernel takes
 // the shapes (cuda/conv/fp8_conv_wgmma.h; a build without CUDA answers no).
+#include "cuda/conv/conv_phase_dgrad.h"
 #include "cuda/conv/fp8_conv_wgmma.h"
 #include "ganengine/fp8.h"
 #include "ganengine/ops.h"
@@ -53,6 +54,11 @@ void fp8_conv2d_backward_data(const Fp8Tensor& dy, const Fp8Tensor& w, Tensor& d
   if (gpu::fp8_conv2d_backward_data_wgmma(dy, w, dx, p)) return;
   into_result(
       dx, [&](Tensor& out) { conv2d_backward_data(fp8_dequantized(dy), fp8_dequantized(w), out, without_tf32(p)); });
+}
+
+bool fp8_conv2d_backward_data_beats_half(const Shape& dy, const Shape& w, const Shape& dx, const Conv2dParams& p,
+                                         Device device) {
+  return gpu::fp8_conv2d_backward_data_phases_takes(dy, w, dx, p, device);
 }
 
 void fp8_conv2d_backward_filter(const Fp8Tensor& x, const Fp8Tensor& dy, Tensor& dw, const Conv2dParams& p,

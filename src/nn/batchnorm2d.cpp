@@ -111,10 +111,12 @@ Tensor BatchNorm2d::backward(Tensor dy, bool want_param_grads, bool want_input_g
       want_param_grads ? gamma_.model_grad : Tensor::empty({channels_}, gamma_.value.dtype(), where_.device);
   Tensor dbeta = want_param_grads ? beta_.model_grad : Tensor::empty({channels_}, beta_.value.dtype(), where_.device);
   const ops::BatchNormSync* sync = sync_ && synced_forward_ ? &*sync_ : nullptr;
-  // dx is the FP8 convolution's output gradient (round_gradient_for): rounded as it is written.
-  const std::optional<ops::Fp8RoundTrip> rounding = rounds_gradient_for_ && want_input_grad && fused_
-                                                        ? rounds_gradient_for_->output_gradient_rounding()
-                                                        : std::nullopt;
+  // dx is the FP8 convolution's output gradient (round_gradient_for): rounded as it is written, its
+  // codes written beside it where the convolution asks for them.
+  const std::optional<ops::Fp8RoundTrip> rounding =
+      rounds_gradient_for_ && want_input_grad && fused_
+          ? rounds_gradient_for_->output_gradient_rounding(saved_x_.shape())
+          : std::nullopt;
   const ops::Fp8RoundTrip* round_dx = rounding ? &*rounding : nullptr;
   // dy may stand for the backward-data of the layer after the activation (give_outer_gradient):
   // formed where the passes read it, or else run first, into the buffer dx would have taken.
@@ -149,7 +151,7 @@ Tensor BatchNorm2d::backward(Tensor dy, bool want_param_grads, bool want_input_g
 }
 
 Tensor BatchNorm2d::rounded_for_convolution(Tensor dx, const ops::Fp8RoundTrip* round_dx) {
-  if (round_dx && dx.defined()) rounds_gradient_for_->take_rounded_output_gradient(dx);
+  if (round_dx && dx.defined()) rounds_gradient_for_->take_rounded_output_gradient(dx, round_dx->codes);
   return dx;
 }
 

@@ -64,10 +64,11 @@ Tensor Conv2d::fp8_operand(const Tensor& t, const Fp8Scaling& state, bool record
   return q;
 }
 
-std::optional<ops::Fp8RoundTrip> Conv2d::output_gradient_rounding() const {
+std::optional<ops::Fp8RoundTrip> Conv2d::output_gradient_rounding(const Shape& dy) const {
   if (!fp8_) return std::nullopt;
   const Fp8Scaling& g = fp8_->grad_output;
-  return ops::Fp8RoundTrip{g.scale, g.scale_inv, g.format, record_amax_ ? g.current_amax() : Tensor(), Tensor()};
+  const Tensor codes = saved_w_codes_.defined() ? Tensor::empty(dy, DType::U8, where_.device, where_.format) : Tensor();
+  return ops::Fp8RoundTrip{g.scale, g.scale_inv, g.format, record_amax_ ? g.current_amax() : Tensor(), codes};
 }
 
 Shape Conv2d::padded_weight_shape(int64_t in_channels) const {
@@ -124,7 +125,8 @@ Tensor Conv2d::forward(const Tensor& x_in, bool training) {
       transposed_ && H == 1 && W == 1 && p_.pad == 0 && N < tuning().unpadded_gemm_below_batch ? in_ : in_padded_;
   if (transposed_) x = padded(x, N, in_run);
   const Shape wp = padded_weight_shape(in_run);
-  Tensor w = padded(fp8_ ? fp8_operand(compute_weight(), fp8_->weight, training) : compute_weight(), wp[0], wp[1]);
+  const Tensor w_computed = compute_weight();
+  Tensor w = padded(fp8_ ? fp8_operand(w_computed, fp8_->weight, training) : w_computed, wp[0], wp[1]);
   const int64_t Ho = transposed_ ? conv_transpose_out_size(H, kernel_, p_.stride, p_.pad)
                                  : conv_out_size(H, kernel_, p_.stride, p_.pad);
   const int64_t Wo = transposed_ ? conv_transpose_out_size(W, kernel_, p_.stride, p_.pad)
@@ -132,6 +134,20 @@ Tensor Conv2d::forward(const Tensor& x_in, bool training) {
   // A transposed convolution's forward is a backward-data, which writes the channels its output
   // has (ops.h): G's last layer writes its 3 image channels, with no trimming copy.
   const int64_t y_channels = transposed_ && !keep_padded_output_ ? out_ : out_padded_;
+  // Where the GPU runs this layer's backward-data faster from FP8 codes than in half, the backward
+  // reads the output gradient's E5M2 codes (written beside its rounded values by the layer that
+  // writes it: output_gradient_rounding) and these E4M3 codes of the weight, the codes its rounded
+  // values stand for (quantized from the same weight with the same scale; the amax of this pass is
+  // the round trip's, so the quantize's own goes to scratch).
+  saved_w_codes_ = Tensor();
+  if (fp8_ && training && !transposed_ && policy_.compute_dtype == DType::F16 &&
+      ops::fp8_conv2d_backward_data_beats_half({N, y_channels, Ho, Wo}, wp, {N, input_channels_, H, W}, p_,
+                                               where_.device)) {
+    saved_w_codes_ = Tensor::empty(wp, DType::U8, where_.device, where_.format);
+    Tensor scratch_amax = Tensor::empty({1}, DType::F32, where_.device);
+    ops::fp8_quantize(padded(w_computed, wp[0], wp[1]), fp8_->weight.scale, fp8_->weight.format, saved_w_codes_,
+                      scratch_amax);
+  }
   Tensor y = Tensor::empty({N, y_channels, Ho, Wo}, policy_.compute_dtype, where_.device, where_.format);
   if (fused_) {
     if (transposed_)
@@ -189,7 +205,8 @@ Tensor Conv2d::backward(Tensor dy_in, bool want_param_grads, bool want_input_gra
   if (!transposed_) dy = padded(dy, dy.dim(0), out_padded_);
   // E5M2, for both gradients: rounded here unless the layer that wrote dy rounded it.
   took_rounded_gradient_ = rounded_dy_.defined() && rounded_dy_.same_storage(dy) && rounded_dy_.shape() == dy.shape();
-  rounded_dy_ = Tensor();
+  const Tensor dy_codes = took_rounded_gradient_ ? rounded_dy_codes_ : Tensor();
+  rounded_dy_ = rounded_dy_codes_ = Tensor();
   if (fp8_ && !took_rounded_gradient_) dy = fp8_operand(dy, fp8_->grad_output, true);
   // With a fused activation dy is its output's gradient (unless the next network's first layer
   // has taken it through the activation: receives_gradient_through_activation). Only one
@@ -230,7 +247,7 @@ Tensor Conv2d::backward(Tensor dy_in, bool want_param_grads, bool want_input_gra
   }
   // What the forward kept is not needed again: released now, as autograd does, so a step's
   // peak memory holds only the activations still ahead of their backward.
-  const Tensor w = saved_w_;
+  const Tensor w = saved_w_, w_codes = std::move(saved_w_codes_);
   // A backward-data writes the channels its dx has (ops.h); a transposed convolution's is a
   // forward, which writes all of w's (its first dimension).
   const Shape x_shape{saved_x_.dim(0), transposed_ ? w.dim(0) : input_channels_, saved_x_.dim(2), saved_x_.dim(3)};
@@ -239,6 +256,7 @@ Tensor Conv2d::backward(Tensor dy_in, bool want_param_grads, bool want_input_gra
   saved_x_ = Tensor();
   saved_w_ = Tensor();
   saved_y_ = Tensor();
+  took_gradient_codes_ = false;
   if (!want_input_grad) return Tensor();
   // D's last layer: the BatchNorm before it forms this backward-data where it reads it.
   if (input_gradient_to_ && can_take_dots() && !input_converted_ && !input_activation_ && input_channels_ == in_) {
@@ -259,6 +277,10 @@ Tensor Conv2d::backward(Tensor dy_in, bool want_param_grads, bool want_input_gra
   } else if (fused_input_only) {
     ops::conv2d_activation_backward_data(y_for_input, dy, w, dx, p_, *fused_, through ? &*through : nullptr);
     through.reset();
+  } else if (dy_codes.defined() && w_codes.defined()) {
+    const Fp8Scaling &g = fp8_->grad_output, &ws = fp8_->weight;
+    ops::fp8_conv2d_backward_data({dy_codes, g.scale_inv, g.format}, {w_codes, ws.scale_inv, ws.format}, dx, p_);
+    took_gradient_codes_ = true;
   } else {
     ops::conv2d_backward_data(dy, w, dx, p_);
   }
@@ -281,7 +303,7 @@ std::unique_ptr<Layer> Conv2d::twin() const {
   t->twin_grad_ = Tensor();
   t->saved_x_ = t->saved_w_ = t->saved_y_ = Tensor();
   t->moments_for_ = nullptr;  // Sequential::twin links the twin's own BatchNorm
-  t->given_x_ = t->given_w_ = t->given_y_ = t->rounded_dy_ = Tensor();
+  t->given_x_ = t->given_w_ = t->given_y_ = t->rounded_dy_ = t->rounded_dy_codes_ = t->saved_w_codes_ = Tensor();
   t->input_gradient_to_ = nullptr;  // Sequential::twin links the twin's own BatchNorm
   return t;
 }
@@ -297,7 +319,12 @@ std::string Conv2d::precision() const {
   if (weight_.master.defined()) s += " (+ f32 master)";
   s += ", computes in " + std::string(dtype_name(policy_.compute_dtype));
   if (policy_.compute_dtype == DType::F32) s += policy_.allow_tf32 ? " (TF32 allowed)" : " (no TF32)";
-  if (fp8_) s += " from FP8 operands (input and weight E4M3, output gradient E5M2, each rounded to FP8 and back)";
+  if (fp8_) {
+    s += " from FP8 operands (input and weight E4M3, output gradient E5M2, each rounded to FP8 and back)";
+    if (where_.device.is_cuda() && !transposed_ && policy_.compute_dtype == DType::F16)
+      s += "; the input gradient from the FP8 codes on FP8 Tensor Cores where the GPU's kernel for the shape beats "
+           "half's";
+  }
   s += ", accumulates in f32";
   if (policy_.fp8_convolutions && !fp8_) s += "; not FP8 (fewer than 8 channels on a side)";
   return s;

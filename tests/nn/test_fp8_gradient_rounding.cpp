@@ -1,11 +1,18 @@
 // O4's output gradients rounded by the BatchNorm that writes them (Fusion::Fp8GradientFromBatchNorm):
 // the plan links each FP8 convolution to the BatchNorm after it, and a network whose BatchNorms
 // round their input gradients computes bitwise what the same network computes with the
-// convolutions rounding them in passes of their own, gradients and amax histories alike.
+// convolutions rounding them in passes of their own, gradients and amax histories alike; where the
+// GPU runs a layer's backward-data from FP8 codes, the BatchNorm writes them and only what depends
+// on that backward-data moves, within the FP8 kernel's rounding.
+#include <algorithm>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
 
+#if GE_WITH_CUDA
+#include "cuda/conv/conv_phase_dgrad.h"
+#endif
 #include "ganengine/nn.h"
 #include "support/test_util.h"
 
@@ -124,3 +131,43 @@ TEST_CASE("gpu nn: O4 gradients rounded by the BatchNorms are bitwise the convol
     check_rounding_changes_nothing(Device::cuda(0), batch, 32, 64);
   }
 }
+
+#if GE_WITH_CUDA
+// D at 64x64 with 64 channels: its second layer (64 -> 128) takes its input gradient from the E5M2
+// codes the BatchNorm after it writes, on FP8 Tensor Cores (ops::fp8_conv2d_backward_data_beats_half);
+// with the links cut it rounds dy itself and runs the half pass. Everything but that input gradient
+// and what is formed from it (D's input gradient, its first layer's weight gradient) is bitwise the
+// same; those two agree within the rounding of the operands to half that the half pass reads.
+TEST_CASE("gpu nn: O4's D reads its second layer's output gradient as FP8 codes and the other gradients stay bitwise") {
+  GE_REQUIRE_GPU();
+  GE_REQUIRE_SM90();
+  const Device gpu = Device::cuda(0);
+  O4Networks linked(gpu, 64, 64), cut(gpu, 64, 64);
+  cut_rounding_links(*cut.D);
+  const Tensor images = random_tensor({24, 3, 64, 64}, DType::F32, gpu);
+  const Tensor logit_grad = random_tensor({24, 1, 1, 1}, DType::F32, gpu);
+  const std::vector<Tensor> a = pass(*linked.D, images, logit_grad), b = pass(*cut.D, images, logit_grad);
+  const auto* second = static_cast<const Conv2d*>(linked.D->layers()[2].get());
+  CHECK(second->took_gradient_codes());
+  CHECK_FALSE(static_cast<const Conv2d*>(cut.D->layers()[2].get())->took_gradient_codes());
+  // No other layer reads codes: the other shapes have no FP8 kernel faster than half.
+  for (size_t i : {5, 8}) CHECK_FALSE(static_cast<const Conv2d*>(linked.D->layers()[i].get())->took_gradient_codes());
+  REQUIRE(a.size() == b.size());
+  // a[0]: D's input gradient; a[1]: its first layer's weight gradient (params() in layer order).
+  for (size_t i = 0; i < 2; ++i) {
+    CAPTURE(i);
+    const std::vector<double> got = a[i].to(Device::cpu()).to_doubles(), want = b[i].to(Device::cpu()).to_doubles();
+    double worst = 0, scale = 0;
+    for (size_t k = 0; k < want.size(); ++k) {
+      worst = std::isfinite(got[k]) ? std::max(worst, std::fabs(got[k] - want[k])) : INFINITY;
+      scale = std::max(scale, std::fabs(want[k]));
+    }
+    CHECK(scale > 0);
+    CHECK(worst <= 0x1p-7 * scale);
+  }
+  for (size_t i = 2; i < a.size(); ++i) {
+    CAPTURE(i);
+    CHECK(same_bytes(a[i], b[i]));
+  }
+}
+#endif

@@ -417,17 +417,23 @@ void launch_phase_dgrad(const Tensor& dy, const Tensor& w, Tensor& dx, Tensor* m
   CUDA_CHECK_LAUNCH();
 }
 
-// The shapes, layouts and device the kernel takes, whatever the operands' dtypes.
+// The shapes and device the kernel takes, whatever the operands' dtypes.
+bool phase_geometry(const Shape& dy, const Shape& w, const Shape& dx, const Conv2dParams& p, Device device) {
+  if (dy.size() != 4 || w.size() != 4 || dx.size() != 4) return false;
+  if (p.stride != 2 || p.pad != 1 || w[0] != 128 || w[1] != kChannels || w[2] != 4 || w[3] != 4 || dy[1] != 128 ||
+      dy[2] != kSide || dy[3] != kSide || dx[0] != dy[0] || dx[1] != kChannels || dx[2] != 2 * kSide ||
+      dx[3] != 2 * kSide)
+    return false;
+  return device.is_cuda() && device_is_sm90(device.index);
+}
+
+// phase_geometry, with the layout and alignment the kernel reads and writes.
 bool phase_shapes(const Tensor& dy, const Tensor& w, const Tensor& dx, const Conv2dParams& p) {
   for (const Tensor* t : std::initializer_list<const Tensor*>{&dy, &w, &dx})
-    if (t->rank() != 4 || t->format() != MemoryFormat::NHWC || reinterpret_cast<uintptr_t>(t->data()) % 16 != 0 ||
+    if (t->format() != MemoryFormat::NHWC || reinterpret_cast<uintptr_t>(t->data()) % 16 != 0 ||
         t->device() != dx.device())
       return false;
-  if (p.stride != 2 || p.pad != 1 || w.dim(0) != 128 || w.dim(1) != kChannels || w.dim(2) != 4 || w.dim(3) != 4 ||
-      dy.dim(1) != 128 || dy.dim(2) != kSide || dy.dim(3) != kSide || dx.dim(0) != dy.dim(0) ||
-      dx.dim(1) != kChannels || dx.dim(2) != 2 * kSide || dx.dim(3) != 2 * kSide)
-    return false;
-  return dx.device().is_cuda() && device_is_sm90(dx.device().index);
+  return phase_geometry(dy.shape(), w.shape(), dx.shape(), p, dx.device());
 }
 
 }  // namespace
@@ -458,6 +464,11 @@ bool conv2d_backward_data_phases(const Tensor& dy, const Tensor& w, Tensor& dx, 
   else
     launch_phase_dgrad<HalfOperands, 128, false>(dy, w, dx, nullptr);
   return true;
+}
+
+bool fp8_conv2d_backward_data_phases_takes(const Shape& dy, const Shape& w, const Shape& dx, const Conv2dParams& p,
+                                           Device device) {
+  return phase_geometry(dy, w, dx, p, device);
 }
 
 bool fp8_conv2d_backward_data_phases(const Fp8Tensor& dy, const Fp8Tensor& w, Tensor& dx, const Conv2dParams& p) {
