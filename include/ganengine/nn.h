@@ -144,6 +144,13 @@ class Conv2d : public Layer {
   }
   bool took_rounded_gradient() const { return took_rounded_gradient_; }  // the latest backward's dy came so
   bool took_gradient_codes() const { return took_gradient_codes_; }      // and its backward-data read the codes
+  // The rounding of this FP8 layer's input (E4M3, its amax recorded as the layer's own rounding
+  // records it), for the layer that writes that input; nullopt without FP8.
+  std::optional<ops::Fp8RoundTrip> input_rounding() const;
+  // The next training forward's x, if it is exactly `x`, comes rounded already: forward does not
+  // round it again (BatchNorm2d::round_output_for).
+  void take_rounded_input(const Tensor& x) { rounded_x_ = x; }
+  bool took_rounded_input() const { return took_rounded_input_; }  // the latest forward's x came so
   // A convolution whose output is each image's dot product with its one filter (D's last layer:
   // one output channel, no padding, not transposed, no fused activation) can take that output
   // from the BatchNorm2d before it (BatchNorm2d::form_dots_for), which forms it while writing the
@@ -197,6 +204,8 @@ class Conv2d : public Layer {
   Tensor saved_w_codes_;
   Tensor rounded_dy_, rounded_dy_codes_;  // take_rounded_output_gradient's, until the next backward
   bool took_rounded_gradient_ = false, took_gradient_codes_ = false;
+  Tensor rounded_x_;  // take_rounded_input's, until the next forward
+  bool took_rounded_input_ = false;
   // Every twin's weight gradient (twin()): one buffer, zeroed once, that each step's twin writes
   // before reading it (the twins of successive steps run one after another).
   mutable Tensor twin_grad_;
@@ -254,6 +263,14 @@ class BatchNorm2d : public Layer {
   // With the gradient's FP8 codes too where the convolution asks for them. nullptr: none.
   void round_gradient_for(Conv2d* conv) { rounds_gradient_for_ = conv; }
   Conv2d* rounds_gradient_for() const { return rounds_gradient_for_; }
+  // O4: `conv` is the FP8 convolution after this layer's fused activation. Training forwards write
+  // their output, that convolution's input, rounded to FP8 and back as the convolution's state says
+  // (Conv2d::input_rounding) and hand it over (Conv2d::take_rounded_input): the rounding pass the
+  // convolution would run, saved. Only where the backward forms the activation's gradient from x
+  // alone (ops::batchnorm_activation_backward_recomputes) and the statistics are this replica's: the
+  // output the backward would read is no longer the activation's. nullptr: none.
+  void round_output_for(Conv2d* conv) { rounds_output_for_ = conv; }
+  Conv2d* rounds_output_for() const { return rounds_output_for_; }
 
   static constexpr float kMomentum = 0.1f;
   static constexpr float kEps = 1e-5f;
@@ -283,6 +300,7 @@ class BatchNorm2d : public Layer {
   Conv2dParams outer_params_;
   bool took_outer_gradient_ = false;
   Conv2d* rounds_gradient_for_ = nullptr;
+  Conv2d* rounds_output_for_ = nullptr;
   // dx, handed to rounds_gradient_for_ as rounded when round_dx rounded it.
   Tensor rounded_for_convolution(Tensor dx, const ops::Fp8RoundTrip* round_dx);
   // The training forward with dots_for_'s output formed and handed to it; false, having run
@@ -337,6 +355,10 @@ struct Fusion {
     // writes the convolution's output gradient rounded to FP8 and back, the convolution's own
     // rounding pass (the same values and amax).
     Fp8GradientFromBatchNorm,
+    // BatchNorm2d (activation fused) + its activation + Conv2d with FP8 operands (O4): the
+    // BatchNorm's training forward writes its output rounded to FP8 and back, the convolution's
+    // input rounding pass (the same values and amax), where its backward never reads that output.
+    Fp8InputFromBatchNorm,
   };
   Kind kind;
   size_t layer;    // the layer doing the work (in G for TanhGradientIntoD)

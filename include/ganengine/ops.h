@@ -111,10 +111,19 @@ struct FusedActivation {
 // The backward takes the activation's output y and the gradient dy of that output, and beta as
 // the forward had it (the GPU's gradient sums recompute y from x, gamma and beta instead of
 // reading it: bitwise the same gradient, one activation-sized read less).
+// round_y (not with sync): y rounded to FP8 and back as it is written (Fp8RoundTrip without codes:
+// in the pass that writes y on the GPU, by a round trip after it on the CPU), its amax recorded:
+// O4's input of the FP8 convolution after the activation. y then no longer holds the activation's
+// output, which the backward takes: only where batchnorm_activation_backward_recomputes says the
+// backward never reads it.
 void batchnorm_activation_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
                                         Tensor& running_var, float momentum, float eps, const FusedActivation& act,
                                         Tensor& y, Tensor& save_mean, Tensor& save_invstd,
-                                        const BatchNormSync* sync = nullptr);
+                                        const BatchNormSync* sync = nullptr, const Fp8RoundTrip* round_y = nullptr);
+// Whether batchnorm_activation_backward without sync forms act's gradient from x, gamma and beta
+// alone, never reading y: on the GPU with 16-bit activations and ReLU or LeakyReLU of slope >= 0
+// (thresholds on x, kernels/cuda/batchnorm_math.cuh); never on the CPU.
+bool batchnorm_activation_backward_recomputes(const Tensor& x, const FusedActivation& act);
 // ---- BatchNorm statistics formed by the layer before it, as it writes its output (G's fourth
 // transposed convolution on Hopper, kernels/cuda/conv/conv_phase_dgrad.h: the statistics pass's
 // read of the layer's output is saved). conv_transpose2d_forward_moments writes y as
@@ -128,7 +137,8 @@ bool conv_transpose2d_forward_moments(const Tensor& x, const Tensor& w, Tensor& 
 void batchnorm_activation_forward_train_moments(const Tensor& x, const Tensor& moments, const Tensor& gamma,
                                                 const Tensor& beta, Tensor& running_mean, Tensor& running_var,
                                                 float momentum, float eps, const FusedActivation& act, Tensor& y,
-                                                Tensor& save_mean, Tensor& save_invstd);
+                                                Tensor& save_mean, Tensor& save_invstd,
+                                                const Fp8RoundTrip* round_y = nullptr);
 // ---- BatchNorm2d + activation whose output goes whole into a convolution that sees each image
 // at once (D's last layer: one output channel, a filter of the image's own size, no padding), as
 // one training forward: with y and the statistics of batchnorm_activation_forward_train, bitwise,

@@ -160,11 +160,16 @@ __device__ __forceinline__ void channel_values(const P* p, uint32_t c0, bool nhw
 // fixed_channels: the grid's stride is a whole number of pixels (NHWC), so every pack a thread
 // visits holds the same channels and their values are read once. Read per pack, they would be
 // several times the activation's own bytes in L1 traffic, and L1, not memory, would bound the pass.
+// round.scale set: y rounded to FP8 and back as it is written (ops::Fp8RoundTrip), its amax
+// folded into round.amax.
 template <class T, class P, int V>
 __global__ void normalize_kernel(const T* x, T* y, const float* mean, const float* invstd, const P* gamma,
                                  const P* beta, ChannelGeometry g, uint32_t packs, bool vector_loads,
-                                 bool fixed_channels, bool fused, ops::Activation act, float slope) {
+                                 bool fixed_channels, bool fused, ops::Activation act, float slope,
+                                 Fp8RoundTripArgs round) {
   await_previous_kernel();
+  const float2 round_scales = fp8_round_trip_scales(round);
+  uint32_t amax_key = 0;
   float m[V], s[V], ga[V], be[V];
   auto load_channels = [&](uint32_t c0) {
     channel_values<V>(mean, c0, g.nhwc, vector_loads, m);
@@ -186,8 +191,10 @@ __global__ void normalize_kernel(const T* x, T* y, const float* mean, const floa
       if (fused) v = activate(act, round_to<T>(v), slope);
       store_float(&out.v[j], v);
     }
+    fp8_round_trip_written(out, round, round_scales, uint64_t{p} * V, amax_key);
     reinterpret_cast<Pack<T, V>*>(y)[p] = out;
   }
+  if (round.amax) fold_amax_key(amax_key, round.amax);
 }
 
 // normalize_kernel with an activation, one block of kThreads per image (image_packs packs of V
@@ -330,7 +337,7 @@ void check_sync(const ops::BatchNormSync& sync, const Tensor& x) {
 template <class T, class P>
 void launch_normalize(const Tensor& x, Tensor& y, const float* mean, const float* invstd, const Tensor& gamma,
                       const Tensor& beta, const ChannelGeometry& g, const ops::FusedActivation* act,
-                      cudaStream_t stream) {
+                      cudaStream_t stream, const Fp8RoundTripArgs& round = {}) {
   const uint32_t n = static_cast<uint32_t>(x.numel());
   const bool fused = act != nullptr;
   const ops::Activation kind = fused ? act->kind : ops::Activation::ReLU;
@@ -341,12 +348,12 @@ void launch_normalize(const Tensor& x, Tensor& y, const float* mean, const float
     const unsigned blocks = elementwise_blocks(normalize_kernel<T, P, W>, n / W, x.device().index);
     launch_kernel(normalize_kernel<T, P, W>, blocks, kThreads, 0, stream, x.data_as<T>(), y.data_as<T>(), mean, invstd,
                   gamma.data_as<P>(), beta.data_as<P>(), g, n / W, vector_loads,
-                  channels_fixed_per_thread(g, blocks, W), fused, kind, slope);
+                  channels_fixed_per_thread(g, blocks, W), fused, kind, slope, round);
   } else {
     const unsigned blocks = grid_for(n);
     launch_kernel(normalize_kernel<T, P, 1>, blocks, kThreads, 0, stream, x.data_as<T>(), y.data_as<T>(), mean, invstd,
                   gamma.data_as<P>(), beta.data_as<P>(), g, n, false, channels_fixed_per_thread(g, blocks, 1), fused,
-                  kind, slope);
+                  kind, slope, round);
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -378,11 +385,13 @@ void launch_normalize_dot(const Tensor& x, Tensor& y, const float* mean, const f
 // bn_output_grad's recomputation holds, ReLU and LeakyReLU with slope >= 0 (a negative slope makes
 // negative inputs' outputs positive), and pays, on 16-bit activations, whose passes are
 // memory-bound. beta: the forward's (nullptr: read the output).
+bool recomputes_activation(const Tensor& x, const ops::FusedActivation& act) {
+  return (x.dtype() == DType::F16 || x.dtype() == DType::BF16) &&
+         (act.kind == ops::Activation::ReLU || (act.kind == ops::Activation::LeakyReLU && act.negative_slope >= 0.f));
+}
 ActivationGrad activation_grad(const Tensor& x, const Tensor& gamma, const ops::FusedActivation& act,
                                const Tensor* beta) {
-  const bool recompute =
-      beta && (x.dtype() == DType::F16 || x.dtype() == DType::BF16) &&
-      (act.kind == ops::Activation::ReLU || (act.kind == ops::Activation::LeakyReLU && act.negative_slope >= 0.f));
+  const bool recompute = beta && recomputes_activation(x, act);
   if (recompute) check_channel_vector(*beta, x.dim(1), gamma.dtype(), x, "beta");
   return ActivationGrad{true, recompute, act.kind, act.negative_slope};
 }
@@ -419,12 +428,13 @@ void check_train_forward(const Tensor& x, const Tensor& y, const Tensor& gamma, 
 }
 
 // The statistics pass, their merge and the element-wise pass (normalize_kernel, or with `dot`
-// normalize_dot_kernel, which needs an activation).
+// normalize_dot_kernel, which needs an activation and rounds nothing).
 void batchnorm_forward_train_three_launches(const Tensor& x, const ChannelGeometry& g, const Tensor& gamma,
                                             const Tensor& beta, Tensor& running_mean, Tensor& running_var,
                                             float momentum, float eps, Tensor& y, Tensor& save_mean,
                                             Tensor& save_invstd, const ops::FusedActivation* act,
-                                            const ops::BatchNormSync* sync, const ImageDot* dot) {
+                                            const ops::BatchNormSync* sync, const ImageDot* dot,
+                                            const Fp8RoundTripArgs& round = {}) {
   cudaStream_t stream = stream_of(x);
   const uint32_t splits = reduce_splits(g);
   Tensor partials =
@@ -465,7 +475,7 @@ void batchnorm_forward_train_three_launches(const Tensor& x, const ChannelGeomet
                                    *dot, stream);
       else
         launch_normalize<T, P>(x, y, save_mean.data_as<float>(), save_invstd.data_as<float>(), gamma, beta, g, act,
-                               stream);
+                               stream, round);
     });
   });
 }
@@ -554,20 +564,39 @@ void batchnorm_backward_three_launches(const Tensor& x, const ChannelGeometry& g
   CUDA_CHECK_LAUNCH();
 }
 
-}  // namespace
-
-void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
-                             Tensor& running_var, float momentum, float eps, Tensor& y, Tensor& save_mean,
-                             Tensor& save_invstd, const ops::FusedActivation* act, const ops::BatchNormSync* sync) {
+// The training forward in one launch where it can be, else in three.
+void forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean, Tensor& running_var,
+                   float momentum, float eps, Tensor& y, Tensor& save_mean, Tensor& save_invstd,
+                   const ops::FusedActivation* act, const ops::BatchNormSync* sync, const Fp8RoundTripArgs& round) {
   check_train_forward(x, y, gamma, beta, running_mean, running_var, save_mean, save_invstd);
   if (sync) check_sync(*sync, x);
   const ChannelGeometry g = channel_geometry(x);
   GE_CHECK(g.M > 0 && g.C > 0, "batchnorm: empty input ", x.str());
   if (!sync && batchnorm_forward_train_clustered(x, g, gamma, beta, running_mean, running_var, momentum, eps, y,
-                                                 save_mean, save_invstd, act))
+                                                 save_mean, save_invstd, act, round))
     return;
   batchnorm_forward_train_three_launches(x, g, gamma, beta, running_mean, running_var, momentum, eps, y, save_mean,
-                                         save_invstd, act, sync, nullptr);
+                                         save_invstd, act, sync, nullptr, round);
+}
+
+}  // namespace
+
+void batchnorm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                             Tensor& running_var, float momentum, float eps, Tensor& y, Tensor& save_mean,
+                             Tensor& save_invstd, const ops::FusedActivation* act, const ops::BatchNormSync* sync) {
+  forward_train(x, gamma, beta, running_mean, running_var, momentum, eps, y, save_mean, save_invstd, act, sync, {});
+}
+
+void batchnorm_forward_train_rounded(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                                     Tensor& running_var, float momentum, float eps, Tensor& y, Tensor& save_mean,
+                                     Tensor& save_invstd, const ops::FusedActivation& act,
+                                     const ops::Fp8RoundTrip& round_y) {
+  forward_train(x, gamma, beta, running_mean, running_var, momentum, eps, y, save_mean, save_invstd, &act, nullptr,
+                fp8_round_trip_args(&round_y));
+}
+
+bool batchnorm_backward_recomputes(const Tensor& x, const ops::FusedActivation& act) {
+  return recomputes_activation(x, act);
 }
 
 bool batchnorm_forward_train_dot(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
@@ -588,7 +617,8 @@ bool batchnorm_forward_train_dot(const Tensor& x, const Tensor& gamma, const Ten
 
 void batchnorm_forward_train_moments(const Tensor& x, const Tensor& moments, const Tensor& gamma, const Tensor& beta,
                                      Tensor& running_mean, Tensor& running_var, float momentum, float eps, Tensor& y,
-                                     Tensor& save_mean, Tensor& save_invstd, const ops::FusedActivation* act) {
+                                     Tensor& save_mean, Tensor& save_invstd, const ops::FusedActivation* act,
+                                     const ops::Fp8RoundTrip* round_y) {
   check_train_forward(x, y, gamma, beta, running_mean, running_var, save_mean, save_invstd);
   GE_CHECK(moments.dtype() == DType::F32 && moments.rank() == 3 && moments.dim(0) == 3 && moments.dim(2) == x.dim(1) &&
                moments.device() == x.device(),
@@ -604,7 +634,7 @@ void batchnorm_forward_train_moments(const Tensor& x, const Tensor& moments, con
                          running_mean.data_as<P>(), running_var.data_as<P>()},
           stream);
       launch_normalize<T, P>(x, y, save_mean.data_as<float>(), save_invstd.data_as<float>(), gamma, beta, g, act,
-                             stream);
+                             stream, fp8_round_trip_args(round_y));
     });
   });
 }

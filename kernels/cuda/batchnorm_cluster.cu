@@ -124,11 +124,13 @@ __device__ __forceinline__ void stage(T* slab, const T* src, const BlockRows& ro
     copy_async_16(slab + r * kCols + col, src + uint64_t{rows.begin + r} * C + c0, true);
 }
 
+// round.scale set: y rounded to FP8 and back as it is written (ops::Fp8RoundTrip), its amax
+// folded into round.amax.
 template <class T, class P, int Packs>
 __global__ void __launch_bounds__(kClusterThreads)
     batchnorm_forward_cluster_kernel(const T* x, T* y, const P* gamma, const P* beta, FinishStats<P> finish,
                                      ChannelGeometry g, uint32_t rows_per_block, bool fused, ops::Activation act,
-                                     float slope) {
+                                     float slope, Fp8RoundTripArgs round) {
   await_previous_kernel();
   constexpr int V = kWidePack<T>, kCols = Tile<Packs, V>::kCols, kRows = Tile<Packs, V>::kRows;
   __shared__ float affine[4][kCols];  // mean, invstd, gamma, beta
@@ -171,6 +173,8 @@ __global__ void __launch_bounds__(kClusterThreads)
     be[j] = affine[3][col + j];
   }
   using Packed = Pack<T, V>;
+  const float2 round_scales = fp8_round_trip_scales(round);
+  uint32_t amax_key = 0;
   for (uint32_t r = ty; r < rows.count; r += kRows) {
     const Packed in = *reinterpret_cast<const Packed*>(x_rows + r * kCols + col);
     Packed out;
@@ -180,8 +184,11 @@ __global__ void __launch_bounds__(kClusterThreads)
       if (fused) v = activate(act, round_to<T>(v), slope);
       store_float(&out.v[j], v);
     }
-    *reinterpret_cast<Packed*>(y + uint64_t{rows.begin + r} * g.C + c0) = out;
+    const uint64_t first = uint64_t{rows.begin + r} * g.C + c0;
+    fp8_round_trip_written(out, round, round_scales, first, amax_key);
+    *reinterpret_cast<Packed*>(y + first) = out;
   }
+  if (round.amax) fold_amax_key(amax_key, round.amax);
   // Saved and running statistics last: nothing in this kernel waits for them.
   if (finisher) finish.finish(c_first + lane, total, old_mean, old_var);
   cluster_wait();  // the other blocks have read this block's total
@@ -356,7 +363,7 @@ bool batchnorm_in_one_launch(const Tensor& x) {
 bool batchnorm_forward_train_clustered(const Tensor& x, const ChannelGeometry& g, const Tensor& gamma,
                                        const Tensor& beta, Tensor& running_mean, Tensor& running_var, float momentum,
                                        float eps, Tensor& y, Tensor& save_mean, Tensor& save_invstd,
-                                       const ops::FusedActivation* act) {
+                                       const ops::FusedActivation* act, const Fp8RoundTripArgs& round) {
   bool taken = false;
   GE_DISPATCH_FLOAT(x.dtype(), T, {
     const ClusterLayout l = layout_if_taken<T>(g, x.device().index, {x.data(), y.data()}, 1);
@@ -374,7 +381,7 @@ bool batchnorm_forward_train_clustered(const Tensor& x, const ChannelGeometry& g
                                     running_var.data_as<P>()};
         auto launch = [&](auto kernel) {
           taken = launch_layout(kernel, l, device, stream_of(x), x.data_as<T>(), y.data_as<T>(), gamma.data_as<P>(),
-                                beta.data_as<P>(), finish, g, l.rows_per_block, fused, kind, slope);
+                                beta.data_as<P>(), finish, g, l.rows_per_block, fused, kind, slope, round);
         };
         if (l.packs == 2)
           launch(batchnorm_forward_cluster_kernel<T, P, 2>);

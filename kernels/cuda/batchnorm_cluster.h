@@ -24,11 +24,11 @@ namespace gpu {
 // not NHWC, channels not a whole number of 16-byte packs, buffers not 16-byte aligned, a block's
 // rows larger than its shared memory, more rows a thread or values than Auto takes (the tuning
 // policy's bn_cluster_* bounds), or switched off (set_cluster_batchnorm).
-// g: x's channel_geometry.
+// g: x's channel_geometry. round: y rounded to FP8 and back as it is written (no scale: not).
 bool batchnorm_forward_train_clustered(const Tensor& x, const ChannelGeometry& g, const Tensor& gamma,
                                        const Tensor& beta, Tensor& running_mean, Tensor& running_var, float momentum,
                                        float eps, Tensor& y, Tensor& save_mean, Tensor& save_invstd,
-                                       const ops::FusedActivation* act);
+                                       const ops::FusedActivation* act, const Fp8RoundTripArgs& round);
 
 // D's last layer's output gradient and filter, whose backward-data (bn::OuterDy) a backward
 // forms where it reads dy (ops::batchnorm_activation_backward_outer).

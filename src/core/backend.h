@@ -72,7 +72,15 @@ bool conv_transpose2d_forward_moments(const Tensor& x, const Tensor& w, Tensor& 
                                       Tensor& moments);
 void batchnorm_forward_train_moments(const Tensor& x, const Tensor& moments, const Tensor& gamma, const Tensor& beta,
                                      Tensor& running_mean, Tensor& running_var, float momentum, float eps, Tensor& y,
-                                     Tensor& save_mean, Tensor& save_invstd, const ops::FusedActivation* act);
+                                     Tensor& save_mean, Tensor& save_invstd, const ops::FusedActivation* act,
+                                     const ops::Fp8RoundTrip* round_y);
+// ops::batchnorm_activation_forward_train with round_y, and ops::batchnorm_activation_backward_recomputes,
+// on the GPU (batchnorm.cu).
+void batchnorm_forward_train_rounded(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                                     Tensor& running_var, float momentum, float eps, Tensor& y, Tensor& save_mean,
+                                     Tensor& save_invstd, const ops::FusedActivation& act,
+                                     const ops::Fp8RoundTrip& round_y);
+bool batchnorm_backward_recomputes(const Tensor& x, const ops::FusedActivation& act);
 // ops::batchnorm_activation_forward_train_dot on the GPU: false, running nothing, where it does
 // not apply (batchnorm.cu).
 bool batchnorm_forward_train_dot(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,

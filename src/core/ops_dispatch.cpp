@@ -273,11 +273,31 @@ void check_image_filter(const char* op, const Tensor& x, const Tensor& w) {
 
 void batchnorm_activation_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
                                         Tensor& running_var, float momentum, float eps, const FusedActivation& act,
-                                        Tensor& y, Tensor& save_mean, Tensor& save_invstd, const BatchNormSync* sync) {
-  check_activation_forward_train("batchnorm_activation_forward_train", act, x, gamma, beta, running_mean, running_var,
-                                 y, save_mean, save_invstd);
+                                        Tensor& y, Tensor& save_mean, Tensor& save_invstd, const BatchNormSync* sync,
+                                        const Fp8RoundTrip* round_y) {
+  const char* op = "batchnorm_activation_forward_train";
+  check_activation_forward_train(op, act, x, gamma, beta, running_mean, running_var, y, save_mean, save_invstd);
+  if (round_y) {
+    check_fp8_round_trip(op, *round_y, y);
+    GE_CHECK(!sync && !round_y->codes.defined(), op, ": round_y takes no codes and no --sync-bn");
+#ifdef GE_WITH_CUDA
+    if (x.device().is_cuda()) {
+      gpu::batchnorm_forward_train_rounded(x, gamma, beta, running_mean, running_var, momentum, eps, y, save_mean,
+                                           save_invstd, act, *round_y);
+      return;
+    }
+#endif
+  }
   GE_DISPATCH_FAST(x, batchnorm_forward_train(x, gamma, beta, running_mean, running_var, momentum, eps, y, save_mean,
                                               save_invstd, &act, sync));
+  if (round_y) cpu::fp8_round_trip_in_place(*round_y, y);
+}
+
+bool batchnorm_activation_backward_recomputes(const Tensor& x, const FusedActivation& act) {
+#ifdef GE_WITH_CUDA
+  if (x.device().is_cuda()) return gpu::batchnorm_backward_recomputes(x, act);
+#endif
+  return false;  // the CPU backends read y
 }
 
 bool batchnorm_activation_forward_train_dot(const Tensor& x, const Tensor& gamma, const Tensor& beta,
@@ -333,9 +353,13 @@ void batchnorm_activation_forward_train_moments(const Tensor& x, const Tensor& m
                                                 const Tensor& beta, Tensor& running_mean, Tensor& running_var,
                                                 [[maybe_unused]] float momentum, [[maybe_unused]] float eps,
                                                 const FusedActivation& act, Tensor& y, Tensor& save_mean,
-                                                Tensor& save_invstd) {
+                                                Tensor& save_invstd, const Fp8RoundTrip* round_y) {
   const char* op = "batchnorm_activation_forward_train_moments";
   check_activation_forward_train(op, act, x, gamma, beta, running_mean, running_var, y, save_mean, save_invstd);
+  if (round_y) {
+    check_fp8_round_trip(op, *round_y, y);
+    GE_CHECK(!round_y->codes.defined(), op, ": round_y takes no codes");
+  }
   same_device(op, {&x, &moments});
   GE_CHECK(moments.dtype() == DType::F32 && moments.rank() == 3 && moments.dim(0) == 3 && moments.dim(1) > 0 &&
                moments.dim(2) == x.dim(1),
@@ -343,7 +367,7 @@ void batchnorm_activation_forward_train_moments(const Tensor& x, const Tensor& m
 #ifdef GE_WITH_CUDA
   if (x.device().is_cuda()) {
     gpu::batchnorm_forward_train_moments(x, moments, gamma, beta, running_mean, running_var, momentum, eps, y,
-                                         save_mean, save_invstd, &act);
+                                         save_mean, save_invstd, &act, round_y);
     return;
   }
 #endif

@@ -76,17 +76,25 @@ Tensor BatchNorm2d::forward(const Tensor& x, bool training) {
     const bool given =
         moments_.defined() && moments_of_.data() == x.data() && moments_of_.shape() == x.shape() && takes_moments();
     took_moments_ = given;
+    // y is the FP8 convolution's input (round_output_for): rounded as it is written where the
+    // backward never reads y.
+    const std::optional<ops::Fp8RoundTrip> rounding =
+        rounds_output_for_ && fused_ && !sync && ops::batchnorm_activation_backward_recomputes(x, *fused_)
+            ? rounds_output_for_->input_rounding()
+            : std::nullopt;
+    const ops::Fp8RoundTrip* round_y = rounding ? &*rounding : nullptr;
     if (given) {
       ops::batchnorm_activation_forward_train_moments(x, moments_, gamma_.value, beta_.value, rm, rv, kMomentum, kEps,
-                                                      *fused_, y, save_mean_, save_invstd_);
-    } else if (sync || !forward_forming_dots(x, rm, rv, y)) {  // else D's last layer's output formed too
+                                                      *fused_, y, save_mean_, save_invstd_, round_y);
+    } else if (sync || round_y || !forward_forming_dots(x, rm, rv, y)) {  // else D's last layer's output formed too
       if (fused_)
         ops::batchnorm_activation_forward_train(x, gamma_.value, beta_.value, rm, rv, kMomentum, kEps, *fused_, y,
-                                                save_mean_, save_invstd_, sync);
+                                                save_mean_, save_invstd_, sync, round_y);
       else
         ops::batchnorm_forward_train(x, gamma_.value, beta_.value, rm, rv, kMomentum, kEps, y, save_mean_, save_invstd_,
                                      sync);
     }
+    if (round_y) rounds_output_for_->take_rounded_input(y);
     if (region) running_updates_->latest = region->mark();
     if (update_running_stats_) ++running_updates_->batches_tracked;
     saved_x_ = x;
@@ -167,7 +175,7 @@ std::unique_ptr<Layer> BatchNorm2d::twin() const {
     p->model_grad = Tensor::empty(p->model_grad.shape(), p->model_grad.dtype(), p->model_grad.device());
   t->saved_x_ = t->saved_y_ = t->save_mean_ = t->save_invstd_ = t->moments_ = t->moments_of_ = Tensor();
   t->dots_for_ = nullptr;  // Sequential::twin links the twin's own convolutions
-  t->rounds_gradient_for_ = nullptr;
+  t->rounds_gradient_for_ = t->rounds_output_for_ = nullptr;
   t->outer_dlogits_ = t->outer_w_ = Tensor();
   return t;
 }

@@ -71,6 +71,12 @@ std::optional<ops::Fp8RoundTrip> Conv2d::output_gradient_rounding(const Shape& d
   return ops::Fp8RoundTrip{g.scale, g.scale_inv, g.format, record_amax_ ? g.current_amax() : Tensor(), codes};
 }
 
+std::optional<ops::Fp8RoundTrip> Conv2d::input_rounding() const {
+  if (!fp8_) return std::nullopt;
+  const Fp8Scaling& in = fp8_->input;
+  return ops::Fp8RoundTrip{in.scale, in.scale_inv, in.format, record_amax_ ? in.current_amax() : Tensor(), Tensor()};
+}
+
 Shape Conv2d::padded_weight_shape(int64_t in_channels) const {
   return transposed_ ? Shape{in_channels, out_padded_, kernel_, kernel_}
                      : Shape{out_padded_, in_channels, kernel_, kernel_};
@@ -109,8 +115,12 @@ Tensor Conv2d::forward(const Tensor& x_in, bool training) {
     return y;
   }
   given_x_ = given_w_ = given_y_ = Tensor();  // they were for another input
-  // The FP8 layers (never the fused, dot-taking or image layers: fp8_) read x and w as E4M3.
-  if (fp8_) x = fp8_operand(x, fp8_->input, training);
+  // The FP8 layers (never the fused, dot-taking or image layers: fp8_) read x and w as E4M3: x as
+  // the BatchNorm before rounded it in a training forward (take_rounded_input), or rounded here.
+  took_rounded_input_ =
+      training && rounded_x_.defined() && rounded_x_.same_storage(x) && rounded_x_.shape() == x.shape();
+  rounded_x_ = Tensor();
+  if (fp8_ && !took_rounded_input_) x = fp8_operand(x, fp8_->input, training);
   const Tensor unpadded = x;
   // A transposed convolution runs as a backward-data, which needs every channel in memory; the
   // forward takes its input as it is (ops.h: the GPU's 8-channel kernels read an image batch's
@@ -304,6 +314,7 @@ std::unique_ptr<Layer> Conv2d::twin() const {
   t->saved_x_ = t->saved_w_ = t->saved_y_ = Tensor();
   t->moments_for_ = nullptr;  // Sequential::twin links the twin's own BatchNorm
   t->given_x_ = t->given_w_ = t->given_y_ = t->rounded_dy_ = t->rounded_dy_codes_ = t->saved_w_codes_ = Tensor();
+  t->rounded_x_ = Tensor();
   t->input_gradient_to_ = nullptr;  // Sequential::twin links the twin's own BatchNorm
   return t;
 }

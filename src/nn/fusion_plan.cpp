@@ -21,6 +21,7 @@ const char* kind_name(Fusion::Kind k) {
     case Fusion::Kind::MomentsForBatchNorm: return "moments formed for BatchNorm";
     case Fusion::Kind::DotsForHead: return "last layer's output formed by BatchNorm";
     case Fusion::Kind::Fp8GradientFromBatchNorm: return "FP8 output gradient rounded by BatchNorm";
+    case Fusion::Kind::Fp8InputFromBatchNorm: return "FP8 input rounded by BatchNorm";
     default: return "Tanh gradient into D's first layer";
   }
 }
@@ -59,6 +60,11 @@ std::vector<Fusion> plan_fusion(const Sequential& net) {
       plan.push_back({Fusion::Kind::Fp8GradientFromBatchNorm, i + 1, i});
   }
   for (size_t i = 0; i + 2 < n; ++i) {
+    const auto* conv = layer_as<Conv2d>(net, i + 2, LayerKind::Conv);
+    if (conv && conv->fp8() && layer_as<BatchNorm2d>(net, i, LayerKind::BatchNorm) && fused[i])
+      plan.push_back({Fusion::Kind::Fp8InputFromBatchNorm, i, i + 2});
+  }
+  for (size_t i = 0; i + 2 < n; ++i) {
     const auto* head = layer_as<Conv2d>(net, i + 2, LayerKind::Conv);
     if (layer_as<BatchNorm2d>(net, i, LayerKind::BatchNorm) && fused[i] &&
         layer_as<ActivationLayer>(net, i + 1, LayerKind::Activation) && head && head->can_take_dots() && !fused[i + 2])
@@ -89,6 +95,9 @@ void apply_fusion(const std::vector<Fusion>& plan, Sequential& net) {
         break;
       case Fusion::Kind::Fp8GradientFromBatchNorm:
         layer_as<BatchNorm2d>(net, f.layer)->round_gradient_for(layer_as<Conv2d>(net, f.partner));
+        break;
+      case Fusion::Kind::Fp8InputFromBatchNorm:
+        layer_as<BatchNorm2d>(net, f.layer)->round_output_for(layer_as<Conv2d>(net, f.partner));
         break;
       default: fail("apply_fusion: ", f.describe(), " spans two networks (apply_step_fusion)");
     }

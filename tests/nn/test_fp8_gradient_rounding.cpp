@@ -1,7 +1,9 @@
-// O4's output gradients rounded by the BatchNorm that writes them (Fusion::Fp8GradientFromBatchNorm):
-// the plan links each FP8 convolution to the BatchNorm after it, and a network whose BatchNorms
-// round their input gradients computes bitwise what the same network computes with the
-// convolutions rounding them in passes of their own, gradients and amax histories alike; where the
+// O4's output gradients and inputs rounded by the BatchNorm that writes them
+// (Fusion::Fp8GradientFromBatchNorm, Fp8InputFromBatchNorm): the plan links each FP8 convolution to
+// the BatchNorm after it and the one before its input's activation, and a network whose BatchNorms
+// round their input gradients (and, on the GPU, their outputs) computes bitwise what the same
+// network computes with the convolutions rounding them in passes of their own, gradients and amax
+// histories alike; where the
 // GPU runs a layer's backward-data from FP8 codes, the BatchNorm writes them and only what depends
 // on that backward-data moves, within the FP8 kernel's rounding.
 #include <algorithm>
@@ -38,18 +40,21 @@ struct O4Networks {
   }
 };
 
-// Every "FP8 output gradient rounded by BatchNorm" link of the plan.
-std::vector<std::string> rounding_links(const Sequential& net) {
+// Every link of the plan of that kind.
+std::vector<std::string> rounding_links(const Sequential& net,
+                                        Fusion::Kind kind = Fusion::Kind::Fp8GradientFromBatchNorm) {
   std::vector<std::string> out;
   for (const Fusion& f : net.fusion())
-    if (f.kind == Fusion::Kind::Fp8GradientFromBatchNorm) out.push_back(f.describe());
+    if (f.kind == kind) out.push_back(f.describe());
   return out;
 }
 
 void cut_rounding_links(Sequential& net) {
   for (auto& layer : net.layers())
-    if (layer->layer_kind() == LayerKind::BatchNorm)
+    if (layer->layer_kind() == LayerKind::BatchNorm) {
       static_cast<BatchNorm2d*>(layer.get())->round_gradient_for(nullptr);
+      static_cast<BatchNorm2d*>(layer.get())->round_output_for(nullptr);
+    }
 }
 
 // One training forward and backward of `net` from x with output gradient dy: every parameter's
@@ -85,6 +90,17 @@ void check_rounding_changes_nothing(Device device, int64_t batch, int image_size
       CHECK_FALSE(static_cast<const Conv2d*>(net_cut->layers()[f.partner].get())->took_rounded_gradient());
     }
     CHECK(rounded >= 2);
+    // The BatchNorms round the convolutions' inputs where the backward never reads their output:
+    // on the GPU (16-bit activations, ReLU and LeakyReLU).
+    size_t inputs = 0;
+    for (const Fusion& f : net_linked->fusion()) {
+      if (f.kind != Fusion::Kind::Fp8InputFromBatchNorm) continue;
+      ++inputs;
+      CHECK(static_cast<const Conv2d*>(net_linked->layers()[f.partner].get())->took_rounded_input() ==
+            device.is_cuda());
+      CHECK_FALSE(static_cast<const Conv2d*>(net_cut->layers()[f.partner].get())->took_rounded_input());
+    }
+    CHECK(inputs >= 1);
     REQUIRE(a.size() == b.size());
     for (size_t i = 0; i < a.size(); ++i) {
       CAPTURE(i);
@@ -95,7 +111,7 @@ void check_rounding_changes_nothing(Device device, int64_t batch, int image_size
 
 }  // namespace
 
-TEST_CASE("fusion plan: at O4 the BatchNorm after each FP8 convolution rounds its output gradient") {
+TEST_CASE("fusion plan: at O4 the BatchNorms beside each FP8 convolution round its output gradient and its input") {
   O4Networks n(Device::cpu(), 64, 64);
   CHECK(rounding_links(*n.G) == std::vector<std::string>{
                                     "FP8 output gradient rounded by BatchNorm: layer 1 -> 0",
@@ -108,22 +124,34 @@ TEST_CASE("fusion plan: at O4 the BatchNorm after each FP8 convolution rounds it
                                     "FP8 output gradient rounded by BatchNorm: layer 6 -> 5",
                                     "FP8 output gradient rounded by BatchNorm: layer 9 -> 8",
                                 });
+  CHECK(rounding_links(*n.G, Fusion::Kind::Fp8InputFromBatchNorm) == std::vector<std::string>{
+                                                                         "FP8 input rounded by BatchNorm: layer 1 -> 3",
+                                                                         "FP8 input rounded by BatchNorm: layer 4 -> 6",
+                                                                         "FP8 input rounded by BatchNorm: layer 7 -> 9",
+                                                                     });
+  CHECK(rounding_links(*n.D, Fusion::Kind::Fp8InputFromBatchNorm) == std::vector<std::string>{
+                                                                         "FP8 input rounded by BatchNorm: layer 3 -> 5",
+                                                                         "FP8 input rounded by BatchNorm: layer 6 -> 8",
+                                                                     });
   auto& layers = n.D->layers();
   CHECK(static_cast<const BatchNorm2d*>(layers[3].get())->rounds_gradient_for() == layers[2].get());
   // A twin's BatchNorms round for the twin's own convolutions.
   auto twin = n.D->twin();
   CHECK(static_cast<const BatchNorm2d*>(twin->layers()[3].get())->rounds_gradient_for() == twin->layers()[2].get());
+  CHECK(static_cast<const BatchNorm2d*>(twin->layers()[3].get())->rounds_output_for() == twin->layers()[5].get());
   // Below O4 no layer rounds.
   const PrecisionPolicy o2 = resolve_policy(OptLevel::O2);
   const NetConfig cfg;
-  CHECK(rounding_links(*make_discriminator(cfg, o2, Placement::for_device(Device::cpu(), o2.compute_dtype))).empty());
+  const auto o2_d = make_discriminator(cfg, o2, Placement::for_device(Device::cpu(), o2.compute_dtype));
+  CHECK(rounding_links(*o2_d).empty());
+  CHECK(rounding_links(*o2_d, Fusion::Kind::Fp8InputFromBatchNorm).empty());
 }
 
-TEST_CASE("cpu nn: O4 gradients rounded by the BatchNorms are bitwise the convolutions' own rounding") {
+TEST_CASE("cpu nn: O4 gradients and inputs rounded by the BatchNorms are bitwise the convolutions' own rounding") {
   check_rounding_changes_nothing(Device::cpu(), 4, 32, 16);
 }
 
-TEST_CASE("gpu nn: O4 gradients rounded by the BatchNorms are bitwise the convolutions' own rounding") {
+TEST_CASE("gpu nn: O4 gradients and inputs rounded by the BatchNorms are bitwise the convolutions' own rounding") {
   GE_REQUIRE_GPU();
   // Batch 64 at 32x32 takes BatchNorm's one-launch kernels, batch 256 its three-launch ones.
   for (int64_t batch : {64, 256}) {
