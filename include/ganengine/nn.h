@@ -147,9 +147,13 @@ class Conv2d : public Layer {
   // The rounding of this FP8 layer's input (E4M3, its amax recorded as the layer's own rounding
   // records it), for the layer that writes that input; nullopt without FP8.
   std::optional<ops::Fp8RoundTrip> input_rounding() const;
-  // The next training forward's x, if it is exactly `x`, comes rounded already: forward does not
-  // round it again (BatchNorm2d::round_output_for).
-  void take_rounded_input(const Tensor& x) { rounded_x_ = x; }
+  // The next training forward's x, if it is exactly `x`, comes rounded already as `rounded` (x
+  // itself, or a copy): forward reads that and does not round again (round_output_for on the layer
+  // before the activation).
+  void take_rounded_input(const Tensor& x, const Tensor& rounded) {
+    rounded_of_ = x;
+    rounded_x_ = rounded;
+  }
   bool took_rounded_input() const { return took_rounded_input_; }  // the latest forward's x came so
   // A convolution whose output is each image's dot product with its one filter (D's last layer:
   // one output channel, no padding, not transposed, no fused activation) can take that output
@@ -167,6 +171,12 @@ class Conv2d : public Layer {
   // Backward leaves its input gradient to `bn` (BatchNorm2d::form_dots_for sets this), returning
   // its output gradient in its place. nullptr: none.
   void leave_input_gradient_to(BatchNorm2d* bn) { input_gradient_to_ = bn; }
+  // O4: `conv` is the FP8 convolution after this layer's fused activation: training forwards also
+  // write their output rounded to FP8 and back as conv's state says (input_rounding) into a tensor
+  // of their own and hand it over (take_rounded_input), the rounding pass conv would run (the
+  // GPU's 8-channel kernel writes both). nullptr: none.
+  void round_output_for(Conv2d* conv) { rounds_output_for_ = conv; }
+  Conv2d* rounds_output_for() const { return rounds_output_for_; }
 
  private:
   Tensor compute_weight();  // the weight in the compute dtype (a fresh cast at O1)
@@ -204,7 +214,8 @@ class Conv2d : public Layer {
   Tensor saved_w_codes_;
   Tensor rounded_dy_, rounded_dy_codes_;  // take_rounded_output_gradient's, until the next backward
   bool took_rounded_gradient_ = false, took_gradient_codes_ = false;
-  Tensor rounded_x_;  // take_rounded_input's, until the next forward
+  Tensor rounded_of_, rounded_x_;  // take_rounded_input's, until the next forward
+  Conv2d* rounds_output_for_ = nullptr;
   bool took_rounded_input_ = false;
   // Every twin's weight gradient (twin()): one buffer, zeroed once, that each step's twin writes
   // before reading it (the twins of successive steps run one after another).
@@ -359,6 +370,11 @@ struct Fusion {
     // BatchNorm's training forward writes its output rounded to FP8 and back, the convolution's
     // input rounding pass (the same values and amax), where its backward never reads that output.
     Fp8InputFromBatchNorm,
+    // Conv2d (activation fused) + its activation + Conv2d with FP8 operands (O4; D's first two
+    // layers): the first's training forward also writes its output rounded to FP8 and back into a
+    // second tensor, which the second reads instead of rounding its input (the first's backward
+    // reads its own output).
+    Fp8InputFromConv,
   };
   Kind kind;
   size_t layer;    // the layer doing the work (in G for TanhGradientIntoD)

@@ -175,8 +175,14 @@ void batchnorm_activation_backward(const Tensor& x, const Tensor& y, const Tenso
 // dy, forms the activation's gradient (rounded as activation_backward stores it) and
 // accumulates dw = beta * dw + the filter gradient, without writing that intermediate on the GPU
 // where a fused kernel exists.
+// With round_copy (an Fp8RoundTrip without codes) and `rounded` (y's shape, dtype and layout), also
+// rounded = y rounded to FP8 and back, y itself unchanged, its amax recorded: bitwise
+// fp8_round_trip(y, ..., rounded, amax) after the op, written as y is by the GPU's 8-channel kernel
+// where it takes the layer with LeakyReLU (O4's input of the FP8 convolution after D's first layer,
+// whose backward reads y).
 void conv2d_activation_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p,
-                               const FusedActivation& act);
+                               const FusedActivation& act, const Fp8RoundTrip* round_copy = nullptr,
+                               Tensor* rounded = nullptr);
 void conv2d_activation_backward_filter(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dw,
                                        const Conv2dParams& p, const FusedActivation& act, float beta = 0.f);
 // dx = backward_data(the activation's gradient, w), that gradient formed from y and dy as above

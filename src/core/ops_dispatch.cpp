@@ -6,6 +6,9 @@
 #include "core/backend.h"
 #include "core/cpu_backend.h"
 #include "core/fp8_scaling_math.h"
+#ifdef GE_WITH_CUDA
+#include "cuda/conv/conv_8ch.h"
+#endif
 #ifdef GE_WITH_ONEDNN
 #include "onednn/fast_ops.h"
 #endif
@@ -150,10 +153,26 @@ void conv2d_backward_filter(const Tensor& x_in, const Tensor& dy, Tensor& dw, co
 }
 
 void conv2d_activation_forward(const Tensor& x_in, const Tensor& w, Tensor& y, const Conv2dParams& p,
-                               const FusedActivation& act) {
-  check_conv("conv2d_activation_forward", x_in, w, y, p);
+                               const FusedActivation& act, const Fp8RoundTrip* round_copy, Tensor* rounded) {
+  const char* op = "conv2d_activation_forward";
+  check_conv(op, x_in, w, y, p);
   const Tensor x = with_weight_channels(x_in, w);
+  GE_CHECK(!round_copy == !rounded, op, ": round_copy and rounded come together");
+  if (round_copy) {
+    check_fp8_round_trip(op, *round_copy, y);
+    GE_CHECK(!round_copy->codes.defined(), op, ": round_copy takes no codes");
+    GE_CHECK(rounded->shape() == y.shape() && rounded->dtype() == y.dtype() && rounded->format() == y.format() &&
+                 rounded->device() == y.device() && rounded->data() != y.data(),
+             op, ": rounded must be another tensor of y's shape, dtype, layout and device (", y.str(), "), is ",
+             rounded->str());
+#ifdef GE_WITH_CUDA
+    if (x.device().is_cuda() && gpu::conv2d_forward_8ch(x, w, y, p, &act, round_copy, rounded)) return;
+#endif
+  }
   GE_DISPATCH_FAST(x, conv2d_activation_forward(x, w, y, p, act));
+  if (round_copy)
+    fp8_round_trip(y, round_copy->scale, round_copy->scale_inv, round_copy->format, *rounded,
+                   round_copy->amax.defined() ? &round_copy->amax : nullptr);
 }
 
 void conv2d_activation_backward_filter(const Tensor& x_in, const Tensor& y, const Tensor& dy, Tensor& dw,

@@ -94,7 +94,7 @@ Tensor BatchNorm2d::forward(const Tensor& x, bool training) {
         ops::batchnorm_forward_train(x, gamma_.value, beta_.value, rm, rv, kMomentum, kEps, y, save_mean_, save_invstd_,
                                      sync);
     }
-    if (round_y) rounds_output_for_->take_rounded_input(y);
+    if (round_y) rounds_output_for_->take_rounded_input(y, y);
     if (region) running_updates_->latest = region->mark();
     if (update_running_stats_) ++running_updates_->batches_tracked;
     saved_x_ = x;

@@ -118,8 +118,9 @@ Tensor Conv2d::forward(const Tensor& x_in, bool training) {
   // The FP8 layers (never the fused, dot-taking or image layers: fp8_) read x and w as E4M3: x as
   // the BatchNorm before rounded it in a training forward (take_rounded_input), or rounded here.
   took_rounded_input_ =
-      training && rounded_x_.defined() && rounded_x_.same_storage(x) && rounded_x_.shape() == x.shape();
-  rounded_x_ = Tensor();
+      training && rounded_of_.defined() && rounded_of_.same_storage(x) && rounded_of_.shape() == x.shape();
+  if (took_rounded_input_) x = rounded_x_;
+  rounded_of_ = rounded_x_ = Tensor();
   if (fp8_ && !took_rounded_input_) x = fp8_operand(x, fp8_->input, training);
   const Tensor unpadded = x;
   // A transposed convolution runs as a backward-data, which needs every channel in memory; the
@@ -160,10 +161,17 @@ Tensor Conv2d::forward(const Tensor& x_in, bool training) {
   }
   Tensor y = Tensor::empty({N, y_channels, Ho, Wo}, policy_.compute_dtype, where_.device, where_.format);
   if (fused_) {
-    if (transposed_)
+    const std::optional<ops::Fp8RoundTrip> rounding =
+        rounds_output_for_ && training && !transposed_ ? rounds_output_for_->input_rounding() : std::nullopt;
+    if (transposed_) {
       ops::conv_transpose2d_activation_forward(x, w, y, p_, *fused_);
-    else
+    } else if (rounding) {
+      Tensor rounded = Tensor::empty(y.shape(), y.dtype(), where_.device, where_.format);
+      ops::conv2d_activation_forward(x, w, y, p_, *fused_, &*rounding, &rounded);
+      rounds_output_for_->take_rounded_input(y, rounded);
+    } else {
       ops::conv2d_activation_forward(x, w, y, p_, *fused_);
+    }
     saved_y_ = y;
   } else if (transposed_) {
     Tensor moments;
@@ -314,7 +322,8 @@ std::unique_ptr<Layer> Conv2d::twin() const {
   t->saved_x_ = t->saved_w_ = t->saved_y_ = Tensor();
   t->moments_for_ = nullptr;  // Sequential::twin links the twin's own BatchNorm
   t->given_x_ = t->given_w_ = t->given_y_ = t->rounded_dy_ = t->rounded_dy_codes_ = t->saved_w_codes_ = Tensor();
-  t->rounded_x_ = Tensor();
+  t->rounded_of_ = t->rounded_x_ = Tensor();
+  t->rounds_output_for_ = nullptr;  // Sequential::twin links the twin's own convolution
   t->input_gradient_to_ = nullptr;  // Sequential::twin links the twin's own BatchNorm
   return t;
 }

@@ -22,6 +22,7 @@ const char* kind_name(Fusion::Kind k) {
     case Fusion::Kind::DotsForHead: return "last layer's output formed by BatchNorm";
     case Fusion::Kind::Fp8GradientFromBatchNorm: return "FP8 output gradient rounded by BatchNorm";
     case Fusion::Kind::Fp8InputFromBatchNorm: return "FP8 input rounded by BatchNorm";
+    case Fusion::Kind::Fp8InputFromConv: return "FP8 input rounded by convolution";
     default: return "Tanh gradient into D's first layer";
   }
 }
@@ -60,9 +61,13 @@ std::vector<Fusion> plan_fusion(const Sequential& net) {
       plan.push_back({Fusion::Kind::Fp8GradientFromBatchNorm, i + 1, i});
   }
   for (size_t i = 0; i + 2 < n; ++i) {
-    const auto* conv = layer_as<Conv2d>(net, i + 2, LayerKind::Conv);
-    if (conv && conv->fp8() && layer_as<BatchNorm2d>(net, i, LayerKind::BatchNorm) && fused[i])
+    const auto* next = layer_as<Conv2d>(net, i + 2, LayerKind::Conv);
+    if (!next || !next->fp8() || !fused[i]) continue;
+    const auto* conv = layer_as<Conv2d>(net, i, LayerKind::Conv);
+    if (layer_as<BatchNorm2d>(net, i, LayerKind::BatchNorm))
       plan.push_back({Fusion::Kind::Fp8InputFromBatchNorm, i, i + 2});
+    else if (conv && !conv->transposed())
+      plan.push_back({Fusion::Kind::Fp8InputFromConv, i, i + 2});
   }
   for (size_t i = 0; i + 2 < n; ++i) {
     const auto* head = layer_as<Conv2d>(net, i + 2, LayerKind::Conv);
@@ -98,6 +103,9 @@ void apply_fusion(const std::vector<Fusion>& plan, Sequential& net) {
         break;
       case Fusion::Kind::Fp8InputFromBatchNorm:
         layer_as<BatchNorm2d>(net, f.layer)->round_output_for(layer_as<Conv2d>(net, f.partner));
+        break;
+      case Fusion::Kind::Fp8InputFromConv:
+        layer_as<Conv2d>(net, f.layer)->round_output_for(layer_as<Conv2d>(net, f.partner));
         break;
       default: fail("apply_fusion: ", f.describe(), " spans two networks (apply_step_fusion)");
     }

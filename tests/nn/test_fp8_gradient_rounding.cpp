@@ -1,7 +1,8 @@
 // O4's output gradients and inputs rounded by the BatchNorm that writes them
-// (Fusion::Fp8GradientFromBatchNorm, Fp8InputFromBatchNorm): the plan links each FP8 convolution to
-// the BatchNorm after it and the one before its input's activation, and a network whose BatchNorms
-// round their input gradients (and, on the GPU, their outputs) computes bitwise what the same
+// (Fusion::Fp8GradientFromBatchNorm, Fp8InputFromBatchNorm, Fp8InputFromConv): the plan links each
+// FP8 convolution to the BatchNorm after it and the layer before its input's activation, and a
+// network whose BatchNorms round their input gradients (and, on the GPU, their outputs) and whose
+// first layer writes a rounded copy of its output computes bitwise what the same
 // network computes with the convolutions rounding them in passes of their own, gradients and amax
 // histories alike; where the
 // GPU runs a layer's backward-data from FP8 codes, the BatchNorm writes them and only what depends
@@ -54,6 +55,8 @@ void cut_rounding_links(Sequential& net) {
     if (layer->layer_kind() == LayerKind::BatchNorm) {
       static_cast<BatchNorm2d*>(layer.get())->round_gradient_for(nullptr);
       static_cast<BatchNorm2d*>(layer.get())->round_output_for(nullptr);
+    } else if (layer->layer_kind() == LayerKind::Conv) {
+      static_cast<Conv2d*>(layer.get())->round_output_for(nullptr);
     }
 }
 
@@ -90,14 +93,15 @@ void check_rounding_changes_nothing(Device device, int64_t batch, int image_size
       CHECK_FALSE(static_cast<const Conv2d*>(net_cut->layers()[f.partner].get())->took_rounded_gradient());
     }
     CHECK(rounded >= 2);
-    // The BatchNorms round the convolutions' inputs where the backward never reads their output:
-    // on the GPU (16-bit activations, ReLU and LeakyReLU).
+    // The BatchNorms round the convolutions' inputs where the backward never reads their output
+    // (on the GPU: 16-bit activations, ReLU and LeakyReLU); D's first layer writes a rounded copy.
     size_t inputs = 0;
     for (const Fusion& f : net_linked->fusion()) {
-      if (f.kind != Fusion::Kind::Fp8InputFromBatchNorm) continue;
+      const bool from_conv = f.kind == Fusion::Kind::Fp8InputFromConv;
+      if (f.kind != Fusion::Kind::Fp8InputFromBatchNorm && !from_conv) continue;
       ++inputs;
       CHECK(static_cast<const Conv2d*>(net_linked->layers()[f.partner].get())->took_rounded_input() ==
-            device.is_cuda());
+            (from_conv || device.is_cuda()));
       CHECK_FALSE(static_cast<const Conv2d*>(net_cut->layers()[f.partner].get())->took_rounded_input());
     }
     CHECK(inputs >= 1);
@@ -133,18 +137,23 @@ TEST_CASE("fusion plan: at O4 the BatchNorms beside each FP8 convolution round i
                                                                          "FP8 input rounded by BatchNorm: layer 3 -> 5",
                                                                          "FP8 input rounded by BatchNorm: layer 6 -> 8",
                                                                      });
+  CHECK(rounding_links(*n.D, Fusion::Kind::Fp8InputFromConv) ==
+        std::vector<std::string>{"FP8 input rounded by convolution: layer 0 -> 2"});
+  CHECK(rounding_links(*n.G, Fusion::Kind::Fp8InputFromConv).empty());
   auto& layers = n.D->layers();
   CHECK(static_cast<const BatchNorm2d*>(layers[3].get())->rounds_gradient_for() == layers[2].get());
   // A twin's BatchNorms round for the twin's own convolutions.
   auto twin = n.D->twin();
   CHECK(static_cast<const BatchNorm2d*>(twin->layers()[3].get())->rounds_gradient_for() == twin->layers()[2].get());
   CHECK(static_cast<const BatchNorm2d*>(twin->layers()[3].get())->rounds_output_for() == twin->layers()[5].get());
+  CHECK(static_cast<const Conv2d*>(twin->layers()[0].get())->rounds_output_for() == twin->layers()[2].get());
   // Below O4 no layer rounds.
   const PrecisionPolicy o2 = resolve_policy(OptLevel::O2);
   const NetConfig cfg;
   const auto o2_d = make_discriminator(cfg, o2, Placement::for_device(Device::cpu(), o2.compute_dtype));
   CHECK(rounding_links(*o2_d).empty());
   CHECK(rounding_links(*o2_d, Fusion::Kind::Fp8InputFromBatchNorm).empty());
+  CHECK(rounding_links(*o2_d, Fusion::Kind::Fp8InputFromConv).empty());
 }
 
 TEST_CASE("cpu nn: O4 gradients and inputs rounded by the BatchNorms are bitwise the convolutions' own rounding") {

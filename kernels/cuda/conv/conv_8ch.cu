@@ -21,6 +21,7 @@
 #include "cuda/conv/conv_8ch.h"
 #include "cuda/conv/conv_8ch_input.cuh"
 #include "cuda/conv/conv_8ch_tile.cuh"
+#include "cuda/fp8_round_trip.cuh"
 #include "cuda/kernel_launch.cuh"
 #include "cuda/vector_pack.cuh"
 
@@ -42,11 +43,14 @@ enum class Epilogue { kRound, kRectify, kLeakyMax };
 // x (N, H, W, 8 or kC), w (K, 4, 4, 8), y (N, P, Q, K), all NHWC. Grid (blocks walking the tiles,
 // channel groups of 64). Five blocks per SM asked for: the padded kernel's 96 registers, as the
 // compiler chooses them unbounded (six, 80 registers, spill in the narrow kernel with LeakyReLU).
-template <class T, Epilogue kEpilogue, class Input>
+// kRoundedCopy: y_rounded (y's layout) also receives y rounded to FP8 and back as `round` says, its
+// amax folded into round.amax (O4: the input of the FP8 convolution after D's first layer).
+template <class T, Epilogue kEpilogue, class Input, bool kRoundedCopy = false>
 __global__ void __launch_bounds__(kBlockThreads, 5)
     conv_8ch_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, Tiling tl, int K, int wc,
-                    ops::Activation act, float slope) {
+                    ops::Activation act, float slope, T* __restrict__ y_rounded, Fp8RoundTripArgs round) {
   await_previous_kernel();
+  uint32_t amax_key = 0;
   constexpr int kKSteps = Input::kKSteps, kPixel = Input::kPixelHalves;
   // This tile's footprint and the next's (each with the input's staging, if any).
   __shared__ alignas(16) T in_s[2][kMaxFootprint * kPixel + Input::kRawHalves];
@@ -166,14 +170,23 @@ __global__ void __launch_bounds__(kBlockThreads, 5)
     // tid % 8 of pixels tid / 8 + 16 j. (Working out each pixel's row and column again instead
     // stalls the kernel noticeably.)
     constexpr int kChunks = kGroupChannels / 8, kPixelsPerPass = kBlockThreads / kChunks;
-    T* tile_y = y + ((static_cast<size_t>(n) * tl.P + p0) * tl.Q + q0) * K + blockIdx.y * kGroupChannels;
-    T* dst = tile_y + (tid / kChunks) * K + (tid % kChunks) * 8;
+    const size_t at = ((static_cast<size_t>(n) * tl.P + p0) * tl.Q + q0) * K + blockIdx.y * kGroupChannels +
+                      (tid / kChunks) * K + (tid % kChunks) * 8;
     const T* src = out_s + (tid / kChunks) * kOutStride + (tid % kChunks) * 8;
 #pragma unroll
-    for (int j = 0; j < kTilePixels / kPixelsPerPass; ++j)
-      *reinterpret_cast<uint4*>(dst + j * kPixelsPerPass * K) =
-          *reinterpret_cast<const uint4*>(src + j * kPixelsPerPass * kOutStride);
+    for (int j = 0; j < kTilePixels / kPixelsPerPass; ++j) {
+      const uint4 v = *reinterpret_cast<const uint4*>(src + j * kPixelsPerPass * kOutStride);
+      *reinterpret_cast<uint4*>(y + at + j * kPixelsPerPass * K) = v;
+      if constexpr (kRoundedCopy) {
+        Pack<T, 8> r;
+        *reinterpret_cast<uint4*>(&r) = v;
+        fp8_round_trip_written(r, round, fp8_round_trip_scales(round), 0, amax_key);
+        *reinterpret_cast<Pack<T, 8>*>(y_rounded + at + j * kPixelsPerPass * K) = r;
+      }
+    }
   }
+  if constexpr (kRoundedCopy)
+    if (round.amax) fold_amax_key(amax_key, round.amax);
 }
 
 // Whether leaky_relu_pair computes this activation (its slope's range).
@@ -203,8 +216,11 @@ bool conv2d_forward_8ch_applies(const Tensor& x, const Tensor& w, const Tensor& 
 }
 
 bool conv2d_forward_8ch(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p,
-                        const ops::FusedActivation* act) {
+                        const ops::FusedActivation* act, const ops::Fp8RoundTrip* round, Tensor* rounded) {
   if (!conv2d_forward_8ch_applies(x, w, y, p)) return false;
+  if (round && !(act && leaky_max_applies(*act) && rounded && rounded->shape() == y.shape() &&
+                 rounded->dtype() == y.dtype() && rounded->format() == y.format() && aligned16(rounded->data())))
+    return false;
   Tiling tl;
   tiling_for(x, w, y, p, tl);
   const int K = static_cast<int>(w.dim(0));
@@ -219,13 +235,15 @@ bool conv2d_forward_8ch(const Tensor& x, const Tensor& w, Tensor& y, const Conv2
   GE_DISPATCH_HALF(x.dtype(), T, {
     dispatch_input<T>(C, tl, [&](auto input) {
       using Input = std::remove_pointer_t<decltype(input)>;
-      auto kernel = !fused                      ? conv_8ch_kernel<T, Epilogue::kRound, Input>
+      auto kernel = round                       ? conv_8ch_kernel<T, Epilogue::kLeakyMax, Input, true>
+                    : !fused                    ? conv_8ch_kernel<T, Epilogue::kRound, Input>
                     : leaky_max_applies(*fused) ? conv_8ch_kernel<T, Epilogue::kLeakyMax, Input>
                                                 : conv_8ch_kernel<T, Epilogue::kRectify, Input>;
       const dim3 grid(static_cast<unsigned>(grid_blocks(kernel, 0, x.device().index, tl.total)),
                       static_cast<unsigned>(K / kGroupChannels));
       launch_kernel(kernel, grid, kBlockThreads, 0, stream_of(x), x.data_as<T>(), w.data_as<T>(), y.data_as<T>(), tl, K,
-                    static_cast<int>(w.dim(1)), kind, slope);
+                    static_cast<int>(w.dim(1)), kind, slope, round ? rounded->data_as<T>() : nullptr,
+                    fp8_round_trip_args(round));
     });
   });
   CUDA_CHECK_LAUNCH();

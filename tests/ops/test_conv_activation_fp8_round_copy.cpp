@@ -1,0 +1,75 @@
+// ops::conv2d_activation_forward with round_copy: y as without it, and `rounded` bitwise
+// ops::fp8_round_trip of y with the same amax folded in, on each backend; on the GPU through the
+// 8-channel kernel that writes both (D's first layer with LeakyReLU) and through the fallback.
+#include <vector>
+
+#include "ganengine/ops.h"
+#include "support/test_util.h"
+
+using namespace ge;
+using namespace ge::test;
+
+namespace {
+
+void check_round_copy(Device device, int64_t n, int64_t c, int side, DType dt, const ops::FusedActivation& act,
+                      bool record_amax) {
+  const MemoryFormat format = device.is_cuda() ? MemoryFormat::NHWC : MemoryFormat::NCHW;
+  const Conv2dParams p{/*stride=*/2, /*pad=*/1};
+  const Tensor x = random_tensor({n, c, side, side}, dt, device, format, -1.0, 1.0);
+  const Tensor w = random_tensor({64, c, 4, 4}, dt, device, format, -0.3, 0.3);
+  const Shape y_shape{n, 64, side / 2, side / 2};
+  // About 448 / 4: the outputs (within a few units) across E4M3's normal and subnormal range.
+  const Tensor s = f32_scalar(112.f, device), s_inv = f32_scalar(1.f / 112.f, device);
+  Tensor y = Tensor::empty(y_shape, dt, device, format), rounded = Tensor::empty(y_shape, dt, device, format);
+  Tensor plain = Tensor::empty(y_shape, dt, device, format), separate = Tensor::empty(y_shape, dt, device, format);
+  Tensor amax = f32_scalar(1e-6f, device), separate_amax = f32_scalar(1e-6f, device);  // folded into
+  const ops::Fp8RoundTrip round{s, s_inv, Fp8Format::E4M3, record_amax ? amax : Tensor(), Tensor()};
+  ops::conv2d_activation_forward(x, w, y, p, act, &round, &rounded);
+  ops::conv2d_activation_forward(x, w, plain, p, act);
+  ops::fp8_round_trip(plain, s, s_inv, Fp8Format::E4M3, separate, record_amax ? &separate_amax : nullptr);
+  CHECK(same_bytes(y, plain));
+  CHECK(same_bytes(rounded, separate));
+  CHECK(same_bytes(amax, separate_amax));
+  CHECK_FALSE(same_bytes(rounded, y));  // the rounding did something
+}
+
+void check_all(Device device, int64_t n, int side) {
+  for (DType dt : {DType::F16, DType::BF16})
+    for (int64_t c : {3, 8})
+      for (ops::Activation kind : {ops::Activation::LeakyReLU, ops::Activation::ReLU})
+        for (bool record_amax : {true, false}) {
+          CAPTURE(dtype_name(dt));
+          CAPTURE(c);
+          CAPTURE(static_cast<int>(kind));
+          CAPTURE(record_amax);
+          check_round_copy(device, n, c, side, dt, {kind, 0.2f}, record_amax);
+        }
+}
+
+}  // namespace
+
+TEST_CASE("cpu ops: conv2d_activation_forward with round_copy is the forward then fp8_round_trip into a copy") {
+  check_all(Device::cpu(), 2, 16);
+}
+
+// 64x64 images of 3 or 8 channels with LeakyReLU take the 8-channel kernel's rounded copy; ReLU
+// the fallback.
+TEST_CASE("gpu ops: conv2d_activation_forward with round_copy is the forward then fp8_round_trip bitwise") {
+  GE_REQUIRE_GPU();
+  check_all(Device::cuda(0), 24, 64);
+}
+
+TEST_CASE("ops: conv2d_activation_forward rejects a round_copy without its tensor or into y") {
+  const Conv2dParams p{/*stride=*/2, /*pad=*/1};
+  const Tensor x = random_tensor({1, 3, 8, 8}, DType::F32), w = random_tensor({64, 3, 4, 4}, DType::F32);
+  Tensor y = Tensor::empty({1, 64, 4, 4}, DType::F32);
+  const ops::Fp8RoundTrip round{f32_scalar(1.f), f32_scalar(1.f), Fp8Format::E4M3, Tensor(), Tensor()};
+  const ops::FusedActivation act{ops::Activation::LeakyReLU, 0.2f};
+  CHECK_THROWS_WITH_AS(ops::conv2d_activation_forward(x, w, y, p, act, &round, nullptr),
+                       doctest::Contains("round_copy and rounded come together"), Error);
+  CHECK_THROWS_WITH_AS(ops::conv2d_activation_forward(x, w, y, p, act, &round, &y),
+                       doctest::Contains("rounded must be another tensor"), Error);
+  Tensor small = Tensor::empty({1, 64, 2, 2}, DType::F32);
+  CHECK_THROWS_WITH_AS(ops::conv2d_activation_forward(x, w, y, p, act, &round, &small),
+                       doctest::Contains("rounded must be another tensor"), Error);
+}
