@@ -90,33 +90,11 @@ TEST_CASE("gpu ops: the warpgroup-MMA backward-data on a second GPU gives the fi
   CHECK(ge::test::same_tensor(second, first));
 }
 
-// Count, mean and variance of each channel of an NHWC tensor of C channels, in double, two passes.
-struct ChannelStats {
-  std::vector<double> count, mean, var;
-};
-ChannelStats exact_stats(const Tensor& t) {
-  const std::vector<double> v = t.to(Device::cpu()).to_doubles();  // logical (N, C, H, W) order
-  const int64_t C = t.dim(1), HW = t.dim(2) * t.dim(3), N = t.dim(0);
-  ChannelStats s{std::vector<double>(C, 0.0), std::vector<double>(C, 0.0), std::vector<double>(C, 0.0)};
-  for (int64_t c = 0; c < C; ++c) {
-    double sum = 0, sq = 0;
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t i = 0; i < HW; ++i) sum += v[(n * C + c) * HW + i];
-    const double mean = sum / static_cast<double>(N * HW);
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t i = 0; i < HW; ++i) sq += (v[(n * C + c) * HW + i] - mean) * (v[(n * C + c) * HW + i] - mean);
-    s.count[c] = static_cast<double>(N * HW);
-    s.mean[c] = mean;
-    s.var[c] = sq / s.count[c];
-  }
-  return s;
-}
-
 // The (3, parts, C) moments merged per channel (Chan et al., in double).
-ChannelStats merged(const Tensor& moments) {
+ge::test::ChannelStats merged(const Tensor& moments) {
   const std::vector<double> m = moments.to(Device::cpu()).to_doubles();
   const int64_t parts = moments.dim(1), C = moments.dim(2);
-  ChannelStats s{std::vector<double>(C, 0.0), std::vector<double>(C, 0.0), std::vector<double>(C, 0.0)};
+  ge::test::ChannelStats s{std::vector<double>(C, 0.0), std::vector<double>(C, 0.0), std::vector<double>(C, 0.0)};
   for (int64_t c = 0; c < C; ++c) {
     double n = 0, mean = 0, m2 = 0;
     for (int64_t k = 0; k < parts; ++k) {
@@ -151,7 +129,7 @@ TEST_CASE("gpu ops: the warpgroup-MMA transposed convolution forms its output's 
     CHECK(ge::test::same_tensor(y, plain));  // the output is the same with or without the moments
     REQUIRE(moments.dim(0) == 3);
     REQUIRE(moments.dim(2) == 64);
-    const ChannelStats want = exact_stats(y), got = merged(moments);
+    const ge::test::ChannelStats want = ge::test::exact_channel_stats(y), got = merged(moments);
     for (int64_t c = 0; c < 64; ++c) {
       CAPTURE(c);
       CHECK(got.count[c] == want.count[c]);

@@ -55,6 +55,24 @@ double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) 
 
 Tensor f32_scalar(float v, Device device) { return Tensor::from_floats({v}, {1}, DType::F32, device); }
 
+ChannelStats exact_channel_stats(const Tensor& t) {
+  const std::vector<double> v = t.to(Device::cpu()).to_doubles();  // logical (N, C, H, W) order
+  const int64_t C = t.dim(1), HW = t.dim(2) * t.dim(3), N = t.dim(0);
+  ChannelStats s{std::vector<double>(C, 0.0), std::vector<double>(C, 0.0), std::vector<double>(C, 0.0)};
+  for (int64_t c = 0; c < C; ++c) {
+    double sum = 0, sq = 0;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t i = 0; i < HW; ++i) sum += v[(n * C + c) * HW + i];
+    const double mean = sum / static_cast<double>(N * HW);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t i = 0; i < HW; ++i) sq += (v[(n * C + c) * HW + i] - mean) * (v[(n * C + c) * HW + i] - mean);
+    s.count[c] = static_cast<double>(N * HW);
+    s.mean[c] = mean;
+    s.var[c] = sq / s.count[c];
+  }
+  return s;
+}
+
 bool same_bytes(const Tensor& a, const Tensor& b) {
   const Tensor ha = a.to(Device::cpu()), hb = b.to(Device::cpu());
   return ha.shape() == hb.shape() && ha.dtype() == hb.dtype() && ha.format() == hb.format() &&

@@ -64,6 +64,12 @@ double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b);
 bool same_bytes(const Tensor& a, const Tensor& b);
 // An f32 (1) tensor holding v: a scale, scale_inv or amax.
 Tensor f32_scalar(float v, Device device = Device::cpu());
+// Count, mean and (population) variance of each channel of t (any device and layout), in double,
+// two passes.
+struct ChannelStats {
+  std::vector<double> count, mean, var;
+};
+ChannelStats exact_channel_stats(const Tensor& t);
 
 // Fills a tensor with NaN (floating) or 0xAB bytes, so an element an op forgot to write fails.
 void poison(Tensor& t);
