@@ -8,14 +8,16 @@
 //    scale_invs once to the sum instead of to each operand;
 //  - f16 results are the f32 results rounded once; a second run gives the same bytes; the ops
 //    reach the kernels; shapes they do not take run the emulation;
-//  - the 128 -> 64-channel backward-data into f16 runs on the phase kernel (conv_phase_dgrad.h),
-//    another kernel than its f32 form: its f16 results are held to the bound plus one rounding.
+//  - the 128 -> 64-channel backward-data and the 64 -> 128-channel forward into f16 run on the
+//    phase kernels (conv_phase_dgrad.h, conv_phase_fprop.h), other kernels than their f32 forms:
+//    their f16 results are held to the bound plus one rounding.
 #if GE_WITH_CUDA
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "cuda/conv/conv_phase_dgrad.h"
+#include "cuda/conv/conv_phase_fprop.h"
 #include "cuda/conv/fp8_conv_wgmma.h"
 #include "ganengine/fp8.h"
 #include "ganengine/ops.h"
@@ -79,6 +81,12 @@ bool through_kernel(Pass pass, const Fp8Tensor& a, const Fp8Tensor& w, Tensor& o
                                : gpu::fp8_conv2d_backward_data_wgmma(a, w, out, p);
 }
 
+// The phase kernel of the pass, into f16 (false: not taken).
+bool through_phases(Pass pass, const Fp8Tensor& a, const Fp8Tensor& w, Tensor& out, const Conv2dParams& p) {
+  return pass == Pass::Forward ? gpu::fp8_conv2d_forward_phases(a, w, out, p)
+                               : gpu::fp8_conv2d_backward_data_phases(a, w, out, p);
+}
+
 void of_magnitudes(Pass pass, const Tensor& a, const Tensor& w, Tensor& out, const Conv2dParams& p) {
   if (pass == Pass::Forward)
     ops::conv2d_forward(a, w, out, p);
@@ -91,7 +99,7 @@ struct Case {
   Shape a, w, out;
   Fp8Format a_format;
   Conv2dParams p;
-  bool half_by_phases = false;  // f16 results from the phase kernel, f32 from the implicit GEMMs
+  bool half_by_phases = false;  // f16 results from a phase kernel, f32 from the implicit GEMMs
 };
 
 // Elements of `got` further from `want` than 2^-7 of `bound` plus `rounding` of |want|.
@@ -149,7 +157,7 @@ void check_case(const Case& c, Pass pass) {
   Tensor half = poisoned_like(Tensor::empty(c.out, DType::F16, kCpu, MemoryFormat::NHWC), kGpu);
   REQUIRE(kernel(a.gpu, w.gpu, half));
   Tensor by_phases = poisoned_like(half, kGpu);
-  CHECK(gpu::fp8_conv2d_backward_data_phases(a.gpu, w.gpu, by_phases, c.p) == c.half_by_phases);
+  CHECK(through_phases(pass, a.gpu, w.gpu, by_phases, c.p) == c.half_by_phases);
   if (!c.half_by_phases) {
     Tensor rounded = Tensor::empty(c.out, DType::F16, kGpu, MemoryFormat::NHWC);
     ops::cast(got, rounded);
@@ -200,10 +208,13 @@ TEST_CASE("gpu ops: FP8 forward convolutions on warpgroup MMA match the CPU emul
   const Conv2dParams d{/*stride=*/2, /*pad=*/1};
   // D's layers (and, with an E5M2 gradient, G's backward-data, a forward convolution), 128- and
   // 64-channel tiles, a partial last tile, and a 3x3 stride-1 shape whose K (288 bytes) ends
-  // inside a stage and whose 32 channels put two taps in one.
+  // inside a stage and whose 32 channels put two taps in one. The 64 -> 128 layer's f16 results
+  // come from the phase kernel: with fewer images than SMs (an image a block), and with more (a
+  // block's images one after another).
   const std::vector<Case> cases = {
-      {"D 64 -> 128", {2, 64, 32, 32}, {128, 64, 4, 4}, {2, 128, 16, 16}, Fp8Format::E4M3, d},
-      {"G's 64 -> 128 backward-data", {2, 64, 32, 32}, {128, 64, 4, 4}, {2, 128, 16, 16}, Fp8Format::E5M2, d},
+      {"D 64 -> 128", {2, 64, 32, 32}, {128, 64, 4, 4}, {2, 128, 16, 16}, Fp8Format::E4M3, d, true},
+      {"D 64 -> 128, 300 images", {300, 64, 32, 32}, {128, 64, 4, 4}, {300, 128, 16, 16}, Fp8Format::E4M3, d, true},
+      {"G's 64 -> 128 backward-data", {3, 64, 32, 32}, {128, 64, 4, 4}, {3, 128, 16, 16}, Fp8Format::E5M2, d, true},
       {"D 256 -> 512", {3, 256, 8, 8}, {512, 256, 4, 4}, {3, 512, 4, 4}, Fp8Format::E4M3, d},
       {"3x3 32 -> 64", {3, 32, 9, 7}, {64, 32, 3, 3}, {3, 64, 9, 7}, Fp8Format::E5M2, {1, 1}}};
   for (const Case& c : cases) check_case(c, Pass::Forward);

@@ -11,7 +11,8 @@ namespace gpu {
 // y = conv2d_forward(x, w) * x.scale_inv * w.scale_inv, f32 or f16 (rounded once), when the kernel
 // takes the shapes; false (nothing run) otherwise. Taken: x E4M3 or E5M2 and w E4M3, u8 NHWC on a
 // compute capability 9.0 device, 16-byte aligned; x's channels those of w, a multiple of 32; w's
-// output channels a multiple of 64; y NHWC.
+// output channels a multiple of 64; y NHWC. The 64 -> 128-channel layer on 32 x 32 inputs into f16 y
+// runs on the phase-structured kernel (conv_phase_fprop.h), every other shape as an implicit GEMM.
 bool fp8_conv2d_forward_wgmma(const Fp8Tensor& x, const Fp8Tensor& w, Tensor& y, const Conv2dParams& p);
 
 // dx = conv2d_backward_data(dy, w) * dy.scale_inv * w.scale_inv, as above, for the DCGAN's 4x4,

@@ -32,7 +32,7 @@
 #include <initializer_list>
 
 #include "cuda/conv/conv_phase_dgrad.h"
-#include "cuda/conv/sm90a/wgmma.cuh"
+#include "cuda/conv/sm90a/phase_mma.cuh"
 #include "cuda/copy_async.cuh"
 #include "cuda/cuda_util.cuh"
 #include "cuda/kernel_launch.cuh"
@@ -41,36 +41,12 @@ namespace ge {
 namespace gpu {
 namespace {
 
-constexpr int kChannels = 64;      // dx's: the MMA's M
+using namespace phase_mma;
+
 constexpr int kSide = 16;          // dy's height and width
 constexpr int kPitch = kSide + 2;  // a row with its zero border
 constexpr int kPlane = kPitch * kPitch;
-constexpr int kWarpgroup = kWarpgroupThreads;
-// Weight fragments are loaded kAhead MMA steps before their step; each step waits for the one
-// kInFlight steps back, whose fragment's registers are then reloaded. 7 and 1 were the fastest of
-// the pairs timed (docs/performance.md).
-constexpr int kAhead = 7;
-constexpr int kInFlight = 1;
 constexpr int kThreads = 2 * kWarpgroup;  // a block: two warpgroups
-
-// The operands the kernel multiplies: f16 dy and w (O2 and O3), or FP8 codes (O4: dy E5M2 or, as
-// G's forward, E4M3; w E4M3) whose sums are multiplied by both scale_invs. A 16-byte piece holds
-// 8 channels of f16 or 16 of FP8; one MMA step takes a slice of 16 or 32 channels of one tap, two
-// pieces along K either way.
-struct HalfOperands {
-  using Element = __half;
-  static constexpr int kBytes = 2;
-  static constexpr int kSliceChannels = 16;
-  static constexpr bool kScaled = false;
-};
-template <Fp8Format DyFormat>
-struct Fp8Operands {
-  using Element = uint8_t;
-  static constexpr int kBytes = 1;
-  static constexpr int kSliceChannels = 32;
-  static constexpr bool kScaled = true;
-  static constexpr Fp8Format kDy = DyFormat;
-};
 
 template <class Op, int K>
 constexpr int kSlices = K / Op::kSliceChannels;  // MMA steps per tap
@@ -78,14 +54,6 @@ template <class Op, int K>
 constexpr int kSteps = 4 * kSlices<Op, K>;  // per phase: taps x slices
 template <class Op, int K>
 constexpr int kPieces = K* Op::kBytes / 16;  // 16-byte pieces a dy pixel
-
-// The results of one MMA half (128 pixels x 64 channels) on their way out: a pixel a 128-byte
-// row, its 16-byte chunk c at position c ^ (pixel % 8), so that stmatrix's eight rows and the
-// stores' reads of a row fall in different banks. A warpgroup has two, one for each half: a
-// phase's results wait there while the warpgroup's next phase runs, its threads storing them to
-// dx between that phase's first MMA steps (PendingStores).
-constexpr size_t kStageBytes = size_t{128} * kChannels * 2;
-constexpr size_t kWarpgroupStageBytes = 2 * kStageBytes;
 
 template <class Op, int K>
 constexpr size_t kTileBytes = size_t{kPieces<Op, K>} * kPlane * 16;
@@ -96,10 +64,9 @@ static_assert(kShared<HalfOperands, 128> <= 227 * 1024, "two dy tiles and four s
 // Kernel row (or column) of tap t of phase p; it reads dy row (column) a + p + t - 1.
 __host__ __device__ constexpr int tap_kernel_index(int p, int t) { return 3 - p - 2 * t; }
 
-// frag[((phase * 4 + tap) * kSlices + slice) * 128 + thread]: the 16 bytes thread `thread` holds
-// of the A operand (64 x kSliceChannels: A[c][k] = w[kSliceChannels slice + k][kh][kw][c], w in
-// K x 4 x 4 x 64 order), in the order wgmma.cuh's register-A MMAs (wgmma_m64n128k16,
-// wgmma_fp8_m64n128k32_a_registers) take it: rows r = 16 warp + lane / 4 and r + 8.
+// frag[((phase * 4 + tap) * kSlices + slice) * 128 + thread]: thread `thread`'s fragment
+// (phase_mma::a_fragment) of the A operand 64 x kSliceChannels: A[c][k] = w[kSliceChannels slice +
+// k][kh][kw][c], w in K x 4 x 4 x 64 order.
 template <class Op, int K>
 __global__ void phase_weights_kernel(const typename Op::Element* w, uint4* frag) {
   await_previous_kernel();
@@ -110,56 +77,9 @@ __global__ void phase_weights_kernel(const typename Op::Element* w, uint4* frag)
   const int thread = i % kWarpgroup, slice = (i / kWarpgroup) % kPerTap, phase_tap = i / kWarpgroup / kPerTap;
   const int phase = phase_tap / 4, tap = phase_tap % 4;
   const int kh = tap_kernel_index(phase / 2, tap / 2), kw = tap_kernel_index(phase % 2, tap % 2);
-  const int lane = thread % 32, r = 16 * (thread / 32) + lane / 4;
-  auto at = [&](int row, int col) {
+  frag[i] = a_fragment<Op>(thread, [&](int row, int col) {
     return w[((Op::kSliceChannels * slice + col) * 16 + kh * 4 + kw) * kChannels + row];
-  };
-  uint32_t word[4];
-  if constexpr (Op::kBytes == 2) {
-    const int k = 2 * (lane % 4);
-    const __half h[8] = {at(r, k),     at(r, k + 1), at(r + 8, k),     at(r + 8, k + 1),
-                         at(r, k + 8), at(r, k + 9), at(r + 8, k + 8), at(r + 8, k + 9)};
-    for (int j = 0; j < 4; ++j)
-      word[j] = static_cast<uint32_t>(__half_as_ushort(h[2 * j])) |
-                static_cast<uint32_t>(__half_as_ushort(h[2 * j + 1])) << 16;
-  } else {
-    const int k = 4 * (lane % 4);
-    for (int j = 0; j < 4; ++j) {
-      const int row = r + 8 * (j % 2), col = k + 16 * (j / 2);
-      word[j] = 0;
-      for (int b = 0; b < 4; ++b) word[j] |= static_cast<uint32_t>(at(row, col + b)) << (8 * b);
-    }
-  }
-  frag[i] = make_uint4(word[0], word[1], word[2], word[3]);
-}
-
-__device__ __forceinline__ uint32_t pack_halves(float lo, float hi) {
-  const __half2 h = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
-
-// Four 8x8 half matrices from the warp's fragments (lane l holds row l/4, columns 2 (l%4) and
-// + 1 of each), stored transposed: lane 8j + k gives the address of row k of matrix j's transpose.
-__device__ __forceinline__ void store_matrices_transposed(uint32_t address, uint32_t m0, uint32_t m1, uint32_t m2,
-                                                          uint32_t m3) {
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(address), "r"(m0),
-               "r"(m1), "r"(m2), "r"(m3)
-               : "memory");
-}
-
-// One MMA step of either operand form: d (+)= a * b over one slice of K, b (slice x 128) K-major in
-// shared memory.
-template <class Op>
-__device__ __forceinline__ void mma_step(float (&d)[64], const uint4& a, uint64_t b_desc, bool accumulate) {
-  if constexpr (Op::kBytes == 2)
-    wgmma_m64n128k16(d, a, b_desc, accumulate);
-  else
-    wgmma_fp8_m64n128k32_a_registers<Op::kDy>(d, a, b_desc, accumulate);
-}
-
-// Named barrier `id` over the 128 threads of one warpgroup (0 is __syncthreads').
-__device__ __forceinline__ void warpgroup_barrier(int id) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(kWarpgroup) : "memory");
+  });
 }
 
 // A thread's running count, mean and sum of squared deviations of the values it wrote of its
@@ -199,24 +119,6 @@ __device__ __forceinline__ void add_moments(const uint32_t (&words)[32], ThreadM
   m.n += 32.f;
 }
 
-// A phase's results in its warpgroup's stages, still to be stored to dx: stored right after the
-// MMAs that formed them, they would hold up the next MMAs; stored between the next phase's MMA
-// steps, they overlap those MMAs.
-struct PendingStores {
-  static constexpr int kPerThread = 16;  // 2 halves x 128 pixels x 8 chunks / 128 threads
-  __half* out = nullptr;                 // the phase's image in dx; nullptr: nothing pending
-  int pa = 0, pb = 0;
-  // Thread t's store i: half i / 8, pixel t / 8 + 16 (i % 8) of that half (pixel = 8 a + column
-  // within the half), chunk t % 8.
-  __device__ __forceinline__ void store(const char* stage, int t, int i) const {
-    const int half = i / 8, pixel = t / 8 + 16 * (i % 8), part = t % 8;
-    const int a_row = pixel / 8, b = 8 * half + pixel % 8;
-    const uint4 v =
-        *reinterpret_cast<const uint4*>(stage + half * kStageBytes + pixel * 128 + (part ^ (pixel % 8)) * 16);
-    *reinterpret_cast<uint4*>(out + ((2 * a_row + pa) * (2 * kSide) + 2 * b + pb) * kChannels + 8 * part) = v;
-  }
-};
-
 // Phases first .. first + count - 1 of one image by one warpgroup (thread t of 128): kSteps MMA
 // steps each from the dy tile at shared address `tile`, then the results into the warpgroup's stages
 // (`stage`), pending until the next phase (of this item or the next) stores them into dx's image
@@ -226,17 +128,14 @@ template <class Op, int K, bool kMoments>
 __device__ __forceinline__ void compute_phases(uint32_t tile, int first, int count, const uint4* __restrict__ frag,
                                                __half* __restrict__ out, char* stage, int t, int barrier, float scale,
                                                ThreadMoments& moments, PendingStores& pending) {
-  constexpr int kRing = kAhead + kInFlight, kStepsPerPhase = kSteps<Op, K>;
+  constexpr int kStepsPerPhase = kSteps<Op, K>;
   static_assert(kStepsPerPhase % kRing == 0, "a phase's steps must fill the ring whole");
   static_assert(kStepsPerPhase >= PendingStores::kPerThread, "a phase's steps carry the last one's stores");
   const uint4* fp = frag + static_cast<size_t>(first) * kStepsPerPhase * kWarpgroup + t;
   uint4 a[kRing];
 #pragma unroll
   for (int s = 0; s < kAhead; ++s) a[s] = __ldg(fp + s * kWarpgroup);
-  // Lane 8 j + k's row of each stmatrix: pixel 8 i + 8 (j / 2) + k (so pixel % 8 is k), chunk
-  // 2 warp + j % 2 (channels 16 warp + 8 (j % 2) ...).
-  const int warp = t / 32, lane = t % 32, j = lane / 8, k = lane % 8;
-  const uint32_t stage_row = shared_address(stage) + (8 * (j / 2) + k) * 128 + ((2 * warp + j % 2) ^ k) * 16;
+  const uint32_t stage_row = stage_row_address(stage, t);
 #pragma unroll 1
   for (int phase = first; phase < first + count; ++phase, fp += kStepsPerPhase * kWarpgroup) {
     const int pa = phase / 2, pb = phase % 2;
@@ -258,29 +157,22 @@ __device__ __forceinline__ void compute_phases(uint32_t tile, int first, int cou
       if (s < PendingStores::kPerThread && pending.out) pending.store(stage, t, s);
     }
     wgmma_wait<0>();
-    warpgroup_barrier(barrier);  // every thread's pending stores have read the stages
-    // Into the stages: stmatrix writes each MMA half's 64 x 128 results transposed (a row of 64
-    // channels per pixel), for each pixel's 128 bytes to go to dx whole. Matrices of one store:
-    // n8 blocks i and i + 1 (pixel rows i, i + 1 of the phase grid's half), channels 16 warp + 0..7
-    // and + 8..15; registers d[4i], d[4i + 1] hold (channel 16 warp + lane/4, pixels 2 (lane % 4), + 1).
+    // Every thread's pending stores have read the stages; the results go in, a pixel's 64 channels
+    // a row.
+    warpgroup_barrier(barrier);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const float(&d)[64] = half ? d1 : d0;
-      uint32_t words[32];  // the results as dx holds them: d[2k], d[2k + 1] (scaled) rounded to half
-#pragma unroll
-      for (int k = 0; k < 32; ++k)
-        words[k] =
-            Op::kScaled ? pack_halves(d[2 * k] * scale, d[2 * k + 1] * scale) : pack_halves(d[2 * k], d[2 * k + 1]);
+      uint32_t words[32];
+      results_as_halves<Op>(half ? d1 : d0, scale, words);
       if constexpr (kMoments) add_moments(words, moments);
-#pragma unroll
-      for (int i = 0; i < 16; i += 2)
-        store_matrices_transposed(stage_row + half * kStageBytes + 8 * i * 128, words[2 * i], words[2 * i + 1],
-                                  words[2 * i + 2], words[2 * i + 3]);
+      stage_results(stage_row + half * kStageBytes, words);
     }
     warpgroup_barrier(barrier);  // the stages are whole
-    pending.out = out;
-    pending.pa = pa;
-    pending.pb = pb;
+    // dx pixel (2 a + pa, 2 b + pb) of the 32 x 32 image.
+    pending.out = out + (pa * 2 * kSide + pb) * kChannels;
+    pending.row_step = 2 * 2 * kSide;
+    pending.column_step = 2;
+    pending.pixel_stride = kChannels;
   }
 }
 

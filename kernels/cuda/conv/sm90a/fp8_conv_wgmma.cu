@@ -17,6 +17,7 @@
 #include <cuda_fp16.h>
 
 #include "cuda/conv/conv_phase_dgrad.h"
+#include "cuda/conv/conv_phase_fprop.h"
 #include "cuda/conv/fp8_conv_tiling.h"
 #include "cuda/conv/fp8_conv_wgmma.h"
 #include "cuda/conv/sm90a/wgmma.cuh"
@@ -211,6 +212,9 @@ bool takes(const Fp8Tensor& a, const Fp8Tensor& w, const Tensor& out) {
 }  // namespace
 
 bool fp8_conv2d_forward_wgmma(const Fp8Tensor& x, const Fp8Tensor& w, Tensor& y, const Conv2dParams& p) {
+  // The 64 -> 128-channel layer's, with f16 y: from an image's x held in shared memory
+  // (sm90a/conv_phase_fprop.cu).
+  if (fp8_conv2d_forward_phases(x, w, y, p)) return true;
   Geometry g{};
   if (!fp8_conv::forward_geometry(x.data.shape(), w.data.shape(), y.shape(), p, &g) || !takes(x, w, y)) return false;
   run(x, w.data.data_as<uint8_t>(), w.scale_inv, y, g);

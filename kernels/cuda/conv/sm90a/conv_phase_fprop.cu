@@ -1,0 +1,205 @@
+// y = forward(x, w) of a 4x4, stride-2, pad-1 convolution with 64 channels in x and 128 in y, x
+// 32 x 32 (D's second layer at 64x64 images, whose forward is also G's fourth layer's
+// backward-data), from FP8 codes on Hopper's warpgroup MMA, the phase kernels' structure
+// (phase_mma.cuh) with the columns split by parity instead of the outputs by phase:
+//  - output pixel (a, b) reads x row 2a + kh - 1 and column 2b + kw - 1 at tap (kh, kw). An
+//    image's x codes (64 KiB) sit in shared memory once, with a zero border, as 16-byte pieces (16
+//    channels) in [channel group][row + 1][column parity][column / 2] order: the odd columns -1,
+//    1, .., 31 first, then the even ones 0, 2, .., 32. At any tap, output columns b..b+7 read 8
+//    consecutive pieces of one parity (one 128-byte core matrix) and output rows lie a fixed two
+//    input rows apart, so a tap is only a descriptor's start address;
+//  - each warpgroup forms 64 of y's 128 channels for the image's 256 pixels: two MMAs of N = 128
+//    (output columns 0..7 and 8..15, all 16 rows) per 32 channels of a tap, 32 steps of two
+//    m64n128k32 with E4M3 weights in registers (phase_mma::a_fragment), kAhead steps ahead;
+//  - persistent blocks of two warpgroups, one an SM, an image an item; the next image's x loads
+//    into a second tile meanwhile; results leave through shared-memory stages as whole 128-byte
+//    pieces, stored to y while the warpgroup's next image's MMAs run; each sum is multiplied by both
+//    scale_invs before its rounding to half.
+// FP8 only: the tile in half (128 KiB) would leave no room for a second. Compiled for sm_90a only
+// (wgmma): CMakeLists.txt builds this folder apart.
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <initializer_list>
+
+#include "cuda/conv/conv_phase_dgrad.h"
+#include "cuda/conv/conv_phase_fprop.h"
+#include "cuda/conv/sm90a/phase_mma.cuh"
+#include "cuda/cuda_util.cuh"
+#include "cuda/kernel_launch.cuh"
+
+namespace ge {
+namespace gpu {
+namespace {
+
+using namespace phase_mma;
+
+constexpr int kInChannels = 64, kOutChannels = 2 * kChannels;
+constexpr int kSide = 32;                       // x's height and width
+constexpr int kOutSide = kSide / 2;             // y's
+constexpr int kParityColumns = kSide / 2 + 1;   // a parity's columns with its border column
+constexpr int kRowPieces = 2 * kParityColumns;  // a row: both parities
+constexpr int kRows = kSide + 2;                // with the border rows
+constexpr int kPlane = kRows * kRowPieces;      // a channel group's pieces
+constexpr int kGroups = kInChannels / 16;       // 16-byte pieces a pixel (FP8)
+constexpr int kTilePieces = kGroups * kPlane;
+constexpr int kSlices = kInChannels / 32;  // MMA steps a tap
+constexpr int kSteps = 16 * kSlices;       // an image's: taps x slices
+constexpr int kThreads = 2 * kWarpgroup;
+constexpr size_t kShared = 2 * size_t{kTilePieces} * 16 + 2 * kWarpgroupStageBytes;
+static_assert(kShared <= 227 * 1024, "two x tiles and four stages fit an H100/H200 block");
+static_assert(kSteps % kRing == 0, "an image's steps must fill the ring whole");
+static_assert(kSteps >= PendingStores::kPerThread, "an image's steps carry the last one's stores");
+
+// The piece of the tile holding x column c (-1 .. 32) of tile row `row` (x row + 1), group g.
+__host__ __device__ constexpr int piece_of(int g, int row, int c) {
+  return g * kPlane + row * kRowPieces + (c % 2 != 0 ? (c + 1) / 2 : kParityColumns + c / 2);
+}
+
+// The offset of step s's B operand from the image's first output pixel's, in 16-byte pieces: tap
+// (kh, kw) reads tile row 2a + kh and column 2b + kw - 1, slice `slice` its channel groups
+// 2 slice and 2 slice + 1 (the descriptor's leading stride apart).
+__host__ __device__ constexpr int step_offset(int s) {
+  const int tap = s / kSlices, slice = s % kSlices, kh = tap / 4, kw = tap % 4;
+  return piece_of(2 * slice, kh, 2 * 0 + kw - 1);
+}
+
+// frag[(warpgroup * kSteps + s) * 128 + thread]: thread `thread`'s fragment of step s's A operand
+// for the warpgroup's 64 output channels, A[m][k] = w[64 warpgroup + m][kh][kw][32 slice + k] (w
+// in 128 x 4 x 4 x 64 order).
+__global__ void fprop_weights_kernel(const uint8_t* w, uint4* frag) {
+  await_previous_kernel();
+  const int total = 2 * kSteps * kWarpgroup;
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= total) return;
+  const int thread = i % kWarpgroup, s = (i / kWarpgroup) % kSteps, warpgroup = i / kWarpgroup / kSteps;
+  const int tap = s / kSlices, slice = s % kSlices;
+  frag[i] = a_fragment<Fp8Operands<Fp8Format::E4M3>>(thread, [&](int row, int col) {
+    return w[((kChannels * warpgroup + row) * 16 + tap) * kInChannels + 32 * slice + col];
+  });
+}
+
+// Persistent blocks of two warpgroups, one block an SM, an image an item, warpgroup wg forming y's
+// channels 64 wg .. 64 wg + 63. The sums are multiplied by *x_scale_inv * *w_scale_inv.
+template <Fp8Format XFormat>
+__global__ void __launch_bounds__(kThreads, 1)
+    phase_fprop_kernel(const uint8_t* __restrict__ x, const uint4* __restrict__ frag, __half* __restrict__ y,
+                       int images, const float* __restrict__ x_scale_inv, const float* __restrict__ w_scale_inv) {
+  using Op = Fp8Operands<XFormat>;
+  extern __shared__ __align__(128) uint4 smem[];  // two tiles of kTilePieces 16-byte pieces, two stages a warpgroup
+  auto tile = [&](int k) { return smem + (k % 2) * kTilePieces; };  // item k's
+  const int tid = threadIdx.x, wg = tid / kWarpgroup, t = tid % kWarpgroup;
+  char* stage = reinterpret_cast<char*>(smem + 2 * kTilePieces) + wg * kWarpgroupStageBytes;
+  // The border rows and columns stay zero; the interiors take each image's x.
+  for (int i = tid; i < 2 * kTilePieces; i += kThreads) {
+    const int q = i % kPlane, row = q / kRowPieces, col = q % kRowPieces;
+    if (row == 0 || row == kRows - 1 || col == 0 || col == kRowPieces - 1) smem[i] = make_uint4(0, 0, 0, 0);
+  }
+  await_previous_kernel();
+  const float scale = *x_scale_inv * *w_scale_inv;
+  auto load = [&](int image, uint4* into) {
+    const char* src = reinterpret_cast<const char*>(x + static_cast<size_t>(image) * kSide * kSide * kInChannels);
+    for (int q = tid; q < kSide * kSide * kGroups; q += kThreads) {
+      const int pixel = q / kGroups, group = q % kGroups;
+      copy_async_16(&into[piece_of(group, pixel / kSide + 1, pixel % kSide)], src + size_t{16} * q, true);
+    }
+    copy_async_commit();
+  };
+  const uint4* fp = frag + static_cast<size_t>(wg) * kSteps * kWarpgroup + t;
+  uint4 a[kRing];
+#pragma unroll
+  for (int s = 0; s < kAhead; ++s) a[s] = __ldg(fp + s * kWarpgroup);
+  const uint32_t stage_row = stage_row_address(stage, t);
+  PendingStores pending;
+  int image = blockIdx.x;
+  if (image < images) load(image, tile(0));
+  for (int k = 0; image < images; ++k, image += gridDim.x) {
+    copy_async_wait<0>();
+    // Written through the generic proxy, read by the MMAs through the async one.
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();  // this image's tile is in; the previous image's, the other one, is no longer read
+    if (image + static_cast<int>(gridDim.x) < images) load(image + gridDim.x, tile(k + 1));
+    // N: output rows a = 0..15 (core matrices two tile rows apart), columns b..b+7 (8 pieces).
+    const uint64_t image_desc = smem_descriptor(shared_address(tile(k)), 16 * kPlane, 16 * 2 * kRowPieces);
+    float d0[64], d1[64];
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) {
+      const uint64_t desc = image_desc + step_offset(s);  // 16-byte units
+      wgmma_fence();
+      mma_step<Op>(d0, a[s % kRing], desc, s > 0);
+      mma_step<Op>(d1, a[s % kRing], desc + 8, s > 0);  // columns 8..15: 8 pieces on
+      wgmma_commit();
+      wgmma_wait<kInFlight>();  // step s - kInFlight's MMAs are done: its fragment's registers are free
+      // The fragments repeat from image to image: the last steps load the next image's first.
+      a[(s + kAhead) % kRing] = __ldg(fp + ((s + kAhead) % kSteps) * kWarpgroup);
+      if (s < PendingStores::kPerThread && pending.out) pending.store(stage, t, s);
+    }
+    wgmma_wait<0>();
+    warpgroup_barrier(1 + wg);  // every thread's pending stores have read the stages
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      uint32_t words[32];
+      results_as_halves<Op>(half ? d1 : d0, scale, words);
+      stage_results(stage_row + half * kStageBytes, words);
+    }
+    warpgroup_barrier(1 + wg);  // the stages are whole
+    pending.out = y + static_cast<size_t>(image) * kOutSide * kOutSide * kOutChannels + kChannels * wg;
+    pending.row_step = kOutSide;
+    pending.column_step = 1;
+    pending.pixel_stride = kOutChannels;
+  }
+  if (pending.out)  // the last image's results
+#pragma unroll
+    for (int i = 0; i < PendingStores::kPerThread; ++i) pending.store(stage, t, i);
+}
+
+template <Fp8Format XFormat>
+void launch_phase_fprop(const Tensor& x, const Tensor& w, Tensor& y, const float* x_scale_inv,
+                        const float* w_scale_inv) {
+  cudaStream_t stream = stream_of(y);
+  const int total = 2 * kSteps * kWarpgroup;
+  Tensor frag = Tensor::empty({int64_t{total} * 16}, DType::U8, y.device());
+  launch_kernel(fprop_weights_kernel, static_cast<unsigned>(ceil_div(total, 256)), 256, 0, stream,
+                static_cast<const uint8_t*>(w.data()), static_cast<uint4*>(frag.data()));
+  CUDA_CHECK_LAUNCH();
+  auto kernel = phase_fprop_kernel<XFormat>;
+  const int device = y.device().index;
+  set_function_attribute_once(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kShared), device);
+  const int images = static_cast<int>(x.dim(0));
+  const int blocks = std::min(images, sm_count(device));
+  launch_kernel(kernel, static_cast<unsigned>(blocks), kThreads, kShared, stream, static_cast<const uint8_t*>(x.data()),
+                static_cast<const uint4*>(frag.data()), y.data_as<__half>(), images, x_scale_inv, w_scale_inv);
+  CUDA_CHECK_LAUNCH();
+}
+
+bool fprop_geometry(const Shape& x, const Shape& w, const Shape& y, const Conv2dParams& p, Device device) {
+  if (x.size() != 4 || w.size() != 4 || y.size() != 4) return false;
+  if (p.stride != 2 || p.pad != 1 || w != Shape{kOutChannels, kInChannels, 4, 4} ||
+      x != Shape{x[0], kInChannels, kSide, kSide} || y != Shape{x[0], kOutChannels, kOutSide, kOutSide})
+    return false;
+  return device.is_cuda() && device_is_sm90(device.index);
+}
+
+}  // namespace
+
+bool fp8_conv2d_forward_phases(const Fp8Tensor& x, const Fp8Tensor& w, Tensor& y, const Conv2dParams& p) {
+  if (x.data.dtype() != DType::U8 || w.data.dtype() != DType::U8 || w.format != Fp8Format::E4M3 ||
+      y.dtype() != DType::F16)
+    return false;
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&x.data, &w.data, &y})
+    if (t->format() != MemoryFormat::NHWC || reinterpret_cast<uintptr_t>(t->data()) % 16 != 0 ||
+        t->device() != y.device())
+      return false;
+  for (const Tensor* s : {&x.scale_inv, &w.scale_inv})
+    if (s->dtype() != DType::F32 || s->numel() != 1 || s->device() != y.device()) return false;
+  if (!fprop_geometry(x.data.shape(), w.data.shape(), y.shape(), p, y.device())) return false;
+  const float *x_scale_inv = x.scale_inv.data_as<float>(), *w_scale_inv = w.scale_inv.data_as<float>();
+  if (x.format == Fp8Format::E5M2)
+    launch_phase_fprop<Fp8Format::E5M2>(x.data, w.data, y, x_scale_inv, w_scale_inv);
+  else
+    launch_phase_fprop<Fp8Format::E4M3>(x.data, w.data, y, x_scale_inv, w_scale_inv);
+  return true;
+}
+
+}  // namespace gpu
+}  // namespace ge
