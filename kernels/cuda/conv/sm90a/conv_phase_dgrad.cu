@@ -217,10 +217,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   int item = blockIdx.x;
   if (item < items) load(item, tile(0));
   for (int k = 0; item < items; ++k, item += gridDim.x) {
-    copy_async_wait<0>();
-    // Written through the generic proxy, read by the MMAs through the async one.
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    __syncthreads();  // this item's tile is in; the previous item's, the other one, is no longer read
+    await_tile();
     if (item + static_cast<int>(gridDim.x) < items) load(item + gridDim.x, tile(k + 1));
     const int image = item / items_per_image, mine = phases_per_item / 2;
     const int first = item % items_per_image * phases_per_item + wg * mine;

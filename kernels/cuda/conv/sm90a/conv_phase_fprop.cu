@@ -114,10 +114,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   int image = blockIdx.x;
   if (image < images) load(image, tile(0));
   for (int k = 0; image < images; ++k, image += gridDim.x) {
-    copy_async_wait<0>();
-    // Written through the generic proxy, read by the MMAs through the async one.
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    __syncthreads();  // this image's tile is in; the previous image's, the other one, is no longer read
+    await_tile();
     if (image + static_cast<int>(gridDim.x) < images) load(image + gridDim.x, tile(k + 1));
     // N: output rows a = 0..15 (core matrices two tile rows apart), columns b..b+7 (8 pieces).
     const uint64_t image_desc = smem_descriptor(shared_address(tile(k)), 16 * kPlane, 16 * 2 * kRowPieces);

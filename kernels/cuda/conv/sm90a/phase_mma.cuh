@@ -69,6 +69,15 @@ __device__ __forceinline__ uint4 a_fragment(int thread, const At& at) {
   return make_uint4(word[0], word[1], word[2], word[3]);
 }
 
+// The block's next image tile is in: this thread's copies have landed, made visible to the MMAs
+// (written through the generic proxy, read through the async one), and every thread is here, so
+// the other tile, the previous image's, is no longer read either.
+__device__ __forceinline__ void await_tile() {
+  copy_async_wait<0>();
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  __syncthreads();
+}
+
 // One MMA step of either operand form: d (+)= a * b over one slice of K, b (slice x 128) K-major in
 // shared memory.
 template <class Op>
