@@ -47,6 +47,8 @@ constexpr int kSide = 16;          // dy's height and width
 constexpr int kPitch = kSide + 2;  // a row with its zero border
 constexpr int kPlane = kPitch * kPitch;
 constexpr int kThreads = 2 * kWarpgroup;  // a block: two warpgroups
+// dx pixel (2 a + pa, 2 b + pb) of the 32 x 32 image, from the phase's first pixel (pa, pb).
+using PhaseStores = PendingStores<2 * 2 * kSide, 2, kChannels>;
 
 template <class Op, int K>
 constexpr int kSlices = K / Op::kSliceChannels;  // MMA steps per tap
@@ -127,10 +129,10 @@ __device__ __forceinline__ void add_moments(const uint32_t (&words)[32], ThreadM
 template <class Op, int K, bool kMoments>
 __device__ __forceinline__ void compute_phases(uint32_t tile, int first, int count, const uint4* __restrict__ frag,
                                                __half* __restrict__ out, char* stage, int t, int barrier, float scale,
-                                               ThreadMoments& moments, PendingStores& pending) {
+                                               ThreadMoments& moments, PhaseStores& pending) {
   constexpr int kStepsPerPhase = kSteps<Op, K>;
   static_assert(kStepsPerPhase % kRing == 0, "a phase's steps must fill the ring whole");
-  static_assert(kStepsPerPhase >= PendingStores::kPerThread, "a phase's steps carry the last one's stores");
+  static_assert(kStepsPerPhase >= kPendingPerThread, "a phase's steps carry the last one's stores");
   const uint4* fp = frag + static_cast<size_t>(first) * kStepsPerPhase * kWarpgroup + t;
   uint4 a[kRing];
 #pragma unroll
@@ -154,7 +156,7 @@ __device__ __forceinline__ void compute_phases(uint32_t tile, int first, int cou
       wgmma_commit();
       wgmma_wait<kInFlight>();  // step s - kInFlight's MMAs are done: its fragment's registers are free
       if (s + kAhead < kStepsPerPhase || next) a[(s + kAhead) % kRing] = __ldg(fp + (s + kAhead) * kWarpgroup);
-      if (s < PendingStores::kPerThread && pending.out) pending.store(stage, t, s);
+      if (s < kPendingPerThread && pending.out) pending.store(stage, t, s);
     }
     wgmma_wait<0>();
     // Every thread's pending stores have read the stages; the results go in, a pixel's 64 channels
@@ -168,11 +170,8 @@ __device__ __forceinline__ void compute_phases(uint32_t tile, int first, int cou
       stage_results(stage_row + half * kStageBytes, words);
     }
     warpgroup_barrier(barrier);  // the stages are whole
-    // dx pixel (2 a + pa, 2 b + pb) of the 32 x 32 image.
-    pending.out = out + (pa * 2 * kSide + pb) * kChannels;
-    pending.row_step = 2 * 2 * kSide;
-    pending.column_step = 2;
-    pending.pixel_stride = kChannels;
+    pending.out = out;
+    pending.first = pa * 2 * kSide + pb;
   }
 }
 
@@ -213,7 +212,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     copy_async_commit();
   };
   ThreadMoments thread_moments;
-  PendingStores pending;
+  PhaseStores pending;
   int item = blockIdx.x;
   if (item < items) load(item, tile(0));
   for (int k = 0; item < items; ++k, item += gridDim.x) {
@@ -227,7 +226,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   if (pending.out) {  // the last phase's results
 #pragma unroll
-    for (int i = 0; i < PendingStores::kPerThread; ++i) pending.store(stage, t, i);
+    for (int i = 0; i < kPendingPerThread; ++i) pending.store(stage, t, i);
     warpgroup_barrier(1 + wg);  // read before the moments below reuse the stage
   }
   if constexpr (kMoments) {

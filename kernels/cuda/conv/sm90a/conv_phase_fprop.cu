@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <initializer_list>
+#include <limits>
 
 #include "cuda/conv/conv_phase_dgrad.h"
 #include "cuda/conv/conv_phase_fprop.h"
@@ -49,19 +50,19 @@ constexpr int kThreads = 2 * kWarpgroup;
 constexpr size_t kShared = 2 * size_t{kTilePieces} * 16 + 2 * kWarpgroupStageBytes;
 static_assert(kShared <= 227 * 1024, "two x tiles and four stages fit an H100/H200 block");
 static_assert(kSteps % kRing == 0, "an image's steps must fill the ring whole");
-static_assert(kSteps >= PendingStores::kPerThread, "an image's steps carry the last one's stores");
+static_assert(kSteps >= kPendingPerThread, "an image's steps carry the last one's stores");
 
 // The piece of the tile holding x column c (-1 .. 32) of tile row `row` (x row + 1), group g.
 __host__ __device__ constexpr int piece_of(int g, int row, int c) {
   return g * kPlane + row * kRowPieces + (c % 2 != 0 ? (c + 1) / 2 : kParityColumns + c / 2);
 }
 
-// The offset of step s's B operand from the image's first output pixel's, in 16-byte pieces: tap
-// (kh, kw) reads tile row 2a + kh and column 2b + kw - 1, slice `slice` its channel groups
-// 2 slice and 2 slice + 1 (the descriptor's leading stride apart).
+// Where step s's B operand starts, in 16-byte pieces: output pixel (0, 0)'s, whose tap (kh, kw)
+// reads tile row kh (x row kh - 1) and x column kw - 1, in channel groups 2 slice and 2 slice + 1
+// (the descriptor's leading stride apart). Pixel (a, b) reads 2a rows and b pieces further on.
 __host__ __device__ constexpr int step_offset(int s) {
   const int tap = s / kSlices, slice = s % kSlices, kh = tap / 4, kw = tap % 4;
-  return piece_of(2 * slice, kh, 2 * 0 + kw - 1);
+  return piece_of(2 * slice, kh, kw - 1);
 }
 
 // frag[(warpgroup * kSteps + s) * 128 + thread]: thread `thread`'s fragment of step s's A operand
@@ -110,7 +111,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
   for (int s = 0; s < kAhead; ++s) a[s] = __ldg(fp + s * kWarpgroup);
   const uint32_t stage_row = stage_row_address(stage, t);
-  PendingStores pending;
+  // y's pixel 256 image + 16 a + b, 128 channels a pixel, from y at the warpgroup's first channel.
+  PendingStores<kOutSide, 1, kOutChannels> pending;
   int image = blockIdx.x;
   if (image < images) load(image, tile(0));
   for (int k = 0; image < images; ++k, image += gridDim.x) {
@@ -129,7 +131,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_wait<kInFlight>();  // step s - kInFlight's MMAs are done: its fragment's registers are free
       // The fragments repeat from image to image: the last steps load the next image's first.
       a[(s + kAhead) % kRing] = __ldg(fp + ((s + kAhead) % kSteps) * kWarpgroup);
-      if (s < PendingStores::kPerThread && pending.out) pending.store(stage, t, s);
+      if (s < kPendingPerThread && pending.out) pending.store(stage, t, s);
     }
     wgmma_wait<0>();
     warpgroup_barrier(1 + wg);  // every thread's pending stores have read the stages
@@ -140,14 +142,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       stage_results(stage_row + half * kStageBytes, words);
     }
     warpgroup_barrier(1 + wg);  // the stages are whole
-    pending.out = y + static_cast<size_t>(image) * kOutSide * kOutSide * kOutChannels + kChannels * wg;
-    pending.row_step = kOutSide;
-    pending.column_step = 1;
-    pending.pixel_stride = kOutChannels;
+    pending.out = y + kChannels * wg;
+    pending.first = image * kOutSide * kOutSide;
   }
   if (pending.out)  // the last image's results
 #pragma unroll
-    for (int i = 0; i < PendingStores::kPerThread; ++i) pending.store(stage, t, i);
+    for (int i = 0; i < kPendingPerThread; ++i) pending.store(stage, t, i);
 }
 
 template <Fp8Format XFormat>
@@ -174,6 +174,8 @@ bool fprop_geometry(const Shape& x, const Shape& w, const Shape& y, const Conv2d
   if (p.stride != 2 || p.pad != 1 || w != Shape{kOutChannels, kInChannels, 4, 4} ||
       x != Shape{x[0], kInChannels, kSide, kSide} || y != Shape{x[0], kOutChannels, kOutSide, kOutSide})
     return false;
+  // The stores index y's halves in int (PendingStores).
+  if (x[0] > std::numeric_limits<int>::max() / (kOutSide * kOutSide * kOutChannels)) return false;
   return device.is_cuda() && device_is_sm90(device.index);
 }
 

@@ -134,19 +134,20 @@ __device__ __forceinline__ void stage_results(uint32_t stage_row, const uint32_t
 // A warpgroup's results in its stages, still to be stored: stored right after the MMAs that
 // formed them, they would hold up the next MMAs; stored between the next MMA steps, they overlap
 // those MMAs. The pixel at row a, column b of a half's 16 x 8 grid (a pixel's index in the half
-// is 8 a + b) is the output's pixel a row_step + (8 half + b) column_step from `out`, whose pixels
-// lie pixel_stride halves apart.
+// is 8 a + b) is the output's pixel first + a kRowStep + (8 half + b) kColumnStep, counted from
+// `out` in pixels kPixelStride halves apart.
+constexpr int kPendingPerThread = 16;  // 2 halves x 128 pixels x 8 chunks / 128 threads
+template <int kRowStep, int kColumnStep, int kPixelStride>
 struct PendingStores {
-  static constexpr int kPerThread = 16;  // 2 halves x 128 pixels x 8 chunks / 128 threads
-  __half* out = nullptr;                 // the results' first pixel and channel; nullptr: nothing pending
-  int row_step = 0, column_step = 0, pixel_stride = 0;
+  __half* out = nullptr;  // the output's pixel 0 at the results' first channel; nullptr: nothing pending
+  int first = 0;          // the output pixel of the results' first
   // Thread t's store i: half i / 8, pixel t / 8 + 16 (i % 8) of that half, chunk t % 8.
   __device__ __forceinline__ void store(const char* stage, int t, int i) const {
     const int half = i / 8, pixel = t / 8 + 16 * (i % 8), part = t % 8;
     const int a = pixel / 8, b = 8 * half + pixel % 8;
     const uint4 v =
         *reinterpret_cast<const uint4*>(stage + half * kStageBytes + pixel * 128 + (part ^ (pixel % 8)) * 16);
-    *reinterpret_cast<uint4*>(out + static_cast<size_t>(a * row_step + b * column_step) * pixel_stride + 8 * part) = v;
+    *reinterpret_cast<uint4*>(out + (first + a * kRowStep + b * kColumnStep) * kPixelStride + 8 * part) = v;
   }
 };
 
