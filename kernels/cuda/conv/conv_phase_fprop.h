@@ -11,7 +11,8 @@ namespace gpu {
 
 // y = conv2d_forward(x, w) * x.scale_inv * w.scale_inv rounded once to half: x E4M3 (or E5M2, as
 // G's backward-data), w E4M3, u8 NHWC codes with their scale_invs on y's device, y f16 NHWC, all
-// 16-byte aligned, on a compute capability 9.0 device; false (nothing run) for anything else.
+// 16-byte aligned, at most 65535 images, on a compute capability 9.0 device; false (nothing run)
+// for anything else.
 bool fp8_conv2d_forward_phases(const Fp8Tensor& x, const Fp8Tensor& w, Tensor& y, const Conv2dParams& p);
 
 }  // namespace gpu
