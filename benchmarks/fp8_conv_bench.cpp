@@ -2,7 +2,8 @@
 // (kernels/cuda/conv/fp8_conv_wgmma.h) against the passes O3 and O4 run today, on the DCGAN's
 // Tensor Core layer shapes (D's 64->128, 128->256 and 256->512 stride-2 layers at 64x64 images;
 // G's transposed layers are the same passes with forward and backward-data swapped), f16 NHWC
-// in and out. For each shape and pass, device time per call (median of 7 windows of 20 calls):
+// in and out (the FP8 filter gradient f32). For each shape and pass, device time per call (median of 7 windows of 20
+// calls):
 //   half       the half convolution the engine chooses (O3's pass);
 //   O4 now     fp8_round_trip of both operands, then that half convolution (O4's pass);
 //   FP8        fp8_quantize of both operands to u8, then the FP8 kernel;
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "core/backend.h"
+#include "cuda/conv/conv_fp8_wgrad.h"
 #include "cuda/conv/fp8_conv_wgmma.h"
 #include "ganengine/error.h"
 #include "ganengine/fp8.h"
@@ -94,36 +96,50 @@ void run_batch(int64_t batch) {
     Operand x(xs, Fp8Format::E4M3, 1.0, 1), w(ws, Fp8Format::E4M3, 0.02, 2), dy(ys, Fp8Format::E5M2, 1e-3, 3);
     Tensor y = Tensor::empty(ys, DType::F16, kGpu, MemoryFormat::NHWC);
     Tensor dx = Tensor::empty(xs, DType::F16, kGpu, MemoryFormat::NHWC);
-    // One pass's row: a (x or dy) with w into out (y or dx), the half, O4 and FP8 forms.
-    auto row = [&](const char* pass, bool forward, Operand& a, Tensor& out) {
-      auto half = [&](const Tensor& av, const Tensor& wv) {
-        forward ? ge::ops::conv2d_forward(av, wv, out, p) : ge::ops::conv2d_backward_data(av, wv, out, p);
-      };
-      auto fp8_conv = [&] {
-        return forward ? ge::gpu::fp8_conv2d_forward_wgmma(a.codes, w.codes, out, p)
-                       : ge::gpu::fp8_conv2d_backward_data_wgmma(a.codes, w.codes, out, p);
-      };
+    // One pass's row: its half pass on values (`half`, run on the operands' values or their round
+    // trips), the FP8 kernel on codes (`fp8_conv`, false: not taken), and the two operands.
+    auto report = [&](const char* pass, const std::function<void(const Tensor&, const Tensor&)>& half,
+                      const std::function<bool()>& fp8_conv, Operand& a, Operand& b) {
       if (!fp8_conv()) {
         std::printf("| %s | %s | not taken by the FP8 kernel |\n", l.name, pass);
         return;
       }
-      const double t_half = median_ms([&] { half(a.values, w.values); });
+      const double t_half = median_ms([&] { half(a.values, b.values); });
       const double t_now = median_ms([&] {
         a.round();
-        w.round();
-        half(a.round_trip, w.round_trip);
+        b.round();
+        half(a.round_trip, b.round_trip);
       });
       const double t_conv = median_ms([&] { fp8_conv(); });
       const double t_fp8 = median_ms([&] {
         a.quantize();
-        w.quantize();
+        b.quantize();
         fp8_conv();
       });
       std::printf("| %s | %s | %.4f | %.4f | %.4f | %.4f | %.0f | %.2fx | %.2fx |\n", l.name, pass, t_half, t_now,
                   t_fp8, t_conv, flops / (t_conv * 1e-3) / 1e12, t_half / t_fp8, t_now / t_fp8);
     };
+    auto row = [&](const char* pass, bool forward, Operand& a, Tensor& out) {
+      report(
+          pass,
+          [&](const Tensor& av, const Tensor& wv) {
+            forward ? ge::ops::conv2d_forward(av, wv, out, p) : ge::ops::conv2d_backward_data(av, wv, out, p);
+          },
+          [&] {
+            return forward ? ge::gpu::fp8_conv2d_forward_wgmma(a.codes, w.codes, out, p)
+                           : ge::gpu::fp8_conv2d_backward_data_wgmma(a.codes, w.codes, out, p);
+          },
+          a, w);
+    };
     row("forward", true, x, y);
     row("backward-data", false, dy, dx);
+    // The filter gradient into f16 on the half path (O3's weight gradients), f32 from the kernel.
+    Tensor dw_half = Tensor::empty(ws, DType::F16, kGpu, MemoryFormat::NHWC);
+    Tensor dw = Tensor::empty(ws, DType::F32, kGpu, MemoryFormat::NHWC);
+    report(
+        "backward-filter",
+        [&](const Tensor& xv, const Tensor& dyv) { ge::ops::conv2d_backward_filter(xv, dyv, dw_half, p); },
+        [&] { return ge::gpu::fp8_conv2d_backward_filter_wgmma(x.codes, dy.codes, dw, p, 0.f); }, x, dy);
   }
 }
 

@@ -179,7 +179,9 @@ void batchnorm_activation_backward(const Tensor& x, const Tensor& y, const Tenso
 // rounded = y rounded to FP8 and back, y itself unchanged, its amax recorded: bitwise
 // fp8_round_trip(y, ..., rounded, amax) after the op, written as y is by the GPU's 8-channel kernel
 // where it takes the layer with LeakyReLU (O4's input of the FP8 convolution after D's first layer,
-// whose backward reads y).
+// whose backward reads y). With round_copy's codes instead (rounded nullptr): y's codes, bitwise
+// fp8_quantize(y, scale, format, codes), y unchanged and its amax folded in the same way, and no
+// rounded copy (the input of that convolution where its passes read codes).
 void conv2d_activation_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p,
                                const FusedActivation& act, const Fp8RoundTrip* round_copy = nullptr,
                                Tensor* rounded = nullptr);
@@ -334,8 +336,9 @@ void fp8_round_trip(const Tensor& x, const Tensor& scale, const Tensor& scale_in
 // passes run on those values in f32 (allow_tf32 off), so the result is exactly what the selected
 // convolution computes from the FP8 operands (on the CPU reference: the reference convolution of
 // the dequantized values, bitwise). On a compute capability 9.0 GPU, the forward and backward-data
-// shapes that kernels/cuda/conv/fp8_conv_wgmma.h takes run on FP8 Tensor Cores instead: the sums of
-// the codes' products in the MMAs' f32 accumulators, in their order, times both scale_invs.
+// shapes that kernels/cuda/conv/fp8_conv_wgmma.h takes, and the backward-filter of D's 64 -> 128
+// layer (conv_fp8_wgrad.h), run on FP8 Tensor Cores instead: the sums of the codes' products in
+// the MMAs' f32 accumulators, in their order, times both scale_invs.
 // Weights are E4M3; the other operands E4M3 or E5M2, as the layer assigns them (Transformer
 // Engine's HYBRID: activations E4M3, output gradients E5M2). A transposed convolution's passes
 // are these passes with the operands swapped (its forward is a backward-data, of an activation),

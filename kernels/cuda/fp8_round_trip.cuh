@@ -106,6 +106,26 @@ __device__ __forceinline__ void fp8_round_trip_written(Pack<T, V>& p, const Fp8R
     fp8_round_trip_pack<Fp8Format::E5M2>(p, scales.x, scales.y, key, codes);
 }
 
+// The codes of a pack of 8 values a kernel writes as elements first .. first + 7 of its output
+// (first a multiple of 8), stored at args.codes + first in one 8-byte store, their amax keys folded
+// into key; the values themselves are left as they are. scale: *args.scale, read once by the
+// kernel's threads.
+template <class T>
+__device__ __forceinline__ void fp8_codes_written(const Pack<T, 8>& p, const Fp8RoundTripArgs& args, float scale,
+                                                  uint64_t first, uint32_t& key) {
+  uint32_t word[2] = {0u, 0u};
+#pragma unroll
+  for (int j = 0; j < 8; j += 2) {
+    const float a = load_float(&p.v[j]), b = load_float(&p.v[j + 1]);
+    key = max(key, max(fp8_amax_key(a), fp8_amax_key(b)));
+    const float2 scaled = make_float2(fmul_rn(a, scale), fmul_rn(b, scale));
+    const uint32_t pair = args.format == Fp8Format::E4M3 ? fp8_codes_pair<Fp8Format::E4M3>(scaled, a, b, scale)
+                                                         : fp8_codes_pair<Fp8Format::E5M2>(scaled, a, b, scale);
+    word[j / 4] |= pair << (16 * ((j / 2) % 2));
+  }
+  *reinterpret_cast<uint2*>(args.codes + first) = make_uint2(word[0], word[1]);
+}
+
 // Folds every thread's amax key into *amax: a warp shuffle, the block's warps through shared
 // memory, then one integer atomicMax a block (exact and order-free, so any schedule gives the
 // CPU's bits). Every thread of the block calls it, with any block shape up to 1024 threads.

@@ -2,8 +2,9 @@
 // (ops::fp8_dequantize), then the ordinary convolution pass on those values in f32 without TF32,
 // whose inputs are then exact FP8 values times a scale_inv. What an FP8 Tensor Core convolution
 // must agree with, up to the order and precision of its sums and where it applies the descale;
-// on a compute capability 9.0 GPU the forward and backward-data run on one where its kernel takes
-// the shapes (cuda/conv/fp8_conv_wgmma.h; a build without CUDA answers no).
+// on a compute capability 9.0 GPU the passes run on one where its kernel takes the shapes
+// (cuda/conv/fp8_conv_wgmma.h, conv_fp8_wgrad.h; a build without CUDA answers no).
+#include "cuda/conv/conv_fp8_wgrad.h"
 #include "cuda/conv/conv_phase_dgrad.h"
 #include "cuda/conv/fp8_conv_wgmma.h"
 #include "ganengine/fp8.h"
@@ -64,6 +65,7 @@ bool fp8_conv2d_backward_data_beats_half(const Shape& dy, const Shape& w, const 
 void fp8_conv2d_backward_filter(const Fp8Tensor& x, const Fp8Tensor& dy, Tensor& dw, const Conv2dParams& p,
                                 float beta) {
   require_result_dtype("fp8_conv2d_backward_filter", dw, false);
+  if (gpu::fp8_conv2d_backward_filter_wgmma(x, dy, dw, p, beta)) return;
   conv2d_backward_filter(fp8_dequantized(x), fp8_dequantized(dy), dw, without_tf32(p), beta);
 }
 

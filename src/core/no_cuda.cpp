@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/backend.h"
+#include "cuda/conv/conv_fp8_wgrad.h"
 #include "cuda/conv/conv_phase_dgrad.h"
 #include "cuda/conv/fp8_conv_wgmma.h"
 #include "ganengine/concurrent_region.h"
@@ -32,6 +33,9 @@ namespace gpu {
 std::vector<std::string> describe_conv_paths() { return {"none: this build has no CUDA backend"}; }
 bool fp8_conv2d_forward_wgmma(const Fp8Tensor&, const Fp8Tensor&, Tensor&, const Conv2dParams&) { return false; }
 bool fp8_conv2d_backward_data_wgmma(const Fp8Tensor&, const Fp8Tensor&, Tensor&, const Conv2dParams&) { return false; }
+bool fp8_conv2d_backward_filter_wgmma(const Fp8Tensor&, const Fp8Tensor&, Tensor&, const Conv2dParams&, float) {
+  return false;
+}
 bool fp8_conv2d_backward_data_phases_takes(const Shape&, const Shape&, const Shape&, const Conv2dParams&, Device) {
   return false;
 }

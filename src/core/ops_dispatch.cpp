@@ -157,22 +157,34 @@ void conv2d_activation_forward(const Tensor& x_in, const Tensor& w, Tensor& y, c
   const char* op = "conv2d_activation_forward";
   check_conv(op, x_in, w, y, p);
   const Tensor x = with_weight_channels(x_in, w);
-  GE_CHECK(!round_copy == !rounded, op, ": round_copy and rounded come together");
+  GE_CHECK(!rounded || round_copy, op, ": rounded comes with round_copy");
   if (round_copy) {
     check_fp8_round_trip(op, *round_copy, y);
-    GE_CHECK(!round_copy->codes.defined(), op, ": round_copy takes no codes");
-    GE_CHECK(rounded->shape() == y.shape() && rounded->dtype() == y.dtype() && rounded->format() == y.format() &&
-                 rounded->device() == y.device() && rounded->data() != y.data(),
-             op, ": rounded must be another tensor of y's shape, dtype, layout and device (", y.str(), "), is ",
-             rounded->str());
+    GE_CHECK(!rounded != !round_copy->codes.defined(), op,
+             ": round_copy writes either `rounded` or its codes, exactly one of them");
+    if (rounded)
+      GE_CHECK(rounded->shape() == y.shape() && rounded->dtype() == y.dtype() && rounded->format() == y.format() &&
+                   rounded->device() == y.device() && rounded->data() != y.data(),
+               op, ": rounded must be another tensor of y's shape, dtype, layout and device (", y.str(), "), is ",
+               rounded->str());
 #ifdef GE_WITH_CUDA
     if (x.device().is_cuda() && gpu::conv2d_forward_8ch(x, w, y, p, &act, round_copy, rounded)) return;
 #endif
   }
   GE_DISPATCH_FAST(x, conv2d_activation_forward(x, w, y, p, act));
-  if (round_copy)
-    fp8_round_trip(y, round_copy->scale, round_copy->scale_inv, round_copy->format, *rounded,
-                   round_copy->amax.defined() ? &round_copy->amax : nullptr);
+  if (!round_copy) return;
+  const Tensor* amax = round_copy->amax.defined() ? &round_copy->amax : nullptr;
+  if (rounded) {
+    fp8_round_trip(y, round_copy->scale, round_copy->scale_inv, round_copy->format, *rounded, amax);
+    return;
+  }
+  // The codes, and the amax folded in as the round trip folds it (fp8_quantize overwrites its own).
+  Tensor codes = round_copy->codes, own_amax = Tensor::empty({1}, DType::F32, y.device());
+  fp8_quantize(y, round_copy->scale, round_copy->format, codes, own_amax);
+  if (amax) {
+    Tensor scratch = Tensor::empty(y.shape(), y.dtype(), y.device(), y.format());
+    fp8_round_trip(y, round_copy->scale, round_copy->scale_inv, round_copy->format, scratch, amax);
+  }
 }
 
 void conv2d_activation_backward_filter(const Tensor& x_in, const Tensor& y, const Tensor& dy, Tensor& dw,

@@ -1,6 +1,7 @@
 // ops::conv2d_activation_forward with round_copy: y as without it, and `rounded` bitwise
-// ops::fp8_round_trip of y with the same amax folded in, on each backend; on the GPU through the
-// 8-channel kernel that writes both (D's first layer with LeakyReLU) and through the fallback.
+// ops::fp8_round_trip of y with the same amax folded in, or (codes instead) the codes bitwise
+// ops::fp8_quantize of y, on each backend; on the GPU through the 8-channel kernel that writes
+// them (D's first layer with LeakyReLU) and through the fallback.
 #include <vector>
 
 #include "ganengine/ops.h"
@@ -31,6 +32,17 @@ void check_round_copy(Device device, int64_t n, int64_t c, int side, DType dt, c
   CHECK(same_bytes(rounded, separate));
   CHECK(same_bytes(amax, separate_amax));
   CHECK_FALSE(same_bytes(rounded, y));  // the rounding did something
+  // Codes instead of the rounded copy: fp8_quantize's, the amax folded in the same way.
+  Tensor codes = poisoned_like(Tensor::empty(y_shape, DType::U8, Device::cpu(), format), device);
+  Tensor codes_amax = f32_scalar(1e-6f, device), own_amax = f32_scalar(0.f, device);
+  const ops::Fp8RoundTrip to_codes{s, s_inv, Fp8Format::E4M3, record_amax ? codes_amax : Tensor(), codes};
+  Tensor y_again = Tensor::empty(y_shape, dt, device, format);
+  ops::conv2d_activation_forward(x, w, y_again, p, act, &to_codes, nullptr);
+  Tensor want_codes = Tensor::empty(y_shape, DType::U8, device, format);
+  ops::fp8_quantize(plain, s, Fp8Format::E4M3, want_codes, own_amax);
+  CHECK(same_bytes(y_again, plain));
+  CHECK(same_bytes(codes, want_codes));
+  CHECK(same_bytes(codes_amax, separate_amax));
 }
 
 void check_all(Device device, int64_t n, int side) {
@@ -59,14 +71,21 @@ TEST_CASE("gpu ops: conv2d_activation_forward with round_copy is the forward the
   check_all(Device::cuda(0), 24, 64);
 }
 
-TEST_CASE("ops: conv2d_activation_forward rejects a round_copy without its tensor or into y") {
+TEST_CASE("ops: conv2d_activation_forward rejects a round_copy without its tensor or codes or with both or into y") {
   const Conv2dParams p{/*stride=*/2, /*pad=*/1};
   const Tensor x = random_tensor({1, 3, 8, 8}, DType::F32), w = random_tensor({64, 3, 4, 4}, DType::F32);
   Tensor y = Tensor::empty({1, 64, 4, 4}, DType::F32);
   const ops::Fp8RoundTrip round{f32_scalar(1.f), f32_scalar(1.f), Fp8Format::E4M3, Tensor(), Tensor()};
   const ops::FusedActivation act{ops::Activation::LeakyReLU, 0.2f};
   CHECK_THROWS_WITH_AS(ops::conv2d_activation_forward(x, w, y, p, act, &round, nullptr),
-                       doctest::Contains("round_copy and rounded come together"), Error);
+                       doctest::Contains("round_copy writes either `rounded` or its codes"), Error);
+  Tensor other = Tensor::empty({1, 64, 4, 4}, DType::F32);
+  CHECK_THROWS_WITH_AS(ops::conv2d_activation_forward(x, w, y, p, act, nullptr, &other),
+                       doctest::Contains("rounded comes with round_copy"), Error);
+  const ops::Fp8RoundTrip with_codes{f32_scalar(1.f), f32_scalar(1.f), Fp8Format::E4M3, Tensor(),
+                                     Tensor::empty({1, 64, 4, 4}, DType::U8)};
+  CHECK_THROWS_WITH_AS(ops::conv2d_activation_forward(x, w, y, p, act, &with_codes, &other),
+                       doctest::Contains("round_copy writes either `rounded` or its codes"), Error);
   CHECK_THROWS_WITH_AS(ops::conv2d_activation_forward(x, w, y, p, act, &round, &y),
                        doctest::Contains("rounded must be another tensor"), Error);
   Tensor small = Tensor::empty({1, 64, 2, 2}, DType::F32);

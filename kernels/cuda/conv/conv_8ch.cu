@@ -44,7 +44,8 @@ enum class Epilogue { kRound, kRectify, kLeakyMax };
 // channel groups of 64). Five blocks per SM asked for: the padded kernel's 96 registers, as the
 // compiler chooses them unbounded (six, 80 registers, spill in the narrow kernel with LeakyReLU).
 // kRoundedCopy: y_rounded (y's layout) also receives y rounded to FP8 and back as `round` says, its
-// amax folded into round.amax (O4: the input of the FP8 convolution after D's first layer).
+// amax folded into round.amax (O4: the input of the FP8 convolution after D's first layer); or,
+// y_rounded nullptr, round.codes receives y's codes (that convolution's passes reading codes).
 template <class T, Epilogue kEpilogue, class Input, bool kRoundedCopy = false>
 __global__ void __launch_bounds__(kBlockThreads, 5)
     conv_8ch_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, Tiling tl, int K, int wc,
@@ -180,8 +181,12 @@ __global__ void __launch_bounds__(kBlockThreads, 5)
       if constexpr (kRoundedCopy) {
         Pack<T, 8> r;
         *reinterpret_cast<uint4*>(&r) = v;
-        fp8_round_trip_written(r, round, fp8_round_trip_scales(round), 0, amax_key);
-        *reinterpret_cast<Pack<T, 8>*>(y_rounded + at + j * kPixelsPerPass * K) = r;
+        if (y_rounded) {
+          fp8_round_trip_written(r, round, fp8_round_trip_scales(round), 0, amax_key);
+          *reinterpret_cast<Pack<T, 8>*>(y_rounded + at + j * kPixelsPerPass * K) = r;
+        } else {
+          fp8_codes_written(r, round, *round.scale, at + j * kPixelsPerPass * K, amax_key);
+        }
       }
     }
   }
@@ -218,8 +223,13 @@ bool conv2d_forward_8ch_applies(const Tensor& x, const Tensor& w, const Tensor& 
 bool conv2d_forward_8ch(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p,
                         const ops::FusedActivation* act, const ops::Fp8RoundTrip* round, Tensor* rounded) {
   if (!conv2d_forward_8ch_applies(x, w, y, p)) return false;
-  if (round && !(act && leaky_max_applies(*act) && rounded && rounded->shape() == y.shape() &&
-                 rounded->dtype() == y.dtype() && rounded->format() == y.format() && aligned16(rounded->data())))
+  if (round && !(act && leaky_max_applies(*act))) return false;
+  if (round && rounded &&
+      !(rounded->shape() == y.shape() && rounded->dtype() == y.dtype() && rounded->format() == y.format() &&
+        aligned16(rounded->data())))
+    return false;
+  if (round && !rounded &&
+      !(round->codes.defined() && round->codes.format() == y.format() && aligned16(round->codes.data())))
     return false;
   Tiling tl;
   tiling_for(x, w, y, p, tl);
@@ -242,7 +252,7 @@ bool conv2d_forward_8ch(const Tensor& x, const Tensor& w, Tensor& y, const Conv2
       const dim3 grid(static_cast<unsigned>(grid_blocks(kernel, 0, x.device().index, tl.total)),
                       static_cast<unsigned>(K / kGroupChannels));
       launch_kernel(kernel, grid, kBlockThreads, 0, stream_of(x), x.data_as<T>(), w.data_as<T>(), y.data_as<T>(), tl, K,
-                    static_cast<int>(w.dim(1)), kind, slope, round ? rounded->data_as<T>() : nullptr,
+                    static_cast<int>(w.dim(1)), kind, slope, rounded ? rounded->data_as<T>() : nullptr,
                     fp8_round_trip_args(round));
     });
   });

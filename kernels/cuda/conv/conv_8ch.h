@@ -25,8 +25,9 @@ namespace gpu {
 // y = act(conv2d(x, w)) (act nullptr: no activation), the convolution rounded to the dtype
 // before the activation, as the two ops in sequence; true when it ran, false to leave it to cuDNN.
 // With round (no codes), also *rounded (y's shape, dtype and layout, 16-byte aligned) = y rounded
-// to FP8 and back, its amax recorded, as ops::conv2d_activation_forward's round_copy: for LeakyReLU
-// with a slope in (0, 1] only (false for anything else).
+// to FP8 and back, its amax recorded, as ops::conv2d_activation_forward's round_copy; with round's
+// codes (16-byte aligned) and no `rounded`, y's codes instead: for LeakyReLU with a slope in
+// (0, 1] only (false for anything else).
 bool conv2d_forward_8ch(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p,
                         const ops::FusedActivation* act = nullptr, const ops::Fp8RoundTrip* round = nullptr,
                         Tensor* rounded = nullptr);

@@ -289,12 +289,15 @@ __device__ __forceinline__ void stmatrix_x4(uint32_t addr, const uint32_t (&r)[4
 
 // Four 8x8 matrices of 16-bit values from shared memory, each transposed on the way: lanes
 // 8i..8i+7 give the addresses of matrix i's rows (16 bytes each), and lane l receives, of
-// every matrix, the elements (row 2(l%4), column l/4) and (row 2(l%4)+1, column l/4).
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* row) {
-  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(row));
+// every matrix, the elements (row 2(l%4), column l/4) and (row 2(l%4)+1, column l/4). The
+// address as for ldmatrix_x4.
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* row) {
+  ldmatrix_x4_trans(r, static_cast<uint32_t>(__cvta_generic_to_shared(row)));
 }
 
 }  // namespace conv8

@@ -102,7 +102,7 @@ __device__ __forceinline__ void wgmma_fp8(float (&d)[N / 2], uint64_t a_desc, ui
 // of the warpgroup holds rows 16 w .. 16 w + 15 of a, lane l rows r = 16 w + l / 4 and r + 8:
 //  - f16, m64n128k16: the m16n8k16 fragment order, registers {a0 a1} {a2 a3} {a4 a5} {a6 a7} =
 //    (r, k) (r, k+1) | (r+8, k) (r+8, k+1) | (r, k+8) (r, k+9) | (r+8, k+8) (r+8, k+9), k = 2 (l % 4);
-//  - FP8, m64n128k32 with E4M3 a: four bytes a register, (r, k..k+3), (r + 8, k..), (r, k + 16..),
+//  - FP8, m64n128k32: four bytes a register, (r, k..k+3), (r + 8, k..), (r, k + 16..),
 //    (r + 8, k + 16..), k = 4 (l % 4), the lowest k in the lowest byte.
 // `shape_types` names the shape and formats; `tail` the immediates after the scales (f16: b not
 // transposed; FP8 takes none).
@@ -121,14 +121,18 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], const uint4& a,
   GE_WGMMA_M64N128_A_REGISTERS("m64n128k16.f32.f16.f16", ", 0");
 }
 
-// b's format: E4M3 or E5M2.
-template <Fp8Format B>
+// b's format and a's: E4M3 or E5M2 (a's fragment bytes are laid out alike in either).
+template <Fp8Format B, Fp8Format A = Fp8Format::E4M3>
 __device__ __forceinline__ void wgmma_fp8_m64n128k32_a_registers(float (&d)[64], const uint4& a, uint64_t b_desc,
                                                                  bool accumulate) {
-  if constexpr (B == Fp8Format::E4M3)
+  if constexpr (A == Fp8Format::E4M3 && B == Fp8Format::E4M3)
     GE_WGMMA_M64N128_A_REGISTERS("m64n128k32.f32.e4m3.e4m3", "");
-  else
+  else if constexpr (A == Fp8Format::E4M3)
     GE_WGMMA_M64N128_A_REGISTERS("m64n128k32.f32.e4m3.e5m2", "");
+  else if constexpr (B == Fp8Format::E4M3)
+    GE_WGMMA_M64N128_A_REGISTERS("m64n128k32.f32.e5m2.e4m3", "");
+  else
+    GE_WGMMA_M64N128_A_REGISTERS("m64n128k32.f32.e5m2.e5m2", "");
 }
 
 #undef GE_WGMMA_FP8_M64N128K32

@@ -1,0 +1,20 @@
+// The filter gradient of the DCGAN's 64 -> 128-channel 4x4 stride-2 layer on 32 x 32 inputs (D's
+// second layer at 64x64 images) from FP8 codes, on Hopper's warpgroup MMA
+// (sm90a/conv_fp8_wgrad.cu).
+#pragma once
+#include "ganengine/fp8.h"
+#include "ganengine/ops.h"
+#include "ganengine/tensor.h"
+
+namespace ge {
+namespace gpu {
+
+// dw = beta * dw + backward_filter(x, dy), the sums of code products multiplied by both
+// scale_invs: x E4M3, dy E5M2 or E4M3, u8 NHWC codes with their scale_invs on dw's device, dw f32
+// NHWC (128 x 64 x 4 x 4), beta 0 or 1, on a compute capability 9.0 device; false (nothing run)
+// for anything else.
+bool fp8_conv2d_backward_filter_wgmma(const Fp8Tensor& x, const Fp8Tensor& dy, Tensor& dw, const Conv2dParams& p,
+                                      float beta);
+
+}  // namespace gpu
+}  // namespace ge
