@@ -178,12 +178,13 @@ void conv2d_activation_forward(const Tensor& x_in, const Tensor& w, Tensor& y, c
     fp8_round_trip(y, round_copy->scale, round_copy->scale_inv, round_copy->format, *rounded, amax);
     return;
   }
-  // The codes, and the amax folded in as the round trip folds it (fp8_quantize overwrites its own).
+  // The codes; fp8_quantize overwrites an amax, so y's goes to a scalar of its own, folded into
+  // round_copy's by the round trip of that scalar (max |y| is the max of itself, NaN kept).
   Tensor codes = round_copy->codes, own_amax = Tensor::empty({1}, DType::F32, y.device());
   fp8_quantize(y, round_copy->scale, round_copy->format, codes, own_amax);
   if (amax) {
-    Tensor scratch = Tensor::empty(y.shape(), y.dtype(), y.device(), y.format());
-    fp8_round_trip(y, round_copy->scale, round_copy->scale_inv, round_copy->format, scratch, amax);
+    Tensor scratch = Tensor::empty({1}, DType::F32, y.device());
+    fp8_round_trip(own_amax, round_copy->scale, round_copy->scale_inv, round_copy->format, scratch, amax);
   }
 }
 

@@ -2,6 +2,8 @@
 // second layer at 64x64 images, and so G's fourth layer's forward), phase by phase on Hopper's
 // warpgroup MMA (sm90a/conv_phase_dgrad.cu).
 #pragma once
+#include <initializer_list>
+
 #include "ganengine/fp8.h"
 #include "ganengine/ops.h"
 #include "ganengine/tensor.h"
@@ -29,6 +31,11 @@ bool fp8_conv2d_backward_data_phases_takes(const Shape& dy, const Shape& w, cons
 
 // Whether `device` has compute capability 9.0, where the kernel's sm_90a code runs.
 bool device_is_sm90(int device);
+
+// Whether every tensor is NHWC, 16-byte aligned and on `device`, and every scale_inv an f32 (1)
+// tensor there: the operands the phase kernels and the FP8 backward-filter read as they are.
+bool phase_operands_on(std::initializer_list<const Tensor*> tensors, std::initializer_list<const Tensor*> scale_invs,
+                       Device device);
 
 }  // namespace gpu
 }  // namespace ge

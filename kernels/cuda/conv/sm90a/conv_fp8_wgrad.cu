@@ -23,7 +23,6 @@
 // Compiled for sm_90a only (wgmma): CMakeLists.txt builds this folder apart.
 #include <algorithm>
 #include <cstdint>
-#include <initializer_list>
 #include <limits>
 
 #include "cuda/conv/conv_8ch_tile.cuh"
@@ -276,12 +275,7 @@ bool fp8_conv2d_backward_filter_wgmma(const Fp8Tensor& x, const Fp8Tensor& dy, T
   if (x.data.dtype() != DType::U8 || dy.data.dtype() != DType::U8 || x.format != Fp8Format::E4M3 ||
       dw.dtype() != DType::F32 || (beta != 0.f && beta != 1.f))
     return false;
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&x.data, &dy.data, &dw})
-    if (t->format() != MemoryFormat::NHWC || reinterpret_cast<uintptr_t>(t->data()) % 16 != 0 ||
-        t->device() != dw.device())
-      return false;
-  for (const Tensor* s : {&x.scale_inv, &dy.scale_inv})
-    if (s->dtype() != DType::F32 || s->numel() != 1 || s->device() != dw.device()) return false;
+  if (!phase_operands_on({&x.data, &dy.data, &dw}, {&x.scale_inv, &dy.scale_inv}, dw.device())) return false;
   if (!wgrad_geometry(x.data.shape(), dy.data.shape(), dw.shape(), p, dw.device())) return false;
   if (x.data.dim(0) > std::numeric_limits<int>::max()) return false;  // the kernel counts images in int
   if (dy.format == Fp8Format::E5M2)

@@ -317,11 +317,8 @@ bool phase_geometry(const Shape& dy, const Shape& w, const Shape& dx, const Conv
 
 // phase_geometry, with the layout and alignment the kernel reads and writes.
 bool phase_shapes(const Tensor& dy, const Tensor& w, const Tensor& dx, const Conv2dParams& p) {
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&dy, &w, &dx})
-    if (t->format() != MemoryFormat::NHWC || reinterpret_cast<uintptr_t>(t->data()) % 16 != 0 ||
-        t->device() != dx.device())
-      return false;
-  return phase_geometry(dy.shape(), w.shape(), dx.shape(), p, dx.device());
+  return phase_operands_on({&dy, &w, &dx}, {}, dx.device()) &&
+         phase_geometry(dy.shape(), w.shape(), dx.shape(), p, dx.device());
 }
 
 }  // namespace
@@ -337,6 +334,16 @@ bool device_is_sm90(int device) {
     known[device] = major == 9 && minor == 0 ? 1 : 2;
   }
   return known[device] == 1;
+}
+
+bool phase_operands_on(std::initializer_list<const Tensor*> tensors, std::initializer_list<const Tensor*> scale_invs,
+                       Device device) {
+  for (const Tensor* t : tensors)
+    if (t->format() != MemoryFormat::NHWC || reinterpret_cast<uintptr_t>(t->data()) % 16 != 0 || t->device() != device)
+      return false;
+  for (const Tensor* s : scale_invs)
+    if (s->dtype() != DType::F32 || s->numel() != 1 || s->device() != device) return false;
+  return true;
 }
 
 bool conv2d_backward_data_phases_applies(const Tensor& dy, const Tensor& w, const Tensor& dx, const Conv2dParams& p) {
@@ -361,10 +368,9 @@ bool fp8_conv2d_backward_data_phases_takes(const Shape& dy, const Shape& w, cons
 
 bool fp8_conv2d_backward_data_phases(const Fp8Tensor& dy, const Fp8Tensor& w, Tensor& dx, const Conv2dParams& p) {
   if (dy.data.dtype() != DType::U8 || w.data.dtype() != DType::U8 || w.format != Fp8Format::E4M3 ||
-      dx.dtype() != DType::F16 || !phase_shapes(dy.data, w.data, dx, p))
+      dx.dtype() != DType::F16 || !phase_shapes(dy.data, w.data, dx, p) ||
+      !phase_operands_on({}, {&dy.scale_inv, &w.scale_inv}, dx.device()))
     return false;
-  for (const Tensor* s : {&dy.scale_inv, &w.scale_inv})
-    if (s->dtype() != DType::F32 || s->numel() != 1 || s->device() != dx.device()) return false;
   const float *dy_scale_inv = dy.scale_inv.data_as<float>(), *w_scale_inv = w.scale_inv.data_as<float>();
   if (dy.format == Fp8Format::E5M2)
     launch_phase_dgrad<Fp8Operands<Fp8Format::E5M2>, 128, false>(dy.data, w.data, dx, nullptr, dy_scale_inv,

@@ -20,7 +20,6 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <initializer_list>
 #include <limits>
 
 #include "cuda/conv/conv_phase_dgrad.h"
@@ -185,12 +184,7 @@ bool fp8_conv2d_forward_phases(const Fp8Tensor& x, const Fp8Tensor& w, Tensor& y
   if (x.data.dtype() != DType::U8 || w.data.dtype() != DType::U8 || w.format != Fp8Format::E4M3 ||
       y.dtype() != DType::F16)
     return false;
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&x.data, &w.data, &y})
-    if (t->format() != MemoryFormat::NHWC || reinterpret_cast<uintptr_t>(t->data()) % 16 != 0 ||
-        t->device() != y.device())
-      return false;
-  for (const Tensor* s : {&x.scale_inv, &w.scale_inv})
-    if (s->dtype() != DType::F32 || s->numel() != 1 || s->device() != y.device()) return false;
+  if (!phase_operands_on({&x.data, &w.data, &y}, {&x.scale_inv, &w.scale_inv}, y.device())) return false;
   if (!fprop_geometry(x.data.shape(), w.data.shape(), y.shape(), p, y.device())) return false;
   const float *x_scale_inv = x.scale_inv.data_as<float>(), *w_scale_inv = w.scale_inv.data_as<float>();
   if (x.format == Fp8Format::E5M2)
