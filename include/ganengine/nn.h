@@ -147,14 +147,28 @@ class Conv2d : public Layer {
   // The rounding of this FP8 layer's input (E4M3, its amax recorded as the layer's own rounding
   // records it), for the layer that writes that input; nullopt without FP8.
   std::optional<ops::Fp8RoundTrip> input_rounding() const;
+  // input_rounding() with a codes tensor to write instead of rounded values, for an input of shape
+  // `x` where this layer's three training passes run from FP8 codes on FP8 Tensor Cores
+  // (ops::fp8_conv2d_runs_on_codes); nullopt elsewhere. The layer writing the input then hands the
+  // codes over (take_input_codes).
+  std::optional<ops::Fp8RoundTrip> input_codes(const Shape& x) const;
+  // The next training forward's x, if it is exactly `x`, comes as its E4M3 codes (input_codes):
+  // forward and the filter gradient read those, and forward does not round x.
+  void take_input_codes(const Tensor& x, const Tensor& codes) {
+    rounded_of_ = x;
+    rounded_x_ = Tensor();
+    given_x_codes_ = codes;
+  }
   // The next training forward's x, if it is exactly `x`, comes rounded already as `rounded` (x
   // itself, or a copy): forward reads that and does not round again (round_output_for on the layer
   // before the activation).
   void take_rounded_input(const Tensor& x, const Tensor& rounded) {
     rounded_of_ = x;
     rounded_x_ = rounded;
+    given_x_codes_ = Tensor();
   }
   bool took_rounded_input() const { return took_rounded_input_; }  // the latest forward's x came so
+  bool took_input_codes() const { return took_input_codes_; }      // ... as codes, and its forward read them
   // A convolution whose output is each image's dot product with its one filter (D's last layer:
   // one output channel, no padding, not transposed, no fused activation) can take that output
   // from the BatchNorm2d before it (BatchNorm2d::form_dots_for), which forms it while writing the
@@ -182,6 +196,8 @@ class Conv2d : public Layer {
   Tensor compute_weight();  // the weight in the compute dtype (a fresh cast at O1)
   // t as the FP8 operand of `state` reads it (a fresh tensor), recording its amax when `record`.
   Tensor fp8_operand(const Tensor& t, const Fp8Scaling& state, bool record) const;
+  // Whether a training forward of an input of shape x runs its passes from FP8 codes (input_codes).
+  bool runs_on_codes(const Shape& x) const;
   // The weight's shape with in_channels input channels: in_padded_, or in_ for a transposed
   // convolution of 1x1 maps in a small batch, a GEMM that takes any channel count (conv_gemm.h).
   Shape padded_weight_shape(int64_t in_channels) const;
@@ -215,8 +231,10 @@ class Conv2d : public Layer {
   Tensor rounded_dy_, rounded_dy_codes_;  // take_rounded_output_gradient's, until the next backward
   bool took_rounded_gradient_ = false, took_gradient_codes_ = false;
   Tensor rounded_of_, rounded_x_;  // take_rounded_input's, until the next forward
+  Tensor given_x_codes_;           // take_input_codes', until the next forward
+  Tensor saved_x_codes_;           // the latest training forward's input codes, for the filter gradient
   Conv2d* rounds_output_for_ = nullptr;
-  bool took_rounded_input_ = false;
+  bool took_rounded_input_ = false, took_input_codes_ = false;
   // Every twin's weight gradient (twin()): one buffer, zeroed once, that each step's twin writes
   // before reading it (the twins of successive steps run one after another).
   mutable Tensor twin_grad_;

@@ -358,7 +358,13 @@ void fp8_conv2d_backward_data(const Fp8Tensor& dy, const Fp8Tensor& w, Tensor& d
 // warpgroup-MMA kernels"). Elsewhere the FP8 kernels are slower than rounding plus the half pass.
 bool fp8_conv2d_backward_data_beats_half(const Shape& dy, const Shape& w, const Shape& dx, const Conv2dParams& p,
                                          Device device);
-// dw (f32) = beta * dw + conv2d_backward_filter(x, dy), beta 0 or 1.
+// Whether all three passes of a convolution of these shapes (x and y u8 NHWC codes or f16, the
+// filter gradient f16) run on FP8 Tensor Core kernels on `device`, which beats rounding plus the
+// half passes where x's codes are written in place of a rounded copy (docs/performance.md): D's
+// 64 -> 128-channel layer on 32 x 32 inputs on a compute capability 9.0 GPU.
+bool fp8_conv2d_runs_on_codes(const Shape& x, const Shape& w, const Shape& y, const Conv2dParams& p, Device device);
+// dw = beta * dw + conv2d_backward_filter(x, dy): f32 with beta 0 or 1, or f16 (the f32 result
+// rounded once) with beta 0.
 void fp8_conv2d_backward_filter(const Fp8Tensor& x, const Fp8Tensor& dy, Tensor& dw, const Conv2dParams& p,
                                 float beta = 0.f);
 

@@ -6,6 +6,7 @@
 // (cuda/conv/fp8_conv_wgmma.h, conv_fp8_wgrad.h; a build without CUDA answers no).
 #include "cuda/conv/conv_fp8_wgrad.h"
 #include "cuda/conv/conv_phase_dgrad.h"
+#include "cuda/conv/conv_phase_fprop.h"
 #include "cuda/conv/fp8_conv_wgmma.h"
 #include "ganengine/fp8.h"
 #include "ganengine/ops.h"
@@ -62,11 +63,21 @@ bool fp8_conv2d_backward_data_beats_half(const Shape& dy, const Shape& w, const 
   return gpu::fp8_conv2d_backward_data_phases_takes(dy, w, dx, p, device);
 }
 
+bool fp8_conv2d_runs_on_codes(const Shape& x, const Shape& w, const Shape& y, const Conv2dParams& p, Device device) {
+  return gpu::fp8_conv2d_backward_data_phases_takes(y, w, x, p, device) &&
+         gpu::fp8_conv2d_forward_phases_takes(x, w, y, p, device) &&
+         gpu::fp8_conv2d_backward_filter_takes(x, y, w, p, device);
+}
+
 void fp8_conv2d_backward_filter(const Fp8Tensor& x, const Fp8Tensor& dy, Tensor& dw, const Conv2dParams& p,
                                 float beta) {
-  require_result_dtype("fp8_conv2d_backward_filter", dw, false);
+  require_result_dtype("fp8_conv2d_backward_filter", dw, true);
+  GE_CHECK(dw.dtype() == DType::F32 || beta == 0.f,
+           "fp8_conv2d_backward_filter: an f16 result is overwritten (beta 0), not accumulated onto");
   if (gpu::fp8_conv2d_backward_filter_wgmma(x, dy, dw, p, beta)) return;
-  conv2d_backward_filter(fp8_dequantized(x), fp8_dequantized(dy), dw, without_tf32(p), beta);
+  into_result(dw, [&](Tensor& out) {
+    conv2d_backward_filter(fp8_dequantized(x), fp8_dequantized(dy), out, without_tf32(p), beta);
+  });
 }
 
 }  // namespace ops

@@ -7,6 +7,7 @@
 #include "core/backend.h"
 #include "cuda/conv/conv_fp8_wgrad.h"
 #include "cuda/conv/conv_phase_dgrad.h"
+#include "cuda/conv/conv_phase_fprop.h"
 #include "cuda/conv/fp8_conv_wgmma.h"
 #include "ganengine/concurrent_region.h"
 #include "ganengine/cuda_graph.h"
@@ -37,6 +38,12 @@ bool fp8_conv2d_backward_filter_wgmma(const Fp8Tensor&, const Fp8Tensor&, Tensor
   return false;
 }
 bool fp8_conv2d_backward_data_phases_takes(const Shape&, const Shape&, const Shape&, const Conv2dParams&, Device) {
+  return false;
+}
+bool fp8_conv2d_backward_filter_takes(const Shape&, const Shape&, const Shape&, const Conv2dParams&, Device) {
+  return false;
+}
+bool fp8_conv2d_forward_phases_takes(const Shape&, const Shape&, const Shape&, const Conv2dParams&, Device) {
   return false;
 }
 }  // namespace gpu

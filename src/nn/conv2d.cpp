@@ -57,6 +57,18 @@ Conv2d::Conv2d(int64_t in, int64_t out, int kernel, int stride, int pad, bool tr
   }
 }
 
+namespace {
+
+// The values FP8 codes of `state`'s scaling stand for, in `dtype` (the half passes' reading of an
+// operand that came as codes).
+Tensor dequantized_as(const Tensor& codes, const Fp8Scaling& state, DType dtype) {
+  Tensor values = Tensor::empty(codes.shape(), dtype, codes.device(), codes.format());
+  ops::fp8_dequantize(codes, state.scale_inv, state.format, values);
+  return values;
+}
+
+}  // namespace
+
 Tensor Conv2d::fp8_operand(const Tensor& t, const Fp8Scaling& state, bool record) const {
   Tensor q = Tensor::empty(t.shape(), t.dtype(), t.device(), t.format());
   const Tensor amax = state.current_amax();
@@ -75,6 +87,20 @@ std::optional<ops::Fp8RoundTrip> Conv2d::input_rounding() const {
   if (!fp8_) return std::nullopt;
   const Fp8Scaling& in = fp8_->input;
   return ops::Fp8RoundTrip{in.scale, in.scale_inv, in.format, record_amax_ ? in.current_amax() : Tensor(), Tensor()};
+}
+
+bool Conv2d::runs_on_codes(const Shape& x) const {
+  if (!fp8_ || transposed_ || policy_.compute_dtype != DType::F16 || x.size() != 4 || x[1] != in_padded_) return false;
+  const Shape y{x[0], out_padded_, conv_out_size(x[2], kernel_, p_.stride, p_.pad),
+                conv_out_size(x[3], kernel_, p_.stride, p_.pad)};
+  return ops::fp8_conv2d_runs_on_codes(x, padded_weight_shape(in_padded_), y, p_, where_.device);
+}
+
+std::optional<ops::Fp8RoundTrip> Conv2d::input_codes(const Shape& x) const {
+  if (!runs_on_codes(x)) return std::nullopt;
+  std::optional<ops::Fp8RoundTrip> r = input_rounding();
+  r->codes = Tensor::empty(x, DType::U8, where_.device, where_.format);
+  return r;
 }
 
 Shape Conv2d::padded_weight_shape(int64_t in_channels) const {
@@ -117,10 +143,13 @@ Tensor Conv2d::forward(const Tensor& x_in, bool training) {
   given_x_ = given_w_ = given_y_ = Tensor();  // they were for another input
   // The FP8 layers (never the fused, dot-taking or image layers: fp8_) read x and w as E4M3: x as
   // the BatchNorm before rounded it in a training forward (take_rounded_input), or rounded here.
+  // Or as its codes (take_input_codes), which the forward and the filter gradient read instead.
   took_rounded_input_ =
       training && rounded_of_.defined() && rounded_of_.same_storage(x) && rounded_of_.shape() == x.shape();
-  if (took_rounded_input_) x = rounded_x_;
-  rounded_of_ = rounded_x_ = Tensor();
+  const Tensor x_codes = took_rounded_input_ ? given_x_codes_ : Tensor();
+  took_input_codes_ = x_codes.defined();
+  if (took_rounded_input_ && !x_codes.defined()) x = rounded_x_;
+  rounded_of_ = rounded_x_ = given_x_codes_ = saved_x_codes_ = Tensor();
   if (fp8_ && !took_rounded_input_) x = fp8_operand(x, fp8_->input, training);
   const Tensor unpadded = x;
   // A transposed convolution runs as a backward-data, which needs every channel in memory; the
@@ -150,10 +179,11 @@ Tensor Conv2d::forward(const Tensor& x_in, bool training) {
   // writes it: output_gradient_rounding) and these E4M3 codes of the weight, the codes its rounded
   // values stand for (quantized from the same weight with the same scale; the amax of this pass is
   // the round trip's, so the quantize's own goes to scratch).
+  // The forward runs from codes too where x came as codes.
   saved_w_codes_ = Tensor();
   if (fp8_ && training && !transposed_ && policy_.compute_dtype == DType::F16 &&
-      ops::fp8_conv2d_backward_data_beats_half({N, y_channels, Ho, Wo}, wp, {N, input_channels_, H, W}, p_,
-                                               where_.device)) {
+      (x_codes.defined() || ops::fp8_conv2d_backward_data_beats_half({N, y_channels, Ho, Wo}, wp,
+                                                                     {N, input_channels_, H, W}, p_, where_.device))) {
     saved_w_codes_ = Tensor::empty(wp, DType::U8, where_.device, where_.format);
     Tensor scratch_amax = Tensor::empty({1}, DType::F32, where_.device);
     ops::fp8_quantize(padded(w_computed, wp[0], wp[1]), fp8_->weight.scale, fp8_->weight.format, saved_w_codes_,
@@ -165,6 +195,10 @@ Tensor Conv2d::forward(const Tensor& x_in, bool training) {
         rounds_output_for_ && training && !transposed_ ? rounds_output_for_->input_rounding() : std::nullopt;
     if (transposed_) {
       ops::conv_transpose2d_activation_forward(x, w, y, p_, *fused_);
+    } else if (const std::optional<ops::Fp8RoundTrip> codes =
+                   rounding ? rounds_output_for_->input_codes(y.shape()) : std::nullopt) {
+      ops::conv2d_activation_forward(x, w, y, p_, *fused_, &*codes, nullptr);
+      rounds_output_for_->take_input_codes(y, codes->codes);
     } else if (rounding) {
       Tensor rounded = Tensor::empty(y.shape(), y.dtype(), where_.device, where_.format);
       ops::conv2d_activation_forward(x, w, y, p_, *fused_, &*rounding, &rounded);
@@ -181,6 +215,10 @@ Tensor Conv2d::forward(const Tensor& x_in, bool training) {
       moments_for_->give_moments(y, std::move(moments));
     else
       ops::conv_transpose2d_forward(x, w, y, p_);
+  } else if (x_codes.defined()) {
+    const Fp8Scaling &in = fp8_->input, &ws = fp8_->weight;
+    ops::fp8_conv2d_forward({x_codes, in.scale_inv, in.format}, {saved_w_codes_, ws.scale_inv, ws.format}, y, p_);
+    saved_x_codes_ = x_codes;
   } else {
     ops::conv2d_forward(x, w, y, p_);
   }
@@ -239,15 +277,22 @@ Tensor Conv2d::backward(Tensor dy_in, bool want_param_grads, bool want_input_gra
     ops::activation_backward(fused_->kind, saved_y_, dy, dy, fused_->negative_slope);
   const Tensor y_for_input = fused_input_only ? saved_y_ : Tensor();
   if (want_param_grads) {
-    const Tensor x_kept = saved_x_, y = saved_y_;
+    const Tensor x_kept = saved_x_, y = saved_y_, x_codes = saved_x_codes_;
     const Shape w_shape = saved_w_.shape();
-    auto filter_gradient = [this, x_kept, y, dy, w_shape, fused_filter_only] {
+    auto filter_gradient = [this, x_kept, y, dy, x_codes, dy_codes, w_shape, fused_filter_only] {
       // A transposed convolution's weight is (Cin, Cout, ...): the input channels it ran with.
       const Tensor x = transposed_ ? padded(x_kept, x_kept.dim(0), w_shape[0]) : x_kept;
       const bool padded_weight = w_shape != weight_.model_grad.shape();
       Tensor dw = padded_weight ? Tensor::empty(w_shape, weight_.model_grad.dtype(), where_.device, where_.format)
                                 : weight_.model_grad;
-      if (fused_filter_only)
+      // x came as codes (its half values unrounded): from the codes, with dy's where it has them.
+      const Fp8Scaling* in = fp8_ ? &fp8_->input : nullptr;
+      if (x_codes.defined() && dy_codes.defined())
+        ops::fp8_conv2d_backward_filter({x_codes, in->scale_inv, in->format},
+                                        {dy_codes, fp8_->grad_output.scale_inv, fp8_->grad_output.format}, dw, p_);
+      else if (x_codes.defined())
+        ops::conv2d_backward_filter(dequantized_as(x_codes, *in, x.dtype()), dy, dw, p_, 0.f);
+      else if (fused_filter_only)
         ops::conv2d_activation_backward_filter(x, y, dy, dw, p_, *fused_, 0.f);
       else if (transposed_)
         ops::conv_transpose2d_backward_filter(x, dy, dw, p_, 0.f);
@@ -259,7 +304,7 @@ Tensor Conv2d::backward(Tensor dy_in, bool want_param_grads, bool want_input_gra
     // after its loss's backward pass, which joins the lanes (dcgan_trainer.cpp).
     ConcurrentRegion* region = want_input_grad ? ConcurrentRegion::active(where_.device) : nullptr;
     if (region)
-      region->on_side({x_kept, y, dy}, filter_gradient);
+      region->on_side({x_kept, y, dy, x_codes, dy_codes}, filter_gradient);
     else
       filter_gradient();
   }
@@ -271,7 +316,7 @@ Tensor Conv2d::backward(Tensor dy_in, bool want_param_grads, bool want_input_gra
   const Shape x_shape{saved_x_.dim(0), transposed_ ? w.dim(0) : input_channels_, saved_x_.dim(2), saved_x_.dim(3)};
   const DType x_dtype = saved_x_.dtype();
   const Tensor x_kept = saved_x_;
-  saved_x_ = Tensor();
+  saved_x_ = saved_x_codes_ = Tensor();
   saved_w_ = Tensor();
   saved_y_ = Tensor();
   took_gradient_codes_ = false;
@@ -322,7 +367,7 @@ std::unique_ptr<Layer> Conv2d::twin() const {
   t->saved_x_ = t->saved_w_ = t->saved_y_ = Tensor();
   t->moments_for_ = nullptr;  // Sequential::twin links the twin's own BatchNorm
   t->given_x_ = t->given_w_ = t->given_y_ = t->rounded_dy_ = t->rounded_dy_codes_ = t->saved_w_codes_ = Tensor();
-  t->rounded_of_ = t->rounded_x_ = Tensor();
+  t->rounded_of_ = t->rounded_x_ = t->given_x_codes_ = t->saved_x_codes_ = Tensor();
   t->rounds_output_for_ = nullptr;  // Sequential::twin links the twin's own convolution
   t->input_gradient_to_ = nullptr;  // Sequential::twin links the twin's own BatchNorm
   return t;
@@ -342,8 +387,8 @@ std::string Conv2d::precision() const {
   if (fp8_) {
     s += " from FP8 operands (input and weight E4M3, output gradient E5M2, each rounded to FP8 and back)";
     if (where_.device.is_cuda() && !transposed_ && policy_.compute_dtype == DType::F16)
-      s += "; the input gradient from the FP8 codes on FP8 Tensor Cores where the GPU's kernel for the shape beats "
-           "half's";
+      s += "; on FP8 Tensor Cores from the FP8 codes where the GPU's kernels for the shape beat half's: the input "
+           "gradient, and the forward and filter gradient too where the layer before writes the input's codes";
   }
   s += ", accumulates in f32";
   if (policy_.fp8_convolutions && !fp8_) s += "; not FP8 (fewer than 8 channels on a side)";

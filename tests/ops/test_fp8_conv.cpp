@@ -211,9 +211,11 @@ TEST_CASE("cpu ops: fp8 convolutions take E4M3 weights and f32 or f16 results") 
   Tensor bf16_y = Tensor::empty(ys, DType::BF16);
   CHECK_THROWS_WITH_AS(ops::fp8_conv2d_forward(x.encoded, w.encoded, bf16_y, c.p),
                        doctest::Contains("the result must be f32 or f16"), Error);
-  Tensor half_dw = Tensor::empty(c.w, DType::F16);
-  CHECK_THROWS_WITH_AS(ops::fp8_conv2d_backward_filter(x5.encoded, y4.encoded, half_dw, c.p),
-                       doctest::Contains("the result must be f32, got"), Error);
+  Tensor half_dw = Tensor::empty(c.w, DType::F16), bf16_dw = Tensor::empty(c.w, DType::BF16);
+  CHECK_THROWS_WITH_AS(ops::fp8_conv2d_backward_filter(x5.encoded, y4.encoded, bf16_dw, c.p),
+                       doctest::Contains("the result must be f32 or f16, got"), Error);
+  CHECK_THROWS_WITH_AS(ops::fp8_conv2d_backward_filter(x5.encoded, y4.encoded, half_dw, c.p, 1.0f),
+                       doctest::Contains("an f16 result is overwritten (beta 0)"), Error);
   // The other operand's format is the layer's choice: an E5M2 forward input is a transposed
   // convolution's backward-data, an E4M3 backward-data input its forward.
   ops::fp8_conv2d_forward(x5.encoded, w.encoded, y, c.p);
@@ -225,6 +227,11 @@ TEST_CASE("cpu ops: fp8 convolutions take E4M3 weights and f32 or f16 results") 
   ops::fp8_conv2d_forward(x.encoded, w.encoded, half_y, c.p);
   ops::cast(y, rounded);
   CHECK(same_bytes(half_y, rounded));
+  Tensor rounded_dw = Tensor::empty(c.w, DType::F16);
+  ops::fp8_conv2d_backward_filter(x.encoded, y4.encoded, dw, c.p);
+  ops::fp8_conv2d_backward_filter(x.encoded, y4.encoded, half_dw, c.p);
+  ops::cast(dw, rounded_dw);
+  CHECK(same_bytes(half_dw, rounded_dw));
 }
 
 }  // namespace cpu_checks

@@ -287,7 +287,38 @@ TEST_CASE("gpu ops: FP8 backward-filter on warpgroup MMA matches the CPU emulati
       ops::fp8_conv2d_backward_filter(x.gpu, dy.gpu, via_op, d, beta);
       CHECK(same_bytes(via_op, got));
     }
+    // An f16 dw (beta 0 only): the f32 result rounded once, by the kernel and through the op.
+    Tensor f32 = poisoned_like(start, kGpu);
+    REQUIRE(kernel(x.gpu, dy.gpu, f32, 0.f));
+    Tensor rounded = Tensor::empty(ws, DType::F16, kGpu, MemoryFormat::NHWC);
+    ops::cast(f32, rounded);
+    Tensor half = poisoned_like(Tensor::empty(ws, DType::F16, kCpu, MemoryFormat::NHWC), kGpu);
+    REQUIRE(kernel(x.gpu, dy.gpu, half, 0.f));
+    CHECK(same_bytes(half, rounded));
+    CHECK_FALSE(kernel(x.gpu, dy.gpu, half, 1.f));
+    Tensor half_via_op = poisoned_like(half, kGpu);
+    ops::fp8_conv2d_backward_filter(x.gpu, dy.gpu, half_via_op, d);
+    CHECK(same_bytes(half_via_op, rounded));
   }
+}
+
+// The shapes whose three passes O4 runs from codes: D's 64 -> 128 layer on 32 x 32 inputs, any
+// batch, on a compute capability 9.0 GPU; not on the CPU, not another layer.
+TEST_CASE("gpu ops: fp8_conv2d_runs_on_codes names D's second layer at 64x64 images") {
+  GE_REQUIRE_GPU();
+  GE_REQUIRE_SM90();
+  const Conv2dParams d{/*stride=*/2, /*pad=*/1};
+  for (int64_t n : {1, 24, 1024}) {
+    CAPTURE(n);
+    CHECK(ops::fp8_conv2d_runs_on_codes({n, 64, 32, 32}, {128, 64, 4, 4}, {n, 128, 16, 16}, d, kGpu));
+    CHECK_FALSE(ops::fp8_conv2d_runs_on_codes({n, 64, 32, 32}, {128, 64, 4, 4}, {n, 128, 16, 16}, d, kCpu));
+    CHECK(gpu::fp8_conv2d_forward_phases_takes({n, 64, 32, 32}, {128, 64, 4, 4}, {n, 128, 16, 16}, d, kGpu));
+    CHECK(gpu::fp8_conv2d_backward_filter_takes({n, 64, 32, 32}, {n, 128, 16, 16}, {128, 64, 4, 4}, d, kGpu));
+  }
+  CHECK_FALSE(ops::fp8_conv2d_runs_on_codes({8, 128, 16, 16}, {256, 128, 4, 4}, {8, 256, 8, 8}, d, kGpu));
+  CHECK_FALSE(ops::fp8_conv2d_runs_on_codes({8, 64, 16, 16}, {128, 64, 4, 4}, {8, 128, 8, 8}, d, kGpu));
+  CHECK_FALSE(gpu::fp8_conv2d_backward_filter_takes({8, 64, 16, 16}, {8, 128, 8, 8}, {128, 64, 4, 4}, d, kGpu));
+  CHECK_FALSE(gpu::fp8_conv2d_forward_phases_takes({8, 64, 32, 32}, {128, 64, 4, 4}, {8, 128, 16, 16}, {1, 1}, kGpu));
 }
 
 TEST_CASE("gpu ops: FP8 convolutions the kernels do not take run the emulation") {

@@ -10,11 +10,15 @@ namespace ge {
 namespace gpu {
 
 // dw = beta * dw + backward_filter(x, dy), the sums of code products multiplied by both
-// scale_invs: x E4M3, dy E5M2 or E4M3, u8 NHWC codes with their scale_invs on dw's device, dw f32
-// NHWC (128 x 64 x 4 x 4), beta 0 or 1, on a compute capability 9.0 device; false (nothing run)
-// for anything else.
+// scale_invs: x E4M3, dy E5M2 or E4M3, u8 NHWC codes with their scale_invs on dw's device, dw
+// NHWC (128 x 64 x 4 x 4) f32 with beta 0 or 1 or f16 with beta 0 (the f32 result rounded once), on
+// a compute capability 9.0 device; false (nothing run) for anything else.
 bool fp8_conv2d_backward_filter_wgmma(const Fp8Tensor& x, const Fp8Tensor& dy, Tensor& dw, const Conv2dParams& p,
                                       float beta);
+// Whether fp8_conv2d_backward_filter_wgmma runs operands of these shapes on `device` (the formats,
+// dtypes, layouts and alignment above).
+bool fp8_conv2d_backward_filter_takes(const Shape& x, const Shape& dy, const Shape& dw, const Conv2dParams& p,
+                                      Device device);
 
 }  // namespace gpu
 }  // namespace ge

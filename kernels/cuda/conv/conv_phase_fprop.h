@@ -14,6 +14,10 @@ namespace gpu {
 // 16-byte aligned, at most 65535 images, on a compute capability 9.0 device; false (nothing run)
 // for anything else.
 bool fp8_conv2d_forward_phases(const Fp8Tensor& x, const Fp8Tensor& w, Tensor& y, const Conv2dParams& p);
+// Whether fp8_conv2d_forward_phases runs operands of these shapes on `device` (the formats, dtypes,
+// layouts and alignment above).
+bool fp8_conv2d_forward_phases_takes(const Shape& x, const Shape& w, const Shape& y, const Conv2dParams& p,
+                                     Device device);
 
 }  // namespace gpu
 }  // namespace ge

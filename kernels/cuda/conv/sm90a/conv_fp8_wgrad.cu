@@ -19,11 +19,14 @@
 //    at less than f32's precision (docs/performance.md, "Accumulation"), so a block's sum over
 //    its images is f32 as cuDNN's and the CPU's are;
 //  - the splits' sums go to a scratch in f32 and a second kernel adds them in split order (the
-//    same bytes every run), times both scale_invs, onto beta * dw.
+//    same bytes every run), times both scale_invs, onto beta * dw (or into an f16 dw, rounded once).
 // Compiled for sm_90a only (wgmma): CMakeLists.txt builds this folder apart.
+#include <cuda_fp16.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "cuda/conv/conv_8ch_tile.cuh"
 #include "cuda/conv/conv_fp8_wgrad.h"
@@ -219,8 +222,16 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // dw[i] = beta * dw[i] + (the splits' sums, in split order) * x_scale_inv * dy_scale_inv, four
-// values a thread.
-__global__ void fp8_wgrad_sum_kernel(const float4* __restrict__ partial, int splits, float4* dw, float beta,
+// values a thread; an f16 dw (beta 0) takes the f32 result rounded once.
+__device__ __forceinline__ void store_four(float4* dw, int i, float4 r) { dw[i] = r; }
+__device__ __forceinline__ void store_four(__half* dw, int i, float4 r) {
+  const __half2 lo = __floats2half2_rn(r.x, r.y), hi = __floats2half2_rn(r.z, r.w);
+  reinterpret_cast<uint2*>(dw)[i] =
+      make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+}
+
+template <class Out>
+__global__ void fp8_wgrad_sum_kernel(const float4* __restrict__ partial, int splits, Out* dw, float beta,
                                      const float* __restrict__ x_scale_inv, const float* __restrict__ dy_scale_inv) {
   await_previous_kernel();
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -235,11 +246,13 @@ __global__ void fp8_wgrad_sum_kernel(const float4* __restrict__ partial, int spl
   }
   const float scale = *x_scale_inv * *dy_scale_inv;
   float4 r = make_float4(sum.x * scale, sum.y * scale, sum.z * scale, sum.w * scale);
-  if (beta != 0.f) {
-    const float4 old = dw[i];
-    r = make_float4(old.x + r.x, old.y + r.y, old.z + r.z, old.w + r.w);
+  if constexpr (std::is_same_v<Out, float4>) {
+    if (beta != 0.f) {
+      const float4 old = dw[i];
+      r = make_float4(old.x + r.x, old.y + r.y, old.z + r.z, old.w + r.w);
+    }
   }
-  dw[i] = r;
+  store_four(dw, i, r);
 }
 
 bool wgrad_geometry(const Shape& x, const Shape& dy, const Shape& dw, const Conv2dParams& p, Device device) {
@@ -262,18 +275,29 @@ void launch_wgrad(const Fp8Tensor& x, const Fp8Tensor& dy, Tensor& dw, float bet
   launch_kernel(kernel, static_cast<unsigned>(kTapPairs * splits), kThreads, kShared, stream, x.data.data_as<uint8_t>(),
                 dy.data.data_as<uint8_t>(), partial.data_as<float>(), static_cast<int>(images));
   CUDA_CHECK_LAUNCH();
-  launch_kernel(fp8_wgrad_sum_kernel, static_cast<unsigned>(ceil_div(kWeights / 4, 256)), 256, 0, stream,
-                static_cast<const float4*>(partial.data()), splits, static_cast<float4*>(dw.data()), beta,
-                x.scale_inv.data_as<float>(), dy.scale_inv.data_as<float>());
+  const auto* sums = static_cast<const float4*>(partial.data());
+  const float *x_scale_inv = x.scale_inv.data_as<float>(), *dy_scale_inv = dy.scale_inv.data_as<float>();
+  const unsigned blocks = static_cast<unsigned>(ceil_div(kWeights / 4, 256));
+  if (dw.dtype() == DType::F16)
+    launch_kernel(fp8_wgrad_sum_kernel<__half>, blocks, 256, 0, stream, sums, splits, dw.data_as<__half>(), beta,
+                  x_scale_inv, dy_scale_inv);
+  else
+    launch_kernel(fp8_wgrad_sum_kernel<float4>, blocks, 256, 0, stream, sums, splits, static_cast<float4*>(dw.data()),
+                  beta, x_scale_inv, dy_scale_inv);
   CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
+bool fp8_conv2d_backward_filter_takes(const Shape& x, const Shape& dy, const Shape& dw, const Conv2dParams& p,
+                                      Device device) {
+  return wgrad_geometry(x, dy, dw, p, device);
+}
+
 bool fp8_conv2d_backward_filter_wgmma(const Fp8Tensor& x, const Fp8Tensor& dy, Tensor& dw, const Conv2dParams& p,
                                       float beta) {
   if (x.data.dtype() != DType::U8 || dy.data.dtype() != DType::U8 || x.format != Fp8Format::E4M3 ||
-      dw.dtype() != DType::F32 || (beta != 0.f && beta != 1.f))
+      !(dw.dtype() == DType::F32 ? beta == 0.f || beta == 1.f : dw.dtype() == DType::F16 && beta == 0.f))
     return false;
   if (!phase_operands_on({&x.data, &dy.data, &dw}, {&x.scale_inv, &dy.scale_inv}, dw.device())) return false;
   if (!wgrad_geometry(x.data.shape(), dy.data.shape(), dw.shape(), p, dw.device())) return false;

@@ -180,6 +180,11 @@ bool fprop_geometry(const Shape& x, const Shape& w, const Shape& y, const Conv2d
 
 }  // namespace
 
+bool fp8_conv2d_forward_phases_takes(const Shape& x, const Shape& w, const Shape& y, const Conv2dParams& p,
+                                     Device device) {
+  return fprop_geometry(x, w, y, p, device);
+}
+
 bool fp8_conv2d_forward_phases(const Fp8Tensor& x, const Fp8Tensor& w, Tensor& y, const Conv2dParams& p) {
   if (x.data.dtype() != DType::U8 || w.data.dtype() != DType::U8 || w.format != Fp8Format::E4M3 ||
       y.dtype() != DType::F16)
