@@ -286,12 +286,11 @@ Tensor Conv2d::backward(Tensor dy_in, bool want_param_grads, bool want_input_gra
       Tensor dw = padded_weight ? Tensor::empty(w_shape, weight_.model_grad.dtype(), where_.device, where_.format)
                                 : weight_.model_grad;
       // x came as codes (its half values unrounded): from the codes, with dy's where it has them.
-      const Fp8Scaling* in = fp8_ ? &fp8_->input : nullptr;
       if (x_codes.defined() && dy_codes.defined())
-        ops::fp8_conv2d_backward_filter({x_codes, in->scale_inv, in->format},
+        ops::fp8_conv2d_backward_filter({x_codes, fp8_->input.scale_inv, fp8_->input.format},
                                         {dy_codes, fp8_->grad_output.scale_inv, fp8_->grad_output.format}, dw, p_);
       else if (x_codes.defined())
-        ops::conv2d_backward_filter(dequantized_as(x_codes, *in, x.dtype()), dy, dw, p_, 0.f);
+        ops::conv2d_backward_filter(dequantized_as(x_codes, fp8_->input, x.dtype()), dy, dw, p_, 0.f);
       else if (fused_filter_only)
         ops::conv2d_activation_backward_filter(x, y, dy, dw, p_, *fused_, 0.f);
       else if (transposed_)

@@ -24,6 +24,7 @@
 #include "cuda/conv/fp8_conv_wgmma.h"
 #include "ganengine/fp8.h"
 #include "ganengine/ops.h"
+#include "support/fp8_bound.h"
 #include "support/test_util.h"
 
 using namespace ge;
@@ -62,11 +63,8 @@ Operand recipe_scaled(const Shape& shape, Fp8Format format, double magnitude) {
   return {q, on(q, kGpu)};
 }
 
-Tensor magnitudes(const Fp8Tensor& q) {
-  std::vector<double> v = ops::fp8_dequantized(q).to_doubles();
-  for (double& x : v) x = std::fabs(x);
-  return Tensor::from_doubles(v, q.data.shape(), DType::F32, kCpu, MemoryFormat::NHWC);
-}
+// The magnitudes of q's values, NHWC as the kernels' operands.
+Tensor magnitudes(const Fp8Tensor& q) { return test::magnitudes(ops::fp8_dequantized(q), MemoryFormat::NHWC); }
 
 // The two passes the kernels take: through the op, through the kernel alone (false: not taken),
 // and the f32 pass of magnitudes that bounds their difference.
@@ -105,16 +103,6 @@ struct Case {
   bool half_by_phases = false;  // f16 results from a phase kernel, f32 from the implicit GEMMs
 };
 
-// Elements of `got` further from `want` than 2^-7 of `bound` plus `rounding` of |want|.
-int64_t outside_bound(const std::vector<double>& got, const std::vector<double>& want, const std::vector<double>& bound,
-                      double rounding) {
-  int64_t outside = 0;
-  for (size_t i = 0; i < got.size(); ++i)
-    if (!(std::fabs(got[i] - want[i]) <= 0x1p-7 * bound[i] + rounding * std::fabs(want[i]) + 1e-30) && ++outside <= 3)
-      FAIL_CHECK("element ", i, ": ", got[i], " against ", want[i], ", magnitudes ", bound[i]);
-  return outside;
-}
-
 // One case through the kernel: exact with unit codes, within the bound with recipe scales, f16
 // rounded from f32, the same bytes twice, and the op giving the kernel's bytes.
 void check_case(const Case& c, Pass pass) {
@@ -146,7 +134,7 @@ void check_case(const Case& c, Pass pass) {
   REQUIRE(kernel(a.gpu, w.gpu, got));
   const std::vector<double> g = got.to(kCpu).to_doubles(), e = want.to_doubles(), b = bound.to_doubles();
   INFO("relative error against the CPU: ", rel_error(g, e));
-  CHECK(outside_bound(g, e, b, 0.0) == 0);
+  CHECK(outside_fp8_bound(g, e, b, 0.0) == 0);
   // A second run of the kernel, and the op, give `first`'s bytes.
   const auto repeatable = [&](const Tensor& first) {
     Tensor again = poisoned_like(first, kGpu);
@@ -168,7 +156,7 @@ void check_case(const Case& c, Pass pass) {
     return;
   }
   CHECK(same_bytes(by_phases, half));  // the kernel the pass took
-  CHECK(outside_bound(half.to(kCpu).to_doubles(), e, b, 0x1p-11) == 0);
+  CHECK(outside_fp8_bound(half.to(kCpu).to_doubles(), e, b, 0x1p-11) == 0);
   repeatable(half);
 }
 
@@ -280,7 +268,7 @@ TEST_CASE("gpu ops: FP8 backward-filter on warpgroup MMA matches the CPU emulati
       const std::vector<double> e = want.to_doubles();
       INFO("relative error against the CPU: ", rel_error(got.to(kCpu).to_doubles(), e));
       // With beta 1 the sum onto dw rounds once more.
-      CHECK(outside_bound(got.to(kCpu).to_doubles(), e, bound.to_doubles(), beta * 0x1p-23) == 0);
+      CHECK(outside_fp8_bound(got.to(kCpu).to_doubles(), e, bound.to_doubles(), beta * 0x1p-23) == 0);
       Tensor again = start.to(kGpu), via_op = start.to(kGpu);
       REQUIRE(kernel(x.gpu, dy.gpu, again, beta));
       CHECK(same_bytes(again, got));

@@ -223,14 +223,14 @@ bool conv2d_forward_8ch_applies(const Tensor& x, const Tensor& w, const Tensor& 
 bool conv2d_forward_8ch(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p,
                         const ops::FusedActivation* act, const ops::Fp8RoundTrip* round, Tensor* rounded) {
   if (!conv2d_forward_8ch_applies(x, w, y, p)) return false;
-  if (round && !(act && leaky_max_applies(*act))) return false;
-  if (round && rounded &&
-      !(rounded->shape() == y.shape() && rounded->dtype() == y.dtype() && rounded->format() == y.format() &&
-        aligned16(rounded->data())))
-    return false;
-  if (round && !rounded &&
-      !(round->codes.defined() && round->codes.format() == y.format() && aligned16(round->codes.data())))
-    return false;
+  if (round) {
+    // The rounded copy (y's shape, dtype and layout) or the codes (y's layout; their shape and
+    // dtype are the op's checks), 16-byte aligned.
+    const Tensor& out = rounded ? *rounded : round->codes;
+    const bool fits = out.defined() && out.format() == y.format() && aligned16(out.data()) &&
+                      (!rounded || (rounded->shape() == y.shape() && rounded->dtype() == y.dtype()));
+    if (!fits || !(act && leaky_max_applies(*act))) return false;
+  }
   Tiling tl;
   tiling_for(x, w, y, p, tl);
   const int K = static_cast<int>(w.dim(0));
