@@ -133,15 +133,21 @@ class Conv2d : public Layer {
   // The rounding of this FP8 layer's output gradient of shape `dy` (E5M2, its amax recorded as the
   // layer's own rounding records it), for the layer that writes that gradient; nullopt without
   // FP8. It asks for the gradient's codes as well where the latest training forward found the
-  // backward-data faster from codes than in half (ops::fp8_conv2d_backward_data_beats_half).
+  // backward-data faster from codes than in half (ops::fp8_conv2d_backward_data_beats_half), and
+  // for the codes alone (codes_only) where that forward ran from codes too: then both gradients
+  // read the codes, nothing the values.
   std::optional<ops::Fp8RoundTrip> output_gradient_rounding(const Shape& dy) const;
   // The next backward's dy, if it is exactly `dy`, comes rounded already: backward does not round
   // it again (BatchNorm2d::round_gradient_for). With `codes` (the rounding's codes, undefined for
-  // none), its backward-data reads those on FP8 Tensor Cores.
-  void take_rounded_output_gradient(const Tensor& dy, const Tensor& codes) {
+  // none), its backward-data reads those on FP8 Tensor Cores; `codes_only`: dy's values may be
+  // unwritten, and backward refuses any other dy.
+  void take_rounded_output_gradient(const Tensor& dy, const Tensor& codes, bool codes_only) {
     rounded_dy_ = dy;
     rounded_dy_codes_ = codes;
+    rounded_dy_codes_only_ = codes_only;
   }
+  // The codes take_rounded_output_gradient handed for the next backward (undefined: none).
+  const Tensor& output_gradient_codes() const { return rounded_dy_codes_; }
   bool took_rounded_gradient() const { return took_rounded_gradient_; }  // the latest backward's dy came so
   bool took_gradient_codes() const { return took_gradient_codes_; }      // and its backward-data read the codes
   // The rounding of this FP8 layer's input (E4M3, its amax recorded as the layer's own rounding
@@ -229,6 +235,7 @@ class Conv2d : public Layer {
   // The weight's E4M3 codes, kept by a training forward whose backward-data reads codes.
   Tensor saved_w_codes_;
   Tensor rounded_dy_, rounded_dy_codes_;  // take_rounded_output_gradient's, until the next backward
+  bool rounded_dy_codes_only_ = false;
   bool took_rounded_gradient_ = false, took_gradient_codes_ = false;
   Tensor rounded_of_, rounded_x_;  // take_rounded_input's, until the next forward
   Tensor given_x_codes_;           // take_input_codes', until the next forward

@@ -68,6 +68,10 @@ struct Fp8RoundTrip {
   // (ops::fp8_quantize of the value before rounding: the code the rounded value stands for);
   // undefined: none written.
   Tensor codes;
+  // With codes: the caller reads only the codes, so the op may leave the output's values unwritten
+  // (the GPU's BatchNorm backward then writes dx's codes alone, a byte a value instead of three;
+  // elsewhere the output is written as without it). Never read the output after such a call.
+  bool codes_only = false;
 };
 
 // ---- BatchNorm2d. x, y, dy, dx: activations (f32/f16/bf16, NCHW or NHWC).

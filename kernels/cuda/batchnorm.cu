@@ -239,7 +239,8 @@ __global__ void __launch_bounds__(kThreads)
 // fixed_channels: as normalize_kernel's. The fused activation's output is read back
 // (bn_output_grad) or, with kThreshold, tested on x against coef's fourth vector
 // (bn_threshold_grad; batchnorm_math.cuh says why that is the same). round.scale set: dx rounded
-// to FP8 and back as it is written (ops::Fp8RoundTrip), its amax folded into round.amax.
+// to FP8 and back as it is written (ops::Fp8RoundTrip), its amax folded into round.amax, or only
+// its codes written (round.codes_only).
 template <class T, int V, bool kThreshold, class Dy = const T*>
 __global__ void batchnorm_dx_kernel(const T* x, Dy dy, const T* y, T* dx, const float* mean, const float* coef,
                                     ChannelGeometry g, uint32_t packs, bool vector_loads, bool fixed_channels,
@@ -277,8 +278,7 @@ __global__ void batchnorm_dx_kernel(const T* x, Dy dy, const T* y, T* dx, const 
                                  {m[j], 0.f, 0.f, 0.f});
       store_float(&out.v[j], bn_dx(k0[j], k1[j], k2[j], grad, xf, m[j]));
     }
-    fp8_round_trip_written(out, round, round_scales, uint64_t{p} * V, amax_key);
-    reinterpret_cast<Pack<T, V>*>(dx)[p] = out;
+    fp8_store_written(out, dx, round, round_scales, uint64_t{p} * V, amax_key);
   }
   if (round.amax) fold_amax_key(amax_key, round.amax);
 }

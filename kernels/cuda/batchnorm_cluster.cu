@@ -196,7 +196,8 @@ __global__ void __launch_bounds__(kClusterThreads)
 
 // outer.w non-null: dy is D's last layer's backward-data (OuterDy), formed into the block's rows
 // instead of copied (visit.dy unused). round.scale set: dx rounded to FP8 and back as it is
-// written (ops::Fp8RoundTrip), its amax folded into round.amax.
+// written (ops::Fp8RoundTrip), its amax folded into round.amax, or only its codes written
+// (round.codes_only).
 template <class T, class P, int Packs, bool kRecompute>
 __global__ void __launch_bounds__(kClusterThreads)
     batchnorm_backward_cluster_kernel(GradSumsVisit<T, P, kRecompute> visit, T* dx, FinishGrads<P> finish,
@@ -272,8 +273,7 @@ __global__ void __launch_bounds__(kClusterThreads)
       store_float(&out.v[j], bn_dx(k0[j], k1[j], k2[j], grad, xf, ch.c[j].mean));
     }
     const uint64_t at = uint64_t{rows.begin + r} * g.C + c0;  // the pack's first element
-    fp8_round_trip_written(out, round, round_scales, at, amax_key);
-    *reinterpret_cast<Packed*>(dx + at) = out;
+    fp8_store_written(out, dx, round, round_scales, at, amax_key);
   }
   if (round.amax) fold_amax_key(amax_key, round.amax);
   if (lane < kCols && cg::this_cluster().block_rank() == 0) finish.params(c_first + lane, total);  // dgamma, dbeta

@@ -149,20 +149,6 @@ __global__ void round_trip_vector_kernel(const T* x, int64_t n, const float* sca
   if (amax) fold_amax_key(key, amax);
 }
 
-// fp8_quantize_element of eight values into eight codes (the first in the lowest byte), folding
-// their amax keys into key (fp8_codes_pair, two at a time).
-template <Fp8Format F, class T>
-__device__ __forceinline__ uint2 fp8_quantize_pack(const Pack<T, 8>& p, float s, uint32_t& key) {
-  uint32_t words[2] = {0u, 0u};
-#pragma unroll
-  for (int j = 0; j < 8; j += 2) {
-    const float a = load_float(&p.v[j]), b = load_float(&p.v[j + 1]);
-    key = max(key, max(fp8_amax_key(a), fp8_amax_key(b)));
-    words[j / 4] |= fp8_codes_pair<F>(make_float2(fmul_rn(a, s), fmul_rn(b, s)), a, b, s) << (16 * (j / 2 % 2));
-  }
-  return make_uint2(words[0], words[1]);
-}
-
 // quantize_kernel by for_each_pack, a pack's eight codes an 8-byte store: x a 16-bit type 16-byte
 // aligned, q 8-byte aligned.
 template <class T, Fp8Format F>

@@ -6,6 +6,7 @@
 #include <cuda_fp8.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "core/fp8_scaling_math.h"
 #include "cuda/vector_pack.cuh"
@@ -21,13 +22,17 @@ struct Fp8RoundTripArgs {
   uint32_t* amax = nullptr;
   Fp8Format format = Fp8Format::E4M3;
   uint8_t* codes = nullptr;
+  bool codes_only = false;  // codes 8-byte aligned, for fp8_store_written's packs of 8
 };
 
 inline Fp8RoundTripArgs fp8_round_trip_args(const ops::Fp8RoundTrip* r) {
   if (!r) return {};
-  return {r->scale.data_as<const float>(), r->scale_inv.data_as<const float>(),
-          r->amax.defined() ? static_cast<uint32_t*>(r->amax.data()) : nullptr, r->format,
-          r->codes.defined() ? r->codes.data_as<uint8_t>() : nullptr};
+  return {r->scale.data_as<const float>(),
+          r->scale_inv.data_as<const float>(),
+          r->amax.defined() ? static_cast<uint32_t*>(r->amax.data()) : nullptr,
+          r->format,
+          r->codes.defined() ? r->codes.data_as<uint8_t>() : nullptr,
+          r->codes_only && r->codes.defined() && reinterpret_cast<uintptr_t>(r->codes.data()) % 8 == 0};
 }
 
 // fp8_quantize_element of two f32 products (scaled values), two codes in one word, the first in
@@ -63,12 +68,91 @@ __device__ __forceinline__ float2 fp8_round_trip_pair(float2 v, float s, float s
   return make_float2(finish(v.x, w.x), finish(v.y, w.y));
 }
 
+// The bits of a 16-bit float type with the sign cleared order as the magnitudes do: infinity is
+// kInf, every NaN above it. kMaxFinite: the largest finite value's f32 bits.
+template <class T>
+struct Magnitude16;
+template <>
+struct Magnitude16<__half> {
+  static constexpr uint32_t kInf = 0x7c00u, kMaxFinite = 0x477fe000u;  // 65504
+};
+template <>
+struct Magnitude16<__nv_bfloat16> {
+  static constexpr uint32_t kInf = 0x7f80u, kMaxFinite = 0x7f7f0000u;
+};
+
+// The largest magnitude in a pack of 16-bit values, as Magnitude16's bits: two values a max.u16x2,
+// instead of a key and a max per value.
+template <class T, int V>
+__device__ __forceinline__ uint32_t largest_magnitude(const Pack<T, V>& p) {
+  static_assert(sizeof(T) == 2 && V % 2 == 0, "two 16-bit values a word");
+  uint32_t m = 0;
+#pragma unroll
+  for (int j = 0; j < V / 2; ++j) m = __vmaxu2(m, reinterpret_cast<const uint32_t*>(p.v)[j] & 0x7fff7fffu);
+  return max(m & 0xffffu, m >> 16);
+}
+
+// fp8_amax_key of a value whose magnitude is `bits` (largest_magnitude): the integer max of the
+// keys is the key of the largest magnitude, so a pack folds one key.
+template <class T>
+__device__ __forceinline__ uint32_t amax_key_of_magnitude(uint32_t bits) {
+  if (bits > Magnitude16<T>::kInf) return fp8_math::kCanonicalNanBits;
+  if constexpr (std::is_same_v<T, __half>)
+    return float_bits(__half2float(__ushort_as_half(static_cast<unsigned short>(bits))));
+  else
+    return bits << 16;
+}
+
+// Whether x * s rounds to a finite f32 for every finite x of type T (rounding is monotonic, so the
+// largest x decides): then every finite x's code is cvt.rn.satfinite's, no check per value.
+template <class T>
+__device__ __forceinline__ bool products_finite(float s) {
+  return fp8_math::is_finite(fmul_rn(bits_float(Magnitude16<T>::kMaxFinite), s));
+}
+
+// The codes of two finite f32 products, the first in the lowest byte (fp8_codes_pair without its
+// checks).
+template <Fp8Format F>
+__device__ __forceinline__ uint32_t fp8_codes_of_finite(float2 scaled) {
+  return __nv_cvt_float2_to_fp8x2(scaled, __NV_SATFINITE, F == Fp8Format::E4M3 ? __NV_E4M3 : __NV_E5M2);
+}
+
 // The round trip of a pack's values (each already a T) in place, folding their amax keys into
 // key, and with `codes` their V codes there (the codes of the values before rounding); an odd
-// pack's last value goes with a zero, which adds nothing to the amax.
+// pack's last value goes with a zero, which adds nothing to the amax. A pack of 16-bit values that
+// are finite, with finite products and scale_inv, takes one conversion to codes and one back a
+// pair and no check per value (a NaN result needs a non-finite value, product or scale_inv).
 template <Fp8Format F, class T, int V>
 __device__ __forceinline__ void fp8_round_trip_pack(Pack<T, V>& p, float s, float s_inv, uint32_t& key,
                                                     uint8_t* codes = nullptr) {
+  if constexpr (sizeof(T) == 2 && V % 2 == 0) {
+    const uint32_t magnitude = largest_magnitude(p);
+    key = max(key, amax_key_of_magnitude<T>(magnitude));
+    if (magnitude < Magnitude16<T>::kInf && products_finite<T>(s) && fp8_math::is_finite(s_inv)) {
+      constexpr __nv_fp8_interpretation_t kFormat = F == Fp8Format::E4M3 ? __NV_E4M3 : __NV_E5M2;
+      uint32_t words[(V + 3) / 4] = {};
+#pragma unroll
+      for (int j = 0; j < V; j += 2) {
+        const float a = load_float(&p.v[j]), b = load_float(&p.v[j + 1]);
+        const uint32_t pair = fp8_codes_of_finite<F>(make_float2(fmul_rn(a, s), fmul_rn(b, s)));
+        words[j / 4] |= pair << (16 * (j / 2 % 2));
+        const float2 w =
+            __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair), kFormat)));
+        store_float2(&p.v[j], fmul_rn(w.x, s_inv), fmul_rn(w.y, s_inv));
+      }
+      if (codes) {
+        if constexpr (V == 8) {
+          if (reinterpret_cast<uintptr_t>(codes) % 8 == 0) {
+            *reinterpret_cast<uint2*>(codes) = make_uint2(words[0], words[1]);
+            return;
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < V; ++j) codes[j] = static_cast<uint8_t>(words[j / 4] >> (8 * (j % 4)));
+      }
+      return;
+    }
+  }
 #pragma unroll
   for (int j = 0; j < V; j += 2) {
     const float a = load_float(&p.v[j]), b = j + 1 < V ? load_float(&p.v[j + 1]) : 0.f;
@@ -84,6 +168,28 @@ __device__ __forceinline__ void fp8_round_trip_pack(Pack<T, V>& p, float s, floa
     else
       store_float(&p.v[j], r.x);
   }
+}
+
+// fp8_quantize_element of eight 16-bit values into eight codes (the first in the lowest byte),
+// folding their amax keys into key: without a check per value where the values and their products
+// are finite (as fp8_round_trip_pack), else fp8_codes_pair two at a time.
+template <Fp8Format F, class T>
+__device__ __forceinline__ uint2 fp8_quantize_pack(const Pack<T, 8>& p, float s, uint32_t& key) {
+  const uint32_t magnitude = largest_magnitude(p);
+  key = max(key, amax_key_of_magnitude<T>(magnitude));
+  uint32_t words[2] = {0u, 0u};
+  const auto codes = [&](auto&& pair_codes) {
+#pragma unroll
+    for (int j = 0; j < 8; j += 2) {
+      const float a = load_float(&p.v[j]), b = load_float(&p.v[j + 1]);
+      words[j / 4] |= pair_codes(make_float2(fmul_rn(a, s), fmul_rn(b, s)), a, b) << (16 * (j / 2 % 2));
+    }
+  };
+  if (magnitude < Magnitude16<T>::kInf && products_finite<T>(s))
+    codes([](float2 scaled, float, float) { return fp8_codes_of_finite<F>(scaled); });
+  else
+    codes([s](float2 scaled, float a, float b) { return fp8_codes_pair<F>(scaled, a, b, s); });
+  return make_uint2(words[0], words[1]);
 }
 
 // The scale and scale_inv of args, which a kernel's threads read once; zeros where nothing is rounded.
@@ -113,17 +219,25 @@ __device__ __forceinline__ void fp8_round_trip_written(Pack<T, V>& p, const Fp8R
 template <class T>
 __device__ __forceinline__ void fp8_codes_written(const Pack<T, 8>& p, const Fp8RoundTripArgs& args, float scale,
                                                   uint64_t first, uint32_t& key) {
-  uint32_t word[2] = {0u, 0u};
-#pragma unroll
-  for (int j = 0; j < 8; j += 2) {
-    const float a = load_float(&p.v[j]), b = load_float(&p.v[j + 1]);
-    key = max(key, max(fp8_amax_key(a), fp8_amax_key(b)));
-    const float2 scaled = make_float2(fmul_rn(a, scale), fmul_rn(b, scale));
-    const uint32_t pair = args.format == Fp8Format::E4M3 ? fp8_codes_pair<Fp8Format::E4M3>(scaled, a, b, scale)
-                                                         : fp8_codes_pair<Fp8Format::E5M2>(scaled, a, b, scale);
-    word[j / 4] |= pair << (16 * ((j / 2) % 2));
+  *reinterpret_cast<uint2*>(args.codes + first) = args.format == Fp8Format::E4M3
+                                                      ? fp8_quantize_pack<Fp8Format::E4M3>(p, scale, key)
+                                                      : fp8_quantize_pack<Fp8Format::E5M2>(p, scale, key);
+}
+
+// A pack a kernel writes as elements first .. first + V - 1 of `out` under args: rounded as
+// fp8_round_trip_written says and stored, or, where args asks for the codes alone (packs of 8),
+// only its codes written (ops::Fp8RoundTrip::codes_only), the values not stored.
+template <class T, int V>
+__device__ __forceinline__ void fp8_store_written(Pack<T, V>& p, T* out, const Fp8RoundTripArgs& args, float2 scales,
+                                                  uint64_t first, uint32_t& key) {
+  if constexpr (V == 8) {
+    if (args.codes_only) {
+      fp8_codes_written(p, args, scales.x, first, key);
+      return;
+    }
   }
-  *reinterpret_cast<uint2*>(args.codes + first) = make_uint2(word[0], word[1]);
+  fp8_round_trip_written(p, args, scales, first, key);
+  *reinterpret_cast<Pack<T, V>*>(out + first) = p;
 }
 
 // Folds every thread's amax key into *amax: a warp shuffle, the block's warps through shared

@@ -124,6 +124,8 @@ void check_fp8_round_trip(const char* op, const ops::Fp8RoundTrip& r, const Tens
   check_f32_scalar(op, "round trip scale_inv", r.scale_inv);
   if (r.amax.defined()) check_f32_scalar(op, "round trip amax", r.amax);
   if (r.codes.defined()) check_fp8_pair(op, out, r.codes);
+  GE_CHECK(!r.codes_only || r.codes.defined(), op, ": an FP8 round trip of ", out.str(),
+           " with codes_only needs the codes tensor to write");
   same_device(op,
               {&out, &r.scale, &r.scale_inv, r.amax.defined() ? &r.amax : &out, r.codes.defined() ? &r.codes : &out});
 }

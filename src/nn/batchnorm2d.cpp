@@ -159,7 +159,8 @@ Tensor BatchNorm2d::backward(Tensor dy, bool want_param_grads, bool want_input_g
 }
 
 Tensor BatchNorm2d::rounded_for_convolution(Tensor dx, const ops::Fp8RoundTrip* round_dx) {
-  if (round_dx && dx.defined()) rounds_gradient_for_->take_rounded_output_gradient(dx, round_dx->codes);
+  if (round_dx && dx.defined())
+    rounds_gradient_for_->take_rounded_output_gradient(dx, round_dx->codes, round_dx->codes_only);
   return dx;
 }
 

@@ -80,7 +80,9 @@ std::optional<ops::Fp8RoundTrip> Conv2d::output_gradient_rounding(const Shape& d
   if (!fp8_) return std::nullopt;
   const Fp8Scaling& g = fp8_->grad_output;
   const Tensor codes = saved_w_codes_.defined() ? Tensor::empty(dy, DType::U8, where_.device, where_.format) : Tensor();
-  return ops::Fp8RoundTrip{g.scale, g.scale_inv, g.format, record_amax_ ? g.current_amax() : Tensor(), codes};
+  return ops::Fp8RoundTrip{g.scale,  g.scale_inv,
+                           g.format, record_amax_ ? g.current_amax() : Tensor(),
+                           codes,    saved_w_codes_.defined() && saved_x_codes_.defined()};
 }
 
 std::optional<ops::Fp8RoundTrip> Conv2d::input_rounding() const {
@@ -262,7 +264,14 @@ Tensor Conv2d::backward(Tensor dy_in, bool want_param_grads, bool want_input_gra
   // E5M2, for both gradients: rounded here unless the layer that wrote dy rounded it.
   took_rounded_gradient_ = rounded_dy_.defined() && rounded_dy_.same_storage(dy) && rounded_dy_.shape() == dy.shape();
   const Tensor dy_codes = took_rounded_gradient_ ? rounded_dy_codes_ : Tensor();
+  // Codes alone: dy's values were never written. Both passes read the codes (the forward ran from
+  // codes: output_gradient_rounding), so any other dy is a broken link, not a gradient.
+  GE_CHECK(!rounded_dy_codes_only_ ||
+               (took_rounded_gradient_ && saved_w_codes_.defined() && saved_x_codes_.defined() && !fused_),
+           describe(), ": the BatchNorm after it wrote only the FP8 codes of its output gradient, but the backward ",
+           "was handed ", dy.str(), " instead");
   rounded_dy_ = rounded_dy_codes_ = Tensor();
+  rounded_dy_codes_only_ = false;
   if (fp8_ && !took_rounded_gradient_) dy = fp8_operand(dy, fp8_->grad_output, true);
   // With a fused activation dy is its output's gradient (unless the next network's first layer
   // has taken it through the activation: receives_gradient_through_activation). Only one
@@ -367,6 +376,7 @@ std::unique_ptr<Layer> Conv2d::twin() const {
   t->moments_for_ = nullptr;  // Sequential::twin links the twin's own BatchNorm
   t->given_x_ = t->given_w_ = t->given_y_ = t->rounded_dy_ = t->rounded_dy_codes_ = t->saved_w_codes_ = Tensor();
   t->rounded_of_ = t->rounded_x_ = t->given_x_codes_ = t->saved_x_codes_ = Tensor();
+  t->rounded_dy_codes_only_ = false;
   t->rounds_output_for_ = nullptr;  // Sequential::twin links the twin's own convolution
   t->input_gradient_to_ = nullptr;  // Sequential::twin links the twin's own BatchNorm
   return t;

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -182,6 +183,14 @@ Tensor fp8_values(const Tensor& t, const Fp8Scaling& state) {
   return out;
 }
 
+// The values FP8 codes stand for with `state`'s scale_inv, on the CPU in f32.
+Tensor code_values(const Tensor& codes, const Fp8Scaling& state) {
+  const Tensor c = codes.to(Device::cpu());
+  Tensor values = Tensor::empty(c.shape(), DType::F32, Device::cpu(), c.format());
+  ops::fp8_dequantize(c, state.scale_inv.to(Device::cpu()), state.format, values);
+  return Tensor::from_doubles(values.to_doubles(), values.shape(), DType::F32);
+}
+
 // got against the f32 pass `want` on the same FP8 values: within 2^-7 of the pass on their
 // magnitudes (`bound`; the FP8 Tensor Cores' sums) plus the rounding of the result to half.
 void check_fp8_pass(const char* what, const Tensor& got_t, const Tensor& want_t, const Tensor& bound_t) {
@@ -235,8 +244,14 @@ TEST_CASE("gpu nn: O4's D runs its second layer's three passes from FP8 codes on
       if (i == 1) x = h;
       if (i == 2) y = h;
     }
+    // Its forward ran from codes, so its output gradient is asked for as codes alone.
+    const std::optional<ops::Fp8RoundTrip> asked = second->output_gradient_rounding(y.shape());
+    CHECK((asked && asked->codes.defined() && asked->codes_only));
     Tensor dy = logit_grad;
     for (size_t i = layers.size(); i-- > 3;) dy = layers[i]->backward(dy, true, true);
+    // In rounds 0 and 1 the BatchNorm hands dy's codes, not its values.
+    const Tensor dy_codes = second->output_gradient_codes();
+    CHECK(dy_codes.defined() == (round < 2));
     const Tensor dx = second->backward(dy, true, true);
     const Tensor dw = second->params()[0]->model_grad;
     CHECK(second->took_input_codes());
@@ -245,10 +260,10 @@ TEST_CASE("gpu nn: O4's D runs its second layer's three passes from FP8 codes on
       CHECK_FALSE(static_cast<const Conv2d*>(layers[i].get())->took_input_codes());
       CHECK_FALSE(static_cast<const Conv2d*>(layers[i].get())->took_gradient_codes());
     }
-    // The FP8 values the layer read: x and its weight rounded with its scales, dy (the BatchNorm's
-    // rounded gradient, the values of its codes) rounded again to the same values.
+    // The FP8 values the layer read: x and its weight rounded with its scales, dy the values of the
+    // BatchNorm's codes (round 2: the layer rounds dy itself).
     const Tensor xv = fp8_values(x, scaling->input), wv = fp8_values(second->params()[0]->value, scaling->weight);
-    const Tensor dyv = fp8_values(dy, scaling->grad_output);
+    const Tensor dyv = round < 2 ? code_values(dy_codes, scaling->grad_output) : fp8_values(dy, scaling->grad_output);
     const Tensor xm = magnitudes(xv, MemoryFormat::NCHW), wm = magnitudes(wv, MemoryFormat::NCHW);
     const Tensor dym = magnitudes(dyv, MemoryFormat::NCHW);
     Tensor want = Tensor::empty(y.shape(), DType::F32), bound = Tensor::empty(y.shape(), DType::F32);

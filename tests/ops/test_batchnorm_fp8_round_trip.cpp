@@ -1,7 +1,8 @@
 // ops::batchnorm_activation_backward with round_dx (ops::Fp8RoundTrip): dx rounded to FP8 and back
 // as it is written is bitwise the backward followed by ops::fp8_round_trip of dx, on each backend,
 // with the same amax folded in and the same parameter gradients; the codes it writes where asked
-// are ops::fp8_quantize of the unrounded dx, and stand for the rounded dx.
+// are ops::fp8_quantize of the unrounded dx, and stand for the rounded dx; asked for the codes
+// alone, it writes the same codes and, on the GPU, no dx.
 #include <vector>
 
 #include "ganengine/ops.h"
@@ -61,6 +62,23 @@ void check_rounded_backward(Device device, const Shape& shape, DType dt, Fp8Form
   Tensor values = Tensor::empty(shape, dt, device, format);
   ops::fp8_dequantize(codes, s_inv, f, values);
   CHECK(same_bytes(values, fused.dx));
+  // Asked for the codes alone: the same codes, amax and parameter gradients. The GPU's kernels
+  // leave dx unwritten (every shape here takes packs of 8); the CPU writes it as before.
+  Backward alone{Tensor::zeros(shape, dt, device, format), Tensor::empty({C}, DType::F32, device),
+                 Tensor::empty({C}, DType::F32, device), f32_scalar(1e-6f, device)};
+  ops::Fp8RoundTrip codes_alone{s,
+                                s_inv,
+                                f,
+                                record_amax ? alone.amax : Tensor(),
+                                Tensor::empty(shape, DType::U8, device, format),
+                                /*codes_only=*/true};
+  ops::batchnorm_activation_backward(x, y, dy, gamma, beta, mean, invstd, act, alone.dx, alone.dgamma, alone.dbeta,
+                                     nullptr, &codes_alone);
+  CHECK(same_bytes(codes_alone.codes, codes));
+  CHECK(same_bytes(alone.amax, fused.amax));
+  CHECK(same_bytes(alone.dgamma, fused.dgamma));
+  CHECK(same_bytes(alone.dbeta, fused.dbeta));
+  CHECK(same_bytes(alone.dx, device.is_cuda() ? Tensor::zeros(shape, dt, device, format) : fused.dx));
 }
 
 void check_all(Device device, const std::vector<Shape>& shapes) {
@@ -114,4 +132,9 @@ TEST_CASE("ops: batchnorm_activation_backward rejects a round_dx that cannot rou
   CHECK_THROWS_WITH_AS(ops::batchnorm_activation_backward(x, y, dy, gamma, beta, mean, invstd, act, dx, dgamma, dbeta,
                                                           nullptr, &f32_codes),
                        doctest::Contains("must be u8 of the shape and memory format"), Error);
+  const ops::Fp8RoundTrip nothing_written{
+      Tensor::zeros({1}, DType::F32), Tensor::zeros({1}, DType::F32), Fp8Format::E5M2, Tensor(), Tensor(), true};
+  CHECK_THROWS_WITH_AS(ops::batchnorm_activation_backward(x, y, dy, gamma, beta, mean, invstd, act, dx, dgamma, dbeta,
+                                                          nullptr, &nothing_written),
+                       doctest::Contains("with codes_only needs the codes tensor to write"), Error);
 }
