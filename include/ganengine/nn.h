@@ -147,7 +147,7 @@ class Conv2d : public Layer {
     rounded_dy_codes_only_ = codes_only;
   }
   // The codes take_rounded_output_gradient handed for the next backward (undefined: none).
-  const Tensor& output_gradient_codes() const { return rounded_dy_codes_; }
+  const Tensor& given_output_gradient_codes() const { return rounded_dy_codes_; }
   bool took_rounded_gradient() const { return took_rounded_gradient_; }  // the latest backward's dy came so
   bool took_gradient_codes() const { return took_gradient_codes_; }      // and its backward-data read the codes
   // The rounding of this FP8 layer's input (E4M3, its amax recorded as the layer's own rounding
@@ -159,11 +159,14 @@ class Conv2d : public Layer {
   // codes over (take_input_codes).
   std::optional<ops::Fp8RoundTrip> input_codes(const Shape& x) const;
   // The next training forward's x, if it is exactly `x`, comes as its E4M3 codes (input_codes):
-  // forward and the filter gradient read those, and forward does not round x.
-  void take_input_codes(const Tensor& x, const Tensor& codes) {
+  // forward and the filter gradient read those, and forward does not round x. `codes_only`: x's
+  // values may be unwritten (the BatchNorm before wrote the codes alone), and forward refuses any
+  // other x.
+  void take_input_codes(const Tensor& x, const Tensor& codes, bool codes_only) {
     rounded_of_ = x;
     rounded_x_ = Tensor();
     given_x_codes_ = codes;
+    given_x_codes_only_ = codes_only;
   }
   // The next training forward's x, if it is exactly `x`, comes rounded already as `rounded` (x
   // itself, or a copy): forward reads that and does not round again (round_output_for on the layer
@@ -172,7 +175,10 @@ class Conv2d : public Layer {
     rounded_of_ = x;
     rounded_x_ = rounded;
     given_x_codes_ = Tensor();
+    given_x_codes_only_ = false;
   }
+  // The codes take_input_codes handed for the next forward (undefined: none).
+  const Tensor& given_input_codes() const { return given_x_codes_; }
   bool took_rounded_input() const { return took_rounded_input_; }  // the latest forward's x came so
   bool took_input_codes() const { return took_input_codes_; }      // ... as codes, and its forward read them
   // A convolution whose output is each image's dot product with its one filter (D's last layer:
@@ -235,7 +241,7 @@ class Conv2d : public Layer {
   // The weight's E4M3 codes, kept by a training forward whose backward-data reads codes.
   Tensor saved_w_codes_;
   Tensor rounded_dy_, rounded_dy_codes_;  // take_rounded_output_gradient's, until the next backward
-  bool rounded_dy_codes_only_ = false;
+  bool rounded_dy_codes_only_ = false, given_x_codes_only_ = false;
   bool took_rounded_gradient_ = false, took_gradient_codes_ = false;
   Tensor rounded_of_, rounded_x_;  // take_rounded_input's, until the next forward
   Tensor given_x_codes_;           // take_input_codes', until the next forward

@@ -115,11 +115,11 @@ struct FusedActivation {
 // The backward takes the activation's output y and the gradient dy of that output, and beta as
 // the forward had it (the GPU's gradient sums recompute y from x, gamma and beta instead of
 // reading it: bitwise the same gradient, one activation-sized read less).
-// round_y (not with sync): y rounded to FP8 and back as it is written (Fp8RoundTrip without codes:
-// in the pass that writes y on the GPU, by a round trip after it on the CPU), its amax recorded:
-// O4's input of the FP8 convolution after the activation. y then no longer holds the activation's
-// output, which the backward takes: only where batchnorm_activation_backward_recomputes says the
-// backward never reads it.
+// round_y (not with sync): y rounded to FP8 and back as it is written (in the pass that writes y on
+// the GPU, by a round trip after it on the CPU), its amax recorded, its codes written where asked
+// (instead of y with codes_only): O4's input of the FP8 convolution after the activation. y then no longer holds the
+// activation's output, which the backward takes: only where batchnorm_activation_backward_recomputes says the backward
+// never reads it.
 void batchnorm_activation_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
                                         Tensor& running_var, float momentum, float eps, const FusedActivation& act,
                                         Tensor& y, Tensor& save_mean, Tensor& save_invstd,
@@ -356,6 +356,11 @@ Tensor fp8_dequantized(const Fp8Tensor& q);
 void fp8_conv2d_forward(const Fp8Tensor& x, const Fp8Tensor& w, Tensor& y, const Conv2dParams& p);
 // dx = conv2d_backward_data(dy, w): f32, or f16 as above.
 void fp8_conv2d_backward_data(const Fp8Tensor& dy, const Fp8Tensor& w, Tensor& dx, const Conv2dParams& p);
+// fp8_conv2d_backward_data into an f16 dx with dx's per-channel moments as
+// conv_transpose2d_forward_moments forms them (O4's G fourth layer's forward from codes); false,
+// having run nothing, where no kernel forms them (the CPU, other shapes, other GPUs).
+bool fp8_conv2d_backward_data_moments(const Fp8Tensor& dy, const Fp8Tensor& w, Tensor& dx, const Conv2dParams& p,
+                                      Tensor& moments);
 // Whether fp8_conv2d_backward_data runs codes of these shapes (u8 NHWC) into an f16 NHWC dx on
 // `device` on a kernel faster than conv2d_backward_data's half pass: the 128 -> 64-channel
 // backward-data on 16 x 16 dy on a compute capability 9.0 GPU (docs/performance.md, "The FP8
@@ -365,7 +370,8 @@ bool fp8_conv2d_backward_data_beats_half(const Shape& dy, const Shape& w, const 
 // Whether all three passes of a convolution of these shapes (x and y u8 NHWC codes or f16, the
 // filter gradient f16) run on FP8 Tensor Core kernels on `device`, which beats rounding plus the
 // half passes where x's codes are written in place of a rounded copy (docs/performance.md): D's
-// 64 -> 128-channel layer on 32 x 32 inputs on a compute capability 9.0 GPU.
+// 64 -> 128-channel layer on 32 x 32 inputs (and so G's 128 -> 64 transposed layer on 16 x 16
+// inputs, whose passes are this convolution's) on a compute capability 9.0 GPU.
 bool fp8_conv2d_runs_on_codes(const Shape& x, const Shape& w, const Shape& y, const Conv2dParams& p, Device device);
 // dw = beta * dw + conv2d_backward_filter(x, dy): f32 with beta 0 or 1, or f16 (the f32 result
 // rounded once) with beta 0.

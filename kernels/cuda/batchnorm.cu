@@ -161,7 +161,7 @@ __device__ __forceinline__ void channel_values(const P* p, uint32_t c0, bool nhw
 // visits holds the same channels and their values are read once. Read per pack, they would be
 // several times the activation's own bytes in L1 traffic, and L1, not memory, would bound the pass.
 // round.scale set: y rounded to FP8 and back as it is written (ops::Fp8RoundTrip), its amax
-// folded into round.amax.
+// folded into round.amax, or only its codes written (round.codes_only).
 template <class T, class P, int V>
 __global__ void normalize_kernel(const T* x, T* y, const float* mean, const float* invstd, const P* gamma,
                                  const P* beta, ChannelGeometry g, uint32_t packs, bool vector_loads,
@@ -191,8 +191,7 @@ __global__ void normalize_kernel(const T* x, T* y, const float* mean, const floa
       if (fused) v = activate(act, round_to<T>(v), slope);
       store_float(&out.v[j], v);
     }
-    fp8_round_trip_written(out, round, round_scales, uint64_t{p} * V, amax_key);
-    reinterpret_cast<Pack<T, V>*>(y)[p] = out;
+    fp8_store_written(out, y, round, round_scales, uint64_t{p} * V, amax_key);
   }
   if (round.amax) fold_amax_key(amax_key, round.amax);
 }

@@ -125,7 +125,7 @@ __device__ __forceinline__ void stage(T* slab, const T* src, const BlockRows& ro
 }
 
 // round.scale set: y rounded to FP8 and back as it is written (ops::Fp8RoundTrip), its amax
-// folded into round.amax.
+// folded into round.amax, or only its codes written (round.codes_only).
 template <class T, class P, int Packs>
 __global__ void __launch_bounds__(kClusterThreads)
     batchnorm_forward_cluster_kernel(const T* x, T* y, const P* gamma, const P* beta, FinishStats<P> finish,
@@ -185,8 +185,7 @@ __global__ void __launch_bounds__(kClusterThreads)
       store_float(&out.v[j], v);
     }
     const uint64_t first = uint64_t{rows.begin + r} * g.C + c0;
-    fp8_round_trip_written(out, round, round_scales, first, amax_key);
-    *reinterpret_cast<Packed*>(y + first) = out;
+    fp8_store_written(out, y, round, round_scales, first, amax_key);
   }
   if (round.amax) fold_amax_key(amax_key, round.amax);
   // Saved and running statistics last: nothing in this kernel waits for them.

@@ -58,6 +58,13 @@ void fp8_conv2d_backward_data(const Fp8Tensor& dy, const Fp8Tensor& w, Tensor& d
       dx, [&](Tensor& out) { conv2d_backward_data(fp8_dequantized(dy), fp8_dequantized(w), out, without_tf32(p)); });
 }
 
+bool fp8_conv2d_backward_data_moments(const Fp8Tensor& dy, const Fp8Tensor& w, Tensor& dx, const Conv2dParams& p,
+                                      Tensor& moments) {
+  require_e4m3_weights("fp8_conv2d_backward_data_moments", w);
+  require_result_dtype("fp8_conv2d_backward_data_moments", dx, true);
+  return gpu::fp8_conv2d_backward_data_phases(dy, w, dx, p, &moments);
+}
+
 bool fp8_conv2d_backward_data_beats_half(const Shape& dy, const Shape& w, const Shape& dx, const Conv2dParams& p,
                                          Device device) {
   return gpu::fp8_conv2d_backward_data_phases_takes(dy, w, dx, p, device);

@@ -40,6 +40,9 @@ bool fp8_conv2d_backward_filter_wgmma(const Fp8Tensor&, const Fp8Tensor&, Tensor
 bool fp8_conv2d_backward_data_phases_takes(const Shape&, const Shape&, const Shape&, const Conv2dParams&, Device) {
   return false;
 }
+bool fp8_conv2d_backward_data_phases(const Fp8Tensor&, const Fp8Tensor&, Tensor&, const Conv2dParams&, Tensor*) {
+  return false;
+}
 bool fp8_conv2d_backward_filter_takes(const Shape&, const Shape&, const Shape&, const Conv2dParams&, Device) {
   return false;
 }

@@ -313,7 +313,7 @@ void batchnorm_activation_forward_train(const Tensor& x, const Tensor& gamma, co
   check_activation_forward_train(op, act, x, gamma, beta, running_mean, running_var, y, save_mean, save_invstd);
   if (round_y) {
     check_fp8_round_trip(op, *round_y, y);
-    GE_CHECK(!sync && !round_y->codes.defined(), op, ": round_y takes no codes and no --sync-bn");
+    GE_CHECK(!sync, op, ": round_y takes no --sync-bn");
 #ifdef GE_WITH_CUDA
     if (x.device().is_cuda()) {
       gpu::batchnorm_forward_train_rounded(x, gamma, beta, running_mean, running_var, momentum, eps, y, save_mean,
@@ -390,10 +390,7 @@ void batchnorm_activation_forward_train_moments(const Tensor& x, const Tensor& m
                                                 Tensor& save_invstd, const Fp8RoundTrip* round_y) {
   const char* op = "batchnorm_activation_forward_train_moments";
   check_activation_forward_train(op, act, x, gamma, beta, running_mean, running_var, y, save_mean, save_invstd);
-  if (round_y) {
-    check_fp8_round_trip(op, *round_y, y);
-    GE_CHECK(!round_y->codes.defined(), op, ": round_y takes no codes");
-  }
+  if (round_y) check_fp8_round_trip(op, *round_y, y);
   same_device(op, {&x, &moments});
   GE_CHECK(moments.dtype() == DType::F32 && moments.rank() == 3 && moments.dim(0) == 3 && moments.dim(1) > 0 &&
                moments.dim(2) == x.dim(1),

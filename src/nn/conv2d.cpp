@@ -92,10 +92,19 @@ std::optional<ops::Fp8RoundTrip> Conv2d::input_rounding() const {
 }
 
 bool Conv2d::runs_on_codes(const Shape& x) const {
-  if (!fp8_ || transposed_ || policy_.compute_dtype != DType::F16 || x.size() != 4 || x[1] != in_padded_) return false;
+  if (!fp8_ || policy_.compute_dtype != DType::F16 || x.size() != 4 || x[1] != in_padded_) return false;
+  const Shape w = padded_weight_shape(in_padded_);
+  // A transposed convolution's passes are those of the convolution from its output to its input
+  // (the same weight tensor): its forward that one's backward-data, its input gradient that one's
+  // forward, its filter gradient that one's with x and dy swapped.
+  if (transposed_) {
+    const Shape y{x[0], out_padded_, conv_transpose_out_size(x[2], kernel_, p_.stride, p_.pad),
+                  conv_transpose_out_size(x[3], kernel_, p_.stride, p_.pad)};
+    return ops::fp8_conv2d_runs_on_codes(y, w, x, p_, where_.device);
+  }
   const Shape y{x[0], out_padded_, conv_out_size(x[2], kernel_, p_.stride, p_.pad),
                 conv_out_size(x[3], kernel_, p_.stride, p_.pad)};
-  return ops::fp8_conv2d_runs_on_codes(x, padded_weight_shape(in_padded_), y, p_, where_.device);
+  return ops::fp8_conv2d_runs_on_codes(x, w, y, p_, where_.device);
 }
 
 std::optional<ops::Fp8RoundTrip> Conv2d::input_codes(const Shape& x) const {
@@ -150,6 +159,10 @@ Tensor Conv2d::forward(const Tensor& x_in, bool training) {
       training && rounded_of_.defined() && rounded_of_.same_storage(x) && rounded_of_.shape() == x.shape();
   const Tensor x_codes = took_rounded_input_ ? given_x_codes_ : Tensor();
   took_input_codes_ = x_codes.defined();
+  GE_CHECK(!given_x_codes_only_ || took_rounded_input_, describe(),
+           ": the layer before wrote only the FP8 codes of its input, but the forward was handed ", x.str(),
+           " instead");
+  given_x_codes_only_ = false;
   if (took_rounded_input_ && !x_codes.defined()) x = rounded_x_;
   rounded_of_ = rounded_x_ = given_x_codes_ = saved_x_codes_ = Tensor();
   if (fp8_ && !took_rounded_input_) x = fp8_operand(x, fp8_->input, training);
@@ -183,9 +196,10 @@ Tensor Conv2d::forward(const Tensor& x_in, bool training) {
   // the round trip's, so the quantize's own goes to scratch).
   // The forward runs from codes too where x came as codes.
   saved_w_codes_ = Tensor();
-  if (fp8_ && training && !transposed_ && policy_.compute_dtype == DType::F16 &&
-      (x_codes.defined() || ops::fp8_conv2d_backward_data_beats_half({N, y_channels, Ho, Wo}, wp,
-                                                                     {N, input_channels_, H, W}, p_, where_.device))) {
+  if (fp8_ && training && policy_.compute_dtype == DType::F16 &&
+      (x_codes.defined() ||
+       (!transposed_ && ops::fp8_conv2d_backward_data_beats_half({N, y_channels, Ho, Wo}, wp,
+                                                                 {N, input_channels_, H, W}, p_, where_.device)))) {
     saved_w_codes_ = Tensor::empty(wp, DType::U8, where_.device, where_.format);
     Tensor scratch_amax = Tensor::empty({1}, DType::F32, where_.device);
     ops::fp8_quantize(padded(w_computed, wp[0], wp[1]), fp8_->weight.scale, fp8_->weight.format, saved_w_codes_,
@@ -200,7 +214,7 @@ Tensor Conv2d::forward(const Tensor& x_in, bool training) {
     } else if (const std::optional<ops::Fp8RoundTrip> codes =
                    rounding ? rounds_output_for_->input_codes(y.shape()) : std::nullopt) {
       ops::conv2d_activation_forward(x, w, y, p_, *fused_, &*codes, nullptr);
-      rounds_output_for_->take_input_codes(y, codes->codes);
+      rounds_output_for_->take_input_codes(y, codes->codes, false);
     } else if (rounding) {
       Tensor rounded = Tensor::empty(y.shape(), y.dtype(), where_.device, where_.format);
       ops::conv2d_activation_forward(x, w, y, p_, *fused_, &*rounding, &rounded);
@@ -209,6 +223,17 @@ Tensor Conv2d::forward(const Tensor& x_in, bool training) {
       ops::conv2d_activation_forward(x, w, y, p_, *fused_);
     }
     saved_y_ = y;
+  } else if (transposed_ && x_codes.defined()) {
+    // The backward-data of the convolution from y to x, from codes (runs_on_codes), y's moments
+    // formed as it is written where the BatchNorm after takes them.
+    const Fp8Scaling &in = fp8_->input, &ws = fp8_->weight;
+    const Fp8Tensor xq{x_codes, in.scale_inv, in.format}, wq{saved_w_codes_, ws.scale_inv, ws.format};
+    Tensor moments;
+    if (moments_for_ && moments_for_->takes_moments() && ops::fp8_conv2d_backward_data_moments(xq, wq, y, p_, moments))
+      moments_for_->give_moments(y, std::move(moments));
+    else
+      ops::fp8_conv2d_backward_data(xq, wq, y, p_);
+    saved_x_codes_ = x_codes;
   } else if (transposed_) {
     Tensor moments;
     const bool formed = training && moments_for_ && moments_for_->takes_moments() &&
@@ -294,18 +319,24 @@ Tensor Conv2d::backward(Tensor dy_in, bool want_param_grads, bool want_input_gra
       const bool padded_weight = w_shape != weight_.model_grad.shape();
       Tensor dw = padded_weight ? Tensor::empty(w_shape, weight_.model_grad.dtype(), where_.device, where_.format)
                                 : weight_.model_grad;
-      // x came as codes (its half values unrounded): from the codes, with dy's where it has them.
-      if (x_codes.defined() && dy_codes.defined())
-        ops::fp8_conv2d_backward_filter({x_codes, fp8_->input.scale_inv, fp8_->input.format},
-                                        {dy_codes, fp8_->grad_output.scale_inv, fp8_->grad_output.format}, dw, p_);
-      else if (x_codes.defined())
+      // x came as codes (its half values unrounded or unwritten): from the codes, with dy's where
+      // it has them (a transposed convolution's is the filter gradient of the convolution from its
+      // output to its input: x and dy swapped).
+      if (x_codes.defined() && dy_codes.defined()) {
+        const Fp8Tensor xq{x_codes, fp8_->input.scale_inv, fp8_->input.format},
+            dyq{dy_codes, fp8_->grad_output.scale_inv, fp8_->grad_output.format};
+        ops::fp8_conv2d_backward_filter(transposed_ ? dyq : xq, transposed_ ? xq : dyq, dw, p_);
+      } else if (x_codes.defined() && transposed_) {
+        ops::conv_transpose2d_backward_filter(dequantized_as(x_codes, fp8_->input, x.dtype()), dy, dw, p_, 0.f);
+      } else if (x_codes.defined()) {
         ops::conv2d_backward_filter(dequantized_as(x_codes, fp8_->input, x.dtype()), dy, dw, p_, 0.f);
-      else if (fused_filter_only)
+      } else if (fused_filter_only) {
         ops::conv2d_activation_backward_filter(x, y, dy, dw, p_, *fused_, 0.f);
-      else if (transposed_)
+      } else if (transposed_) {
         ops::conv_transpose2d_backward_filter(x, dy, dw, p_, 0.f);
-      else
+      } else {
         ops::conv2d_backward_filter(x, dy, dw, p_, 0.f);
+      }
       if (padded_weight) ops::copy_padded(dw, weight_.model_grad);
     };
     // Nothing else to do meanwhile without the input gradient. The filter gradient is read only
@@ -343,7 +374,11 @@ Tensor Conv2d::backward(Tensor dy_in, bool want_param_grads, bool want_input_gra
   std::optional<ops::InputActivation> through;
   if (input_activation_) through = ops::InputActivation{*input_activation_, x_kept};
   Tensor dx = Tensor::empty(x_shape, x_dtype, where_.device, where_.format);
-  if (transposed_) {
+  if (transposed_ && dy_codes.defined() && w_codes.defined()) {  // the forward of the convolution from y to x
+    const Fp8Scaling &g = fp8_->grad_output, &ws = fp8_->weight;
+    ops::fp8_conv2d_forward({dy_codes, g.scale_inv, g.format}, {w_codes, ws.scale_inv, ws.format}, dx, p_);
+    took_gradient_codes_ = true;
+  } else if (transposed_) {
     ops::conv_transpose2d_backward_data(dy, w, dx, p_);
   } else if (fused_input_only) {
     ops::conv2d_activation_backward_data(y_for_input, dy, w, dx, p_, *fused_, through ? &*through : nullptr);
@@ -376,7 +411,7 @@ std::unique_ptr<Layer> Conv2d::twin() const {
   t->moments_for_ = nullptr;  // Sequential::twin links the twin's own BatchNorm
   t->given_x_ = t->given_w_ = t->given_y_ = t->rounded_dy_ = t->rounded_dy_codes_ = t->saved_w_codes_ = Tensor();
   t->rounded_of_ = t->rounded_x_ = t->given_x_codes_ = t->saved_x_codes_ = Tensor();
-  t->rounded_dy_codes_only_ = false;
+  t->rounded_dy_codes_only_ = t->given_x_codes_only_ = false;
   t->rounds_output_for_ = nullptr;  // Sequential::twin links the twin's own convolution
   t->input_gradient_to_ = nullptr;  // Sequential::twin links the twin's own BatchNorm
   return t;
@@ -395,9 +430,10 @@ std::string Conv2d::precision() const {
   if (policy_.compute_dtype == DType::F32) s += policy_.allow_tf32 ? " (TF32 allowed)" : " (no TF32)";
   if (fp8_) {
     s += " from FP8 operands (input and weight E4M3, output gradient E5M2, each rounded to FP8 and back)";
-    if (where_.device.is_cuda() && !transposed_ && policy_.compute_dtype == DType::F16)
-      s += "; on FP8 Tensor Cores from the FP8 codes where the GPU's kernels for the shape beat half's: the input "
-           "gradient, and the forward and filter gradient too where the layer before writes the input's codes";
+    if (where_.device.is_cuda() && policy_.compute_dtype == DType::F16)
+      s += std::string("; on FP8 Tensor Cores from the FP8 codes where the GPU's kernels for the shape beat half's: ") +
+           (transposed_ ? "" : "the input gradient, and ") +
+           "all three passes where the layer before writes the input's codes";
   }
   s += ", accumulates in f32";
   if (policy_.fp8_convolutions && !fp8_) s += "; not FP8 (fewer than 8 channels on a side)";

@@ -208,6 +208,39 @@ void check_fp8_pass(const char* what, const Tensor& got_t, const Tensor& want_t,
   CHECK(std::sqrt(diff) <= 0x1p-8 * std::sqrt(norm));
 }
 
+// A layer's forward output, input gradient and weight gradient.
+struct ThreePasses {
+  Tensor y, dx, dw;
+};
+
+// A 4x4 stride-2 layer's three results (`got`) against the f32 passes on the FP8 values it read:
+// its input xv, weight wv and output gradient dyv (on the CPU, NCHW), as check_fp8_pass bounds them.
+void check_three_passes(const ThreePasses& got, const Tensor& xv, const Tensor& wv, const Tensor& dyv,
+                        bool transposed) {
+  const Conv2dParams p{/*stride=*/2, /*pad=*/1};
+  const Tensor xm = magnitudes(xv, MemoryFormat::NCHW), wm = magnitudes(wv, MemoryFormat::NCHW);
+  const Tensor dym = magnitudes(dyv, MemoryFormat::NCHW);
+  auto check = [](const char* what, const Tensor& result, const auto& pass) {
+    Tensor want = Tensor::empty(result.shape(), DType::F32), bound = Tensor::empty(result.shape(), DType::F32);
+    pass(want, false);
+    pass(bound, true);
+    check_fp8_pass(what, result, want, bound);
+  };
+  check("forward", got.y, [&](Tensor& out, bool on_magnitudes) {
+    const Tensor &x = on_magnitudes ? xm : xv, &w = on_magnitudes ? wm : wv;
+    transposed ? ops::conv_transpose2d_forward(x, w, out, p) : ops::conv2d_forward(x, w, out, p);
+  });
+  check("backward-data", got.dx, [&](Tensor& out, bool on_magnitudes) {
+    const Tensor &dy = on_magnitudes ? dym : dyv, &w = on_magnitudes ? wm : wv;
+    transposed ? ops::conv_transpose2d_backward_data(dy, w, out, p) : ops::conv2d_backward_data(dy, w, out, p);
+  });
+  check("backward-filter", got.dw, [&](Tensor& out, bool on_magnitudes) {
+    const Tensor &x = on_magnitudes ? xm : xv, &dy = on_magnitudes ? dym : dyv;
+    transposed ? ops::conv_transpose2d_backward_filter(x, dy, out, p, 0.f)
+               : ops::conv2d_backward_filter(x, dy, out, p, 0.f);
+  });
+}
+
 }  // namespace
 
 // D at 64x64 with 64 channels: its first layer writes its output's E4M3 codes, and its second
@@ -232,7 +265,6 @@ TEST_CASE("gpu nn: O4's D runs its second layer's three passes from FP8 codes on
   REQUIRE(scaling != nullptr);
   const Tensor images = random_tensor({24, 3, 64, 64}, DType::F32, gpu);
   const Tensor logit_grad = random_tensor({24, 1, 1, 1}, DType::F32, gpu);
-  const Conv2dParams p{/*stride=*/2, /*pad=*/1};
   // Rounds 0 and 1 as trained; in round 2 the BatchNorm writes no gradient codes (as with its link
   // cut), and the filter gradient is the half pass on the input codes' values.
   for (int round = 0; round < 3; ++round) {
@@ -250,7 +282,7 @@ TEST_CASE("gpu nn: O4's D runs its second layer's three passes from FP8 codes on
     Tensor dy = logit_grad;
     for (size_t i = layers.size(); i-- > 3;) dy = layers[i]->backward(dy, true, true);
     // In rounds 0 and 1 the BatchNorm hands dy's codes, not its values.
-    const Tensor dy_codes = second->output_gradient_codes();
+    const Tensor dy_codes = second->given_output_gradient_codes();
     CHECK(dy_codes.defined() == (round < 2));
     const Tensor dx = second->backward(dy, true, true);
     const Tensor dw = second->params()[0]->model_grad;
@@ -264,24 +296,63 @@ TEST_CASE("gpu nn: O4's D runs its second layer's three passes from FP8 codes on
     // BatchNorm's codes (round 2: the layer rounds dy itself).
     const Tensor xv = fp8_values(x, scaling->input), wv = fp8_values(second->params()[0]->value, scaling->weight);
     const Tensor dyv = round < 2 ? code_values(dy_codes, scaling->grad_output) : fp8_values(dy, scaling->grad_output);
-    const Tensor xm = magnitudes(xv, MemoryFormat::NCHW), wm = magnitudes(wv, MemoryFormat::NCHW);
-    const Tensor dym = magnitudes(dyv, MemoryFormat::NCHW);
-    Tensor want = Tensor::empty(y.shape(), DType::F32), bound = Tensor::empty(y.shape(), DType::F32);
-    ops::conv2d_forward(xv, wv, want, p);
-    ops::conv2d_forward(xm, wm, bound, p);
-    check_fp8_pass("forward", y, want, bound);
-    want = Tensor::empty(x.shape(), DType::F32), bound = Tensor::empty(x.shape(), DType::F32);
-    ops::conv2d_backward_data(dyv, wv, want, p);
-    ops::conv2d_backward_data(dym, wm, bound, p);
-    check_fp8_pass("backward-data", dx, want, bound);
-    want = Tensor::empty(wv.shape(), DType::F32), bound = Tensor::empty(wv.shape(), DType::F32);
-    ops::conv2d_backward_filter(xv, dyv, want, p, 0.f);
-    ops::conv2d_backward_filter(xm, dym, bound, p, 0.f);
-    check_fp8_pass("backward-filter", dw, want, bound);
+    check_three_passes({y, dx, dw}, xv, wv, dyv, false);
     layers[1]->backward(dx, true, true);
     layers[0]->backward(dx, true, true);
     std::vector<Fp8Scaling> states;
     for (const auto& [name, s] : net.D->named_fp8_scalings())
+      states.insert(states.end(), {s->input, s->weight, s->grad_output});
+    ops::fp8_update_scales(states, Fp8DelayedScaling{});
+  }
+}
+// G at 64x64 with 64 channels: its fourth layer (128 -> 64 channels, transposed, 16 x 16 inputs)
+// runs its three passes from FP8 codes. The BatchNorm before it writes only its input's E4M3 codes
+// and the BatchNorm after it only its output gradient's E5M2 codes; its forward (the backward-data
+// of the convolution from its output to its input, forming the next BatchNorm's moments), input
+// gradient (that convolution's forward) and filter gradient (that convolution's, x and dy swapped)
+// run on FP8 Tensor Cores. Each result is checked against the f32 pass on the values of those codes
+// and the rounded weight, at fresh scales and after an update of them.
+TEST_CASE("gpu nn: O4's G runs its fourth layer's three passes from the FP8 codes the BatchNorms beside it write") {
+  GE_REQUIRE_GPU();
+  GE_REQUIRE_SM90();
+  const Device gpu = Device::cuda(0);
+  O4Networks net(gpu, 64, 64);
+  auto& layers = net.G->layers();
+  auto* fourth = static_cast<Conv2d*>(layers[9].get());
+  REQUIRE(fourth->transposed());
+  const Fp8ConvScaling* scaling = fourth->fp8();
+  REQUIRE(scaling != nullptr);
+  const Tensor z = random_tensor({24, net.cfg.nz, 1, 1}, DType::F32, gpu);
+  const Tensor image_grad = random_tensor({24, 3, 64, 64}, DType::F32, gpu);
+  for (int round = 0; round < 2; ++round) {
+    CAPTURE(round);
+    Tensor h = z, x_codes, y;
+    for (size_t i = 0; i < layers.size(); ++i) {
+      if (i == 9) x_codes = fourth->given_input_codes();
+      h = layers[i]->forward(h, true);
+      if (i == 9) y = h;
+    }
+    REQUIRE(x_codes.defined());
+    CHECK(fourth->took_input_codes());
+    CHECK(static_cast<const BatchNorm2d*>(layers[10].get())->took_moments());
+    Tensor dy = image_grad;
+    for (size_t i = layers.size(); i-- > 10;) dy = layers[i]->backward(dy, true, true);
+    const Tensor dy_codes = fourth->given_output_gradient_codes();
+    REQUIRE(dy_codes.defined());
+    const Tensor dx = fourth->backward(dy, true, true);
+    const Tensor dw = fourth->params()[0]->model_grad;
+    CHECK(fourth->took_gradient_codes());
+    for (size_t i : {0, 3, 6}) {
+      CHECK_FALSE(static_cast<const Conv2d*>(layers[i].get())->took_input_codes());
+      CHECK_FALSE(static_cast<const Conv2d*>(layers[i].get())->took_gradient_codes());
+    }
+    const Tensor xv = code_values(x_codes, scaling->input), dyv = code_values(dy_codes, scaling->grad_output);
+    const Tensor wv = fp8_values(fourth->params()[0]->value, scaling->weight);
+    check_three_passes({y, dx, dw}, xv, wv, dyv, true);
+    h = dx;
+    for (size_t i = 9; i-- > 0;) h = layers[i]->backward(h, true, i > 0);
+    std::vector<Fp8Scaling> states;
+    for (const auto& [name, s] : net.G->named_fp8_scalings())
       states.insert(states.end(), {s->input, s->weight, s->grad_output});
     ops::fp8_update_scales(states, Fp8DelayedScaling{});
   }

@@ -1,6 +1,8 @@
 // ops::batchnorm_activation_forward_train (and _moments) with round_y (ops::Fp8RoundTrip): y
 // rounded to FP8 and back as it is written is bitwise the forward followed by ops::fp8_round_trip
-// of y, on each backend, with the same amax folded in and the same statistics; and where
+// of y, on each backend, with the same amax folded in and the same statistics; the codes it writes
+// where asked are ops::fp8_quantize of the unrounded y, beside y or (codes_only, on the GPU) in
+// its place; and where
 // ops::batchnorm_activation_backward_recomputes says so, the backward given that rounded y is
 // bitwise the backward given the activation's own output (it never reads y).
 #include <vector>
@@ -76,6 +78,29 @@ void check_rounded_forward(const Case& k, bool via_moments) {
   for (auto member : {&Forward::mean, &Forward::invstd, &Forward::running_mean, &Forward::running_var})
     CHECK(same_bytes(fused.*member, separate.*member));
   CHECK_FALSE(same_bytes(fused.y, plain.y));  // the rounding did something
+  // With codes: fp8_quantize of the unrounded y, beside the same rounded y, or in its place (the
+  // GPU's kernels leave y unwritten; the CPU writes it as before), the same amax and statistics.
+  Tensor want_codes = Tensor::empty(k.shape, DType::U8, device, format), unused_amax = f32_scalar(0.f, device);
+  ops::fp8_quantize(plain.y, s, Fp8Format::E4M3, want_codes, unused_amax);
+  for (bool codes_only : {false, true}) {
+    CAPTURE(codes_only);
+    Forward c{Tensor::zeros(k.shape, k.dt, device, format), Tensor::empty({C}, DType::F32, device),
+              Tensor::empty({C}, DType::F32, device),       Tensor::zeros({C}, DType::F32, device),
+              Tensor::zeros({C}, DType::F32, device),       f32_scalar(1e-6f, device)};
+    const ops::Fp8RoundTrip with_codes{s,
+                                       s_inv,
+                                       Fp8Format::E4M3,
+                                       k.record_amax ? c.amax : Tensor(),
+                                       Tensor::empty(k.shape, DType::U8, device, format),
+                                       codes_only};
+    forward(c, &with_codes);
+    CHECK(same_bytes(with_codes.codes, want_codes));
+    CHECK(same_bytes(c.amax, fused.amax));
+    for (auto member : {&Forward::mean, &Forward::invstd, &Forward::running_mean, &Forward::running_var})
+      CHECK(same_bytes(c.*member, fused.*member));
+    const bool y_left = codes_only && device.is_cuda();
+    CHECK(same_bytes(c.y, y_left ? Tensor::zeros(k.shape, k.dt, device, format) : fused.y));
+  }
 
   // Where the backward forms the activation's gradient from x alone, the rounded y changes nothing.
   if (!ops::batchnorm_activation_backward_recomputes(x, k.act)) return;
@@ -128,7 +153,7 @@ TEST_CASE("gpu ops: batchnorm_activation_forward_train with round_y is the forwa
   CHECK_FALSE(ops::batchnorm_activation_backward_recomputes(f32, {ops::Activation::ReLU, 0.f}));
 }
 
-TEST_CASE("ops: batchnorm_activation_forward_train rejects a round_y with codes or with --sync-bn") {
+TEST_CASE("ops: batchnorm_activation_forward_train rejects a round_y with --sync-bn or codes_only without codes") {
   const Shape shape{2, 8, 4, 4};
   const Tensor x = random_tensor(shape, DType::F32), gamma = random_tensor({8}, DType::F32),
                beta = random_tensor({8}, DType::F32);
@@ -136,11 +161,10 @@ TEST_CASE("ops: batchnorm_activation_forward_train rejects a round_y with codes 
   Tensor mean = Tensor::empty({8}, DType::F32), invstd = Tensor::empty({8}, DType::F32),
          y = Tensor::empty(shape, DType::F32);
   const ops::FusedActivation act{ops::Activation::ReLU, 0.f};
-  const ops::Fp8RoundTrip with_codes{f32_scalar(1.f), f32_scalar(1.f), Fp8Format::E4M3, Tensor(),
-                                     Tensor::zeros(shape, DType::U8)};
+  const ops::Fp8RoundTrip no_codes{f32_scalar(1.f), f32_scalar(1.f), Fp8Format::E4M3, Tensor(), Tensor(), true};
   CHECK_THROWS_WITH_AS(ops::batchnorm_activation_forward_train(x, gamma, beta, rm, rv, 0.1f, 1e-5f, act, y, mean,
-                                                               invstd, nullptr, &with_codes),
-                       doctest::Contains("round_y takes no codes"), Error);
+                                                               invstd, nullptr, &no_codes),
+                       doctest::Contains("with codes_only needs the codes tensor to write"), Error);
   const ops::BatchNormSync sync{[](const Tensor&) {}, Tensor::zeros({1}, DType::F32)};
   const ops::Fp8RoundTrip plain{f32_scalar(1.f), f32_scalar(1.f), Fp8Format::E4M3, Tensor(), Tensor()};
   CHECK_THROWS_WITH_AS(

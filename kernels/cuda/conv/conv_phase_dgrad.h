@@ -22,8 +22,10 @@ bool conv2d_backward_data_phases(const Tensor& dy, const Tensor& w, Tensor& dx, 
 
 // The same with FP8 operands (O4): dy E5M2 (or E4M3, as G's forward), w E4M3, u8 codes with their
 // scale_invs on dx's device, dx f16: each sum of code products multiplied by both scale_invs, then
-// rounded once to half. False (nothing run) for any other shapes, formats or dtypes.
-bool fp8_conv2d_backward_data_phases(const Fp8Tensor& dy, const Fp8Tensor& w, Tensor& dx, const Conv2dParams& p);
+// rounded once to half; `moments` as above. False (nothing run) for any other shapes, formats or
+// dtypes.
+bool fp8_conv2d_backward_data_phases(const Fp8Tensor& dy, const Fp8Tensor& w, Tensor& dx, const Conv2dParams& p,
+                                     Tensor* moments = nullptr);
 // Whether fp8_conv2d_backward_data_phases runs operands of these shapes on `device` (codes and dx
 // NHWC and 16-byte aligned, as every allocation is; the formats and dtypes above).
 bool fp8_conv2d_backward_data_phases_takes(const Shape& dy, const Shape& w, const Shape& dx, const Conv2dParams& p,

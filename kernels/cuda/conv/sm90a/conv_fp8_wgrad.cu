@@ -2,7 +2,9 @@
 // in dy, x 32 x 32 (D's second layer at 64x64 images), from FP8 codes on Hopper's warpgroup MMA.
 // For each tap (kh, kw) it is a GEMM over an image's 256 output pixels (a, b):
 //   dw[co][kh][kw][ci] += sum over (a, b) of dy[a][b][co] * x[2a + kh - 1][2b + kw - 1][ci],
-// M = co (A = dy, E5M2), N = ci (B = x, E4M3), K = pixels.
+// M = co (A = dy), N = ci (B = x), K = pixels; x and dy each E4M3 or E5M2 (D's second layer: x
+// E4M3, dy E5M2; G's fourth layer, whose filter gradient this is with the roles swapped: its output
+// gradient, E5M2, as x and its input, E4M3, as dy).
 //  - FP8 MMAs take both operands K-major, pixels consecutive, and NHWC holds channels consecutive.
 //    Each image is staged as it is (cp.async, two images ahead of its MMAs); dy's A fragments come
 //    from the staged copy through ldmatrix.trans of its 16-bit channel pairs and two byte permutes
@@ -153,7 +155,7 @@ __device__ __forceinline__ uint4 dy_fragment(uint32_t staged_dy, int wg, int t, 
 
 // Block (pair, split): pair = kh * 2 + q, the taps (kh, 1 - q) and (kh, 3 - q); split s the images
 // s, s + splits, ... Its sums, unscaled, go to partial[s] in dw's order.
-template <Fp8Format DyFormat>
+template <Fp8Format XFormat, Fp8Format DyFormat>
 __global__ void __launch_bounds__(kThreads, 1)
     fp8_wgrad_kernel(const uint8_t* __restrict__ x, const uint8_t* __restrict__ dy, float* __restrict__ partial,
                      int images) {
@@ -190,7 +192,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma_fence();
 #pragma unroll
     for (int s = 0; s < kKSteps; ++s)  // B: both taps' 64 channels at output rows 2s, 2s + 1
-      wgmma_fp8_m64n128k32_a_registers<Fp8Format::E4M3, DyFormat>(
+      wgmma_fp8_m64n128k32_a_registers<XFormat, DyFormat>(
           d, a[s], smem_descriptor(x_tile + 2 * s * 128, 128, kGroupStride), s > 0);
     wgmma_commit();
     // The next image's copies (issued two images back) have landed: its x is transposed while
@@ -263,14 +265,14 @@ bool wgrad_geometry(const Shape& x, const Shape& dy, const Shape& dw, const Conv
   return device.is_cuda() && device_is_sm90(device.index);
 }
 
-template <Fp8Format DyFormat>
+template <Fp8Format XFormat, Fp8Format DyFormat>
 void launch_wgrad(const Fp8Tensor& x, const Fp8Tensor& dy, Tensor& dw, float beta) {
   cudaStream_t stream = stream_of(dw);
   const int device = dw.device().index;
   const int64_t images = x.data.dim(0);
   const int splits = static_cast<int>(std::min<int64_t>(images, std::max(1, sm_count(device) / kTapPairs)));
   Tensor partial = Tensor::empty({int64_t{splits} * kWeights}, DType::F32, dw.device());
-  auto kernel = fp8_wgrad_kernel<DyFormat>;
+  auto kernel = fp8_wgrad_kernel<XFormat, DyFormat>;
   set_function_attribute_once(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kShared), device);
   launch_kernel(kernel, static_cast<unsigned>(kTapPairs * splits), kThreads, kShared, stream, x.data.data_as<uint8_t>(),
                 dy.data.data_as<uint8_t>(), partial.data_as<float>(), static_cast<int>(images));
@@ -296,16 +298,17 @@ bool fp8_conv2d_backward_filter_takes(const Shape& x, const Shape& dy, const Sha
 
 bool fp8_conv2d_backward_filter_wgmma(const Fp8Tensor& x, const Fp8Tensor& dy, Tensor& dw, const Conv2dParams& p,
                                       float beta) {
-  if (x.data.dtype() != DType::U8 || dy.data.dtype() != DType::U8 || x.format != Fp8Format::E4M3 ||
+  if (x.data.dtype() != DType::U8 || dy.data.dtype() != DType::U8 ||
       !(dw.dtype() == DType::F32 ? beta == 0.f || beta == 1.f : dw.dtype() == DType::F16 && beta == 0.f))
     return false;
   if (!phase_operands_on({&x.data, &dy.data, &dw}, {&x.scale_inv, &dy.scale_inv}, dw.device())) return false;
   if (!wgrad_geometry(x.data.shape(), dy.data.shape(), dw.shape(), p, dw.device())) return false;
   if (x.data.dim(0) > std::numeric_limits<int>::max()) return false;  // the kernel counts images in int
-  if (dy.format == Fp8Format::E5M2)
-    launch_wgrad<Fp8Format::E5M2>(x, dy, dw, beta);
+  constexpr Fp8Format E4M3 = Fp8Format::E4M3, E5M2 = Fp8Format::E5M2;
+  if (x.format == E4M3)
+    (dy.format == E5M2 ? launch_wgrad<E4M3, E5M2> : launch_wgrad<E4M3, E4M3>)(x, dy, dw, beta);
   else
-    launch_wgrad<Fp8Format::E4M3>(x, dy, dw, beta);
+    (dy.format == E5M2 ? launch_wgrad<E5M2, E5M2> : launch_wgrad<E5M2, E4M3>)(x, dy, dw, beta);
   return true;
 }
 

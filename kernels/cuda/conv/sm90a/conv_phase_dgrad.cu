@@ -366,18 +366,24 @@ bool fp8_conv2d_backward_data_phases_takes(const Shape& dy, const Shape& w, cons
   return phase_geometry(dy, w, dx, p, device);
 }
 
-bool fp8_conv2d_backward_data_phases(const Fp8Tensor& dy, const Fp8Tensor& w, Tensor& dx, const Conv2dParams& p) {
+bool fp8_conv2d_backward_data_phases(const Fp8Tensor& dy, const Fp8Tensor& w, Tensor& dx, const Conv2dParams& p,
+                                     Tensor* moments) {
   if (dy.data.dtype() != DType::U8 || w.data.dtype() != DType::U8 || w.format != Fp8Format::E4M3 ||
       dx.dtype() != DType::F16 || !phase_shapes(dy.data, w.data, dx, p) ||
       !phase_operands_on({}, {&dy.scale_inv, &w.scale_inv}, dx.device()))
     return false;
   const float *dy_scale_inv = dy.scale_inv.data_as<float>(), *w_scale_inv = w.scale_inv.data_as<float>();
+  auto launch = [&](auto operands) {
+    using Op = decltype(operands);
+    if (moments)
+      launch_phase_dgrad<Op, 128, true>(dy.data, w.data, dx, moments, dy_scale_inv, w_scale_inv);
+    else
+      launch_phase_dgrad<Op, 128, false>(dy.data, w.data, dx, nullptr, dy_scale_inv, w_scale_inv);
+  };
   if (dy.format == Fp8Format::E5M2)
-    launch_phase_dgrad<Fp8Operands<Fp8Format::E5M2>, 128, false>(dy.data, w.data, dx, nullptr, dy_scale_inv,
-                                                                 w_scale_inv);
+    launch(Fp8Operands<Fp8Format::E5M2>{});
   else
-    launch_phase_dgrad<Fp8Operands<Fp8Format::E4M3>, 128, false>(dy.data, w.data, dx, nullptr, dy_scale_inv,
-                                                                 w_scale_inv);
+    launch(Fp8Operands<Fp8Format::E4M3>{});
   return true;
 }
 
