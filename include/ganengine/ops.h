@@ -69,8 +69,8 @@ struct Fp8RoundTrip {
   // undefined: none written.
   Tensor codes;
   // With codes: the caller reads only the codes, so the op may leave the output's values unwritten
-  // (the GPU's BatchNorm backward then writes dx's codes alone, a byte a value instead of three;
-  // elsewhere the output is written as without it). Never read the output after such a call.
+  // (the GPU's BatchNorm passes then write y's or dx's codes alone, a byte a value instead of
+  // three; elsewhere the output is written as without it). Never read the output after such a call.
   bool codes_only = false;
 };
 
@@ -117,9 +117,9 @@ struct FusedActivation {
 // reading it: bitwise the same gradient, one activation-sized read less).
 // round_y (not with sync): y rounded to FP8 and back as it is written (in the pass that writes y on
 // the GPU, by a round trip after it on the CPU), its amax recorded, its codes written where asked
-// (instead of y with codes_only): O4's input of the FP8 convolution after the activation. y then no longer holds the
-// activation's output, which the backward takes: only where batchnorm_activation_backward_recomputes says the backward
-// never reads it.
+// (instead of y with codes_only): O4's input of the FP8 convolution after the activation. y then
+// no longer holds the activation's output, which the backward takes: only where
+// batchnorm_activation_backward_recomputes says the backward never reads it.
 void batchnorm_activation_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
                                         Tensor& running_var, float momentum, float eps, const FusedActivation& act,
                                         Tensor& y, Tensor& save_mean, Tensor& save_invstd,
