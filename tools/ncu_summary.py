@@ -6,8 +6,11 @@ its place in the step: a replayed graph carries no NVTX ranges); with --layers, 
 grouped by the layer whose NVTX range launched it (rows from `ncu --nvtx` of an eager step,
 `bench --cuda-graph off`): the convolutions with at least 8 channels on each side (O4's FP8
 layers), the other convolutions (the image layers, D's head), the BatchNorms, and the rest
-(losses, optimizers, scalers).
-Usage: ncu_summary.py [--launches] [--layers] ncu.csv"""
+(losses, optimizers, scalers); with --diff, two such eager steps side by side (say O2's and O4's,
+or two builds'), the kernel time of each pass's layer range in both and the difference, largest
+first (--kernels: each kernel of a range apart).
+Usage: ncu_summary.py [--launches] [--layers] ncu.csv
+       ncu_summary.py --diff [--kernels] before.csv after.csv"""
 import csv
 import io
 import re
@@ -15,7 +18,7 @@ import sys
 from collections import defaultdict
 
 
-def main(path):
+def read_kernels(path):
     text = open(path, encoding="utf-8", errors="replace").read()
     start = text.find('"ID"')  # ncu prints its own log lines before the CSV header
     if start < 0:
@@ -37,6 +40,10 @@ def main(path):
                 sys.exit(f"{path}: unknown time unit {unit!r} for gpu__time_duration.sum")
             value *= scale[unit]
         k[row["Metric Name"]] = value
+    return kernels
+
+
+def print_kernels(kernels):
     groups = defaultdict(lambda: [0, 0.0, 0.0])  # name -> launches, us, us * tensor%
     for k in kernels.values():
         us = k.get("gpu__time_duration.sum", 0.0)
@@ -52,7 +59,6 @@ def main(path):
         print(f"{us:10.1f} {100 * us / max(total, 1e-9):5.1f}% {n:4d} {weighted / max(us, 1e-9):6.1f}  {name}")
     tc = sum(g[2] for g in groups.values()) / max(total, 1e-9)
     print(f"time-weighted Tensor Core pipe activity over the step: {tc:.1f}%")
-    return kernels
 
 
 def tensor_activity(k):
@@ -77,9 +83,13 @@ def layer_group(nvtx):
     return LAYER_GROUPS[2] if kind.startswith("BatchNorm") else LAYER_GROUPS[3]
 
 
-def print_layers(kernels):
+def require_nvtx(kernels, option):
     if not any(k.get("nvtx") for k in kernels.values()):
-        sys.exit("--layers needs NVTX ranges in the rows: profile with ncu --nvtx, bench --cuda-graph off")
+        sys.exit(f"{option} needs NVTX ranges in the rows: profile with ncu --nvtx, bench --cuda-graph off")
+
+
+def print_layers(kernels):
+    require_nvtx(kernels, "--layers")
     time = defaultdict(float)
     launches = defaultdict(int)
     for k in kernels.values():
@@ -92,14 +102,51 @@ def print_layers(kernels):
         print(f"{time[group]:10.1f} {100 * time[group] / max(total, 1e-9):5.1f}% {launches[group]:4d}  {group}")
 
 
+# The ranges a launch sits in, outermost first, without the benchmark's own (step, window):
+# "D_real / main.2 Conv2d(64, 128, 4, 2, 1, bias=False) forward".
+RANGE = re.compile(r"<default domain>:([^:]*):none")
+
+
+def pass_range(nvtx):
+    ranges = RANGE.findall(nvtx)
+    return " / ".join(ranges[1:]) if len(ranges) > 1 else (ranges[0] if ranges else "(no range)")
+
+
+def range_times(kernels, by_kernel):
+    time = defaultdict(float)
+    launches = defaultdict(int)
+    for k in kernels.values():
+        key = pass_range(k.get("nvtx", "")) + (" | " + k["name"][:60] if by_kernel else "")
+        time[key] += k.get("gpu__time_duration.sum", 0.0)
+        launches[key] += 1
+    return time, launches
+
+
+def print_diff(before, after, by_kernel):
+    require_nvtx(before, "--diff")
+    require_nvtx(after, "--diff")
+    (ta, na), (tb, nb) = range_times(before, by_kernel), range_times(after, by_kernel)
+    print(f"kernel time: {sum(ta.values()) / 1e3:.3f} ms before, {sum(tb.values()) / 1e3:.3f} ms after")
+    print(f"{'before us':>10} {'after us':>10} {'diff us':>9} {'n':>7}  range")
+    for key in sorted(set(ta) | set(tb), key=lambda key: -abs(tb[key] - ta[key])):
+        print(f"{ta[key]:10.1f} {tb[key]:10.1f} {tb[key] - ta[key]:+9.1f} {na[key]:3d}/{nb[key]:<3d}  {key}")
+
+
 if __name__ == "__main__":
     args = sys.argv[1:]
+    flags = {"--launches", "--layers", "--diff", "--kernels"}
+    paths = [a for a in args if a not in flags]
+    if "--diff" in args:
+        if len(paths) != 2 or "--launches" in args or "--layers" in args:
+            sys.exit(__doc__)
+        print_diff(read_kernels(paths[0]), read_kernels(paths[1]), "--kernels" in args)
+        sys.exit(0)
     launches = "--launches" in args
     layers = "--layers" in args
-    paths = [a for a in args if a not in ("--launches", "--layers")]
-    if len(paths) != 1:
+    if len(paths) != 1 or "--kernels" in args:
         sys.exit(__doc__)
-    kernels = main(paths[0])
+    kernels = read_kernels(paths[0])
+    print_kernels(kernels)
     if layers:
         print_layers(kernels)
     if launches:
