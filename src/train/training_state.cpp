@@ -3,6 +3,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "core/host_device_math.h"
 #include "ganengine/safetensors.h"
 #include "train/checkpoint_set.h"
 
@@ -109,6 +110,18 @@ void check_fp8_state(const std::string& path, const std::string& key, const Tens
            "): the file is damaged, resume from another copy of the training state");
 }
 
+// The recipe writes scale_inv as 1 / scale (fp8_delayed_scaling_step), so a pair that disagrees is
+// damage: resumed, it would turn the FP8 values of that tensor back with the wrong factor.
+void check_fp8_inverse(const std::string& path, const std::string& scale_inv_key, const Tensor& scale_inv,
+                       const std::string& scale_key, const Tensor& scale) {
+  check_fp8_state(path, scale_key, scale);  // a damaged scale is named as such, whichever comes first
+  const float s = static_cast<float>(scale.to_doubles().at(0)),
+              s_inv = static_cast<float>(scale_inv.to_doubles().at(0));
+  if (float_bits(fdiv_rn(1.0f, s)) != float_bits(s_inv))
+    fail(path, ": '", scale_inv_key, "' holds ", s_inv, ", not 1 / ", s, " as its scale says (expected ",
+         fdiv_rn(1.0f, s), "): the file is damaged, resume from another copy of the training state");
+}
+
 }  // namespace
 
 SafeTensorsFile training_state_contents(DcganTrainer& trainer, const Tensor& fixed_noise, const RunPosition& pos,
@@ -183,6 +196,9 @@ RunPosition load_training_state(const std::string& path, DcganTrainer& trainer, 
       fail(path, ": tensor '", key, "' is ", saved.str(), ", expected ", dtype_name(t.dtype()), shape_str(t.shape()));
     if (key.rfind("scaler", 0) == 0) check_scaler(path, key.back() - '0', saved);
     if (key.find(".fp8_") != std::string::npos) check_fp8_state(path, key, saved);
+    if (key.find(".fp8_") != std::string::npos && key.size() > 10 &&
+        key.compare(key.size() - 10, 10, ".scale_inv") == 0)
+      check_fp8_inverse(path, key, saved, key.substr(0, key.size() - 4), get(key.substr(0, key.size() - 4)));
     t.copy_from(saved.rank() == 4 ? saved.to_format(t.format()).to(t.device()) : saved.to(t.device()));
   });
   // A state saved without the average (the run had --ema-decay off) starts it from the weights

@@ -142,7 +142,9 @@ TEST_CASE("trainer: O4 on the CPU trains close to O2 but not as O2 with scales t
       }
 }
 
-TEST_CASE("trainer: an O4 training state saved and loaded continues bitwise and a damaged FP8 scale is refused") {
+TEST_CASE(
+    "trainer: an O4 training state saved and loaded continues bitwise and a damaged FP8 scale, amax or scale_inv is "
+    "refused") {
   TempDir dir("ge_o4_state");
   const std::string path = (dir.dir / "training_state.safetensors").string();
   DcganTrainer a(o4_config(Device::cpu()));
@@ -177,6 +179,12 @@ TEST_CASE("trainer: an O4 training state saved and loaded continues bitwise and 
   save_safetensors(path, damaged.tensors, damaged.metadata);
   CHECK_THROWS_WITH_AS(load_training_state(path, c, loaded_noise, identity()),
                        doctest::Contains("expected amaxes >= 0"), Error);
+  // Each value valid on its own, but scale_inv is not 1 / scale.
+  damaged = saved;
+  damaged.tensors["D.main.5.fp8_grad_output.scale_inv"] = Tensor::from_floats({5.0f}, {1}, DType::F32);
+  save_safetensors(path, damaged.tensors, damaged.metadata);
+  CHECK_THROWS_WITH_AS(load_training_state(path, c, loaded_noise, identity()),
+                       doctest::Contains("D.main.5.fp8_grad_output.scale_inv' holds 5, not 1 / "), Error);
 }
 
 TEST_CASE("trainer: looking at O4 samples in training or eval mode records no amax and changes nothing") {
