@@ -143,7 +143,7 @@ TEST_CASE("trainer: O4 on the CPU trains close to O2 but not as O2 with scales t
 }
 
 TEST_CASE(
-    "trainer: an O4 training state saved and loaded continues bitwise and a damaged FP8 scale, amax or scale_inv is "
+    "trainer: an O4 training state saved and loaded continues bitwise and a damaged FP8 scale or amax or scale_inv is "
     "refused") {
   TempDir dir("ge_o4_state");
   const std::string path = (dir.dir / "training_state.safetensors").string();
