@@ -21,6 +21,10 @@
 #                       batch 256 and 1024 (ganengine_fp8_conv_bench)                   OUT/fp8-conv.log
 #   ncu BATCHES         Nsight Compute's per-kernel summary of one O3 step at each batch
 #                       size (comma-separated: 64,1024; tools/ncu_kernels.sh)             OUT/ncu/
+#   ncu-layers LEVELS BATCH  one eager step (bench --cuda-graph off, with NVTX ranges) at each
+#                       opt level (comma-separated: O2,O4), its kernel time by kind of layer, and
+#                       each level's per-layer difference from the first (tools/ncu_summary.py
+#                       --layers, --diff)                                               OUT/ncu/
 #   ab NAME=BIN...      `ganengine bench` of several binaries taking turns, AB_ROUNDS
 #                       rounds, then each row's median; BIN is a ganengine binary or the
 #                       folder holding one (.carry/base), optionally followed by
@@ -67,6 +71,11 @@ while (($#)); do
       [[ ${2:-} =~ ^[0-9]+(,[0-9]+)*$ ]] || die "ncu needs BATCHES, comma-separated batch sizes (64,1024)"
       steps+=("$1"$'\t'"$2")
       shift ;;
+    ncu-layers)
+      [[ ${2:-} =~ ^O[0-4](,O[0-4])*$ && ${3:-} =~ ^[0-9]+$ ]] ||
+        die "ncu-layers needs LEVELS (comma-separated: O2,O4) and one BATCH size (1024)"
+      steps+=("$1"$'\t'"$2 $3")
+      shift 2 ;;
     ab)
       variants=()
       while [[ ${2:-} == ?*=?* ]]; do
@@ -96,7 +105,7 @@ need=()
 for s in "${steps[@]}"; do
   case "${s%%$'\t'*}" in
     suite | tests | sanitize) need+=(ganengine ganengine_tests) ;;
-    bench | first-step | train | datasets | ncu | sanitize-train | signal) need+=(ganengine) ;;
+    bench | first-step | train | datasets | ncu | ncu-layers | sanitize-train | signal) need+=(ganengine) ;;
     fp8-conv) need+=(ganengine_fp8_conv_bench) ;;
     ab)
       for v in ${s#*$'\t'}; do
@@ -300,6 +309,34 @@ step_ncu() {
     rc=$?
     echo "O3 batch $b: exit $rc"
     if ((rc == 0)); then head -"${NCU_LINES:-25}" "$OUT/ncu/O3_$b.txt" | cut -c1-150; else result=1; tail -5 "$OUT/ncu/O3_$b.err"; fi
+  done
+  return $result
+}
+
+step_ncu_layers() {
+  local levels batch level first="" rc result=0
+  read -r levels batch <<<"$1"
+  mkdir -p "$OUT/ncu"
+  IFS=, read -ra levels <<<"$levels"
+  for level in "${levels[@]}"; do
+    local prefix="$OUT/ncu/eager_${level}_$batch"
+    timeout "${NCU_LIMIT:-180}" env NCU_NVTX=1 NCU_BENCH_ARGS="--cuda-graph off" \
+      tools/ncu_kernels.sh "$level" "$batch" "$prefix" "$GE_BIN_DIR/ganengine" >/dev/null 2>"$prefix.err"
+    rc=$?
+    echo "$level batch $batch, eager: exit $rc"
+    if ((rc != 0)); then
+      result=1
+      tail -5 "$prefix.err"
+      continue
+    fi
+    python3 tools/ncu_summary.py --layers "$prefix.csv" | tail -6 | tee "$prefix.layers.txt"
+    if [ -z "$first" ]; then
+      first=$prefix
+    else
+      python3 tools/ncu_summary.py --diff "$first.csv" "$prefix.csv" >"$prefix.diff.txt"
+      echo "the largest differences from ${first##*/eager_} (all: ${prefix##*/}.diff.txt):"
+      head -"${NCU_LINES:-12}" "$prefix.diff.txt" | cut -c1-150
+    fi
   done
   return $result
 }
