@@ -102,7 +102,7 @@ def print_layers(kernels):
         print(f"{time[group]:10.1f} {100 * time[group] / max(total, 1e-9):5.1f}% {launches[group]:4d}  {group}")
 
 
-# The ranges a launch sits in, outermost first, without the benchmark's own (step, window):
+# The ranges a launch sits in, outermost first, without the outermost (the whole train_step):
 # "D_real / main.2 Conv2d(64, 128, 4, 2, 1, bias=False) forward".
 RANGE = re.compile(r"<default domain>:([^:]*):none")
 
