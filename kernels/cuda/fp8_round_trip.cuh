@@ -117,6 +117,18 @@ __device__ __forceinline__ uint32_t fp8_codes_of_finite(float2 scaled) {
   return __nv_cvt_float2_to_fp8x2(scaled, __NV_SATFINITE, F == Fp8Format::E4M3 ? __NV_E4M3 : __NV_E5M2);
 }
 
+// The codes of an even pack's values times s, pair_codes(scaled pair, a, b) giving each pair's two,
+// into words (V / 4 words, zeroed by the caller; the first code in the lowest byte).
+template <class T, int V, class PairCodes>
+__device__ __forceinline__ void pack_codes(const Pack<T, V>& p, float s, uint32_t (&words)[(V + 3) / 4],
+                                           PairCodes pair_codes) {
+#pragma unroll
+  for (int j = 0; j < V; j += 2) {
+    const float a = load_float(&p.v[j]), b = load_float(&p.v[j + 1]);
+    words[j / 4] |= pair_codes(make_float2(fmul_rn(a, s), fmul_rn(b, s)), a, b) << (16 * (j / 2 % 2));
+  }
+}
+
 // The round trip of a pack's values (each already a T) in place, folding their amax keys into
 // key, and with `codes` their V codes there (the codes of the values before rounding); an odd
 // pack's last value goes with a zero, which adds nothing to the amax. A pack of 16-bit values that
@@ -131,13 +143,11 @@ __device__ __forceinline__ void fp8_round_trip_pack(Pack<T, V>& p, float s, floa
     if (magnitude < Magnitude16<T>::kInf && products_finite<T>(s) && fp8_math::is_finite(s_inv)) {
       constexpr __nv_fp8_interpretation_t kFormat = F == Fp8Format::E4M3 ? __NV_E4M3 : __NV_E5M2;
       uint32_t words[(V + 3) / 4] = {};
+      pack_codes(p, s, words, [](float2 scaled, float, float) { return fp8_codes_of_finite<F>(scaled); });
 #pragma unroll
       for (int j = 0; j < V; j += 2) {
-        const float a = load_float(&p.v[j]), b = load_float(&p.v[j + 1]);
-        const uint32_t pair = fp8_codes_of_finite<F>(make_float2(fmul_rn(a, s), fmul_rn(b, s)));
-        words[j / 4] |= pair << (16 * (j / 2 % 2));
-        const float2 w =
-            __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair), kFormat)));
+        const auto pair = static_cast<__nv_fp8x2_storage_t>(words[j / 4] >> (16 * (j / 2 % 2)));
+        const float2 w = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(pair, kFormat)));
         store_float2(&p.v[j], fmul_rn(w.x, s_inv), fmul_rn(w.y, s_inv));
       }
       if (codes) {
@@ -178,17 +188,10 @@ __device__ __forceinline__ uint2 fp8_quantize_pack(const Pack<T, 8>& p, float s,
   const uint32_t magnitude = largest_magnitude(p);
   key = max(key, amax_key_of_magnitude<T>(magnitude));
   uint32_t words[2] = {0u, 0u};
-  const auto codes = [&](auto&& pair_codes) {
-#pragma unroll
-    for (int j = 0; j < 8; j += 2) {
-      const float a = load_float(&p.v[j]), b = load_float(&p.v[j + 1]);
-      words[j / 4] |= pair_codes(make_float2(fmul_rn(a, s), fmul_rn(b, s)), a, b) << (16 * (j / 2 % 2));
-    }
-  };
   if (magnitude < Magnitude16<T>::kInf && products_finite<T>(s))
-    codes([](float2 scaled, float, float) { return fp8_codes_of_finite<F>(scaled); });
+    pack_codes(p, s, words, [](float2 scaled, float, float) { return fp8_codes_of_finite<F>(scaled); });
   else
-    codes([s](float2 scaled, float a, float b) { return fp8_codes_pair<F>(scaled, a, b, s); });
+    pack_codes(p, s, words, [s](float2 scaled, float a, float b) { return fp8_codes_pair<F>(scaled, a, b, s); });
   return make_uint2(words[0], words[1]);
 }
 
