@@ -195,11 +195,12 @@ RunPosition load_training_state(const std::string& path, DcganTrainer& trainer, 
     if (saved.shape() != t.shape() || saved.dtype() != t.dtype())
       fail(path, ": tensor '", key, "' is ", saved.str(), ", expected ", dtype_name(t.dtype()), shape_str(t.shape()));
     if (key.rfind("scaler", 0) == 0) check_scaler(path, key.back() - '0', saved);
-    if (key.find(".fp8_") != std::string::npos) check_fp8_state(path, key, saved);
-    if (key.find(".fp8_") != std::string::npos && key.size() > 10 &&
-        key.compare(key.size() - 10, 10, ".scale_inv") == 0) {
-      const std::string scale_key = key.substr(0, key.size() - 4);  // "....fp8_X.scale"
-      check_fp8_inverse(path, key, saved, scale_key, get(scale_key));
+    if (key.find(".fp8_") != std::string::npos) {
+      check_fp8_state(path, key, saved);
+      if (key.size() > 10 && key.compare(key.size() - 10, 10, ".scale_inv") == 0) {
+        const std::string scale_key = key.substr(0, key.size() - 4);  // "....fp8_X.scale"
+        check_fp8_inverse(path, key, saved, scale_key, get(scale_key));
+      }
     }
     t.copy_from(saved.rank() == 4 ? saved.to_format(t.format()).to(t.device()) : saved.to(t.device()));
   });
