@@ -177,8 +177,10 @@ class Conv2d : public Layer {
     given_x_codes_ = Tensor();
     given_x_codes_only_ = false;
   }
-  // The codes take_input_codes handed for the next forward (undefined: none).
+  // The codes take_input_codes handed for the next forward (undefined: none), and whether they
+  // came alone (x's values never written).
   const Tensor& given_input_codes() const { return given_x_codes_; }
+  bool given_input_codes_only() const { return given_x_codes_only_; }
   bool took_rounded_input() const { return took_rounded_input_; }  // the latest forward's x came so
   bool took_input_codes() const { return took_input_codes_; }      // ... as codes, and its forward read them
   // A convolution whose output is each image's dot product with its one filter (D's last layer:

@@ -185,10 +185,17 @@ void batchnorm_activation_backward(const Tensor& x, const Tensor& y, const Tenso
 // where it takes the layer with LeakyReLU (O4's input of the FP8 convolution after D's first layer,
 // whose backward reads y). With round_copy's codes instead (rounded nullptr): y's codes, bitwise
 // fp8_quantize(y, scale, format, codes), y unchanged and its amax folded in the same way, and no
-// rounded copy (the input of that convolution where its passes read codes).
+// rounded copy (the input of that convolution where its passes read codes). With codes_only as
+// well (ReLU or LeakyReLU): those codes with each one's sign bit set where y is not > 0 (the +0s
+// and NaNs keep their values; every other code is fp8_quantize's), and y's values unwritten on
+// the GPU (never read y after it): the backward passes below then take the codes as y, so that
+// the layer's output is kept as a byte a value. On the GPU only where
+// conv2d_activation_runs_from_codes says so (an error elsewhere).
 void conv2d_activation_forward(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p,
                                const FusedActivation& act, const Fp8RoundTrip* round_copy = nullptr,
                                Tensor* rounded = nullptr);
+// For ReLU and LeakyReLU, y may be the u8 codes a forward with codes_only wrote: y > 0 where a
+// code's sign bit is clear (bitwise what y itself gives).
 void conv2d_activation_backward_filter(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dw,
                                        const Conv2dParams& p, const FusedActivation& act, float beta = 0.f);
 // dx = backward_data(the activation's gradient, w), that gradient formed from y and dy as above
@@ -204,6 +211,13 @@ struct InputActivation {
 void conv2d_activation_backward_data(const Tensor& y, const Tensor& dy, const Tensor& w, Tensor& dx,
                                      const Conv2dParams& p, const FusedActivation& act,
                                      const InputActivation* input = nullptr);
+// Whether conv2d_activation_forward with codes_only and both backward passes on those codes run
+// on `device` for a 16-bit (f16, bf16) convolution of these shapes (x NCHW-ordered dims, w's the weight's as the
+// layer keeps it) and activation: on the GPU, the 8-channel kernels' shapes with x's own 1 or 3
+// channels and 64 output channels, with LeakyReLU (D's first layer); false on the CPU, where O4
+// runs no pass from codes.
+bool conv2d_activation_runs_from_codes(const Shape& x, const Shape& w, const Shape& y, const Conv2dParams& p,
+                                       const FusedActivation& act, Device device);
 // ---- a transposed convolution followed by an in-place activation (G's last layer and its Tanh),
 // as one op: bitwise the two ops in sequence (the convolution rounded to y's dtype first); on the
 // GPU the 8-channel kernel takes the activation as it writes y. y may hold fewer channels than

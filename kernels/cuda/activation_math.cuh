@@ -50,6 +50,20 @@ __device__ __forceinline__ uint32_t leaky_relu_grad_pair(uint32_t y, uint32_t dy
   return (kept & positive) | (scaled & ~positive);
 }
 
+// The outputs y of ReLU or LeakyReLU as their gradients read them (y > 0 or not) from eight FP8
+// codes whose sign bit is clear exactly where y > 0 (ops::conv2d_activation_forward's codes_only;
+// the first code in the lowest byte): +1 there, -1 elsewhere, for activate_grad_pack.
+template <class T>
+__device__ __forceinline__ Pack<T, 8> activation_signs_of_codes(uint2 codes) {
+  Pack<T, 8> y;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    const uint32_t word = e < 4 ? codes.x : codes.y;
+    store_float(&y.v[e], (word >> (8 * (e % 4) + 7)) & 1u ? -1.f : 1.f);
+  }
+  return y;
+}
+
 // activate_grad on each value of a pack given the activation's outputs y, each rounded to T (two
 // at a time): what activation_backward stores, and so what the convolutions that take the
 // gradient on their own input compute in its place (conv_8ch_dgrad.cu, conv_8ch_dgrad_narrow.cu,

@@ -22,6 +22,11 @@ __device__ __forceinline__ void copy_async_4(uint32_t smem_address, const void* 
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_address), "l"(global), "r"(valid ? 4 : 0));
 }
 
+// An 8-byte copy (through L1), zero-filled when valid is false; both addresses 8-byte aligned.
+__device__ __forceinline__ void copy_async_8(uint32_t smem_address, const void* global, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(smem_address), "l"(global), "r"(valid ? 8 : 0));
+}
+
 // Closes the group of copies issued since the last commit.
 __device__ __forceinline__ void copy_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 // Waits until at most `pending` of this thread's committed groups are still in flight.

@@ -227,6 +227,26 @@ __device__ __forceinline__ void fp8_codes_written(const Pack<T, 8>& p, const Fp8
                                                       : fp8_quantize_pack<Fp8Format::E5M2>(p, scale, key);
 }
 
+// fp8_codes_written for the output of ReLU or LeakyReLU that is written as codes alone
+// (ops::conv2d_activation_forward's codes_only): each code's sign bit set where its value is not
+// > 0 (it is already for the negatives; the +0s and NaNs keep their values), so that the
+// activation's gradient can be formed from the codes (activation_signs_of_codes).
+template <class T>
+__device__ __forceinline__ void fp8_activation_codes_written(const Pack<T, 8>& p, const Fp8RoundTripArgs& args,
+                                                             float scale, uint64_t first, uint32_t& key) {
+  uint2 codes = args.format == Fp8Format::E4M3 ? fp8_quantize_pack<Fp8Format::E4M3>(p, scale, key)
+                                               : fp8_quantize_pack<Fp8Format::E5M2>(p, scale, key);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    const uint32_t sign = load_float(&p.v[e]) > 0.f ? 0u : 0x80u << (8 * (e % 4));
+    if (e < 4)
+      codes.x |= sign;
+    else
+      codes.y |= sign;
+  }
+  *reinterpret_cast<uint2*>(args.codes + first) = codes;
+}
+
 // A pack a kernel writes as elements first .. first + V - 1 of `out` under args: rounded as
 // fp8_round_trip_written says and stored, or, where args asks for the codes alone (packs of 8),
 // only its codes written (ops::Fp8RoundTrip::codes_only), the values not stored.

@@ -63,6 +63,11 @@ GE_BACKEND_OPS
 // t rounded to FP8 and back in place as r says, its amax folded into r.amax if defined: how the
 // CPU backends honour an op's ops::Fp8RoundTrip, as a pass after the op.
 void fp8_round_trip_in_place(const ops::Fp8RoundTrip& r, Tensor& t);
+// The codes of a ReLU's or LeakyReLU's output y, each with its sign bit set where y is not > 0
+// (ops::conv2d_activation_forward's codes_only), and that output as its gradient reads it back from
+// such codes: +1 where the sign bit is clear (y > 0), -1 elsewhere, in `dtype`.
+void mark_activation_codes(const Tensor& y, Tensor& codes);
+Tensor activation_signs_of_codes(const Tensor& codes, DType dtype);
 }  // namespace cpu
 namespace gpu {
 GE_BACKEND_OPS

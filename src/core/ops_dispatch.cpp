@@ -154,16 +154,42 @@ void conv2d_backward_filter(const Tensor& x_in, const Tensor& dy, Tensor& dw, co
   GE_DISPATCH_FAST(x, conv2d_backward_filter(x, dy, dw, p, beta));
 }
 
+namespace {
+
+// The activation output y that a fused convolution's backward takes with dy: dy's dtype, or for
+// ReLU and LeakyReLU the codes a forward with codes_only wrote.
+void check_activation_output(const char* op, const Tensor& y, const Tensor& dy, const FusedActivation& act) {
+  const bool codes = y.dtype() == DType::U8 && act.kind != Activation::Tanh;
+  GE_CHECK(y.shape() == dy.shape() && (y.dtype() == dy.dtype() || codes) && y.format() == dy.format(), op, ": y ",
+           y.str(), " and dy ", dy.str(), " must match (y: the activation's output, or for ReLU and LeakyReLU ",
+           "its u8 codes written with codes_only)");
+}
+
+}  // namespace
+
+bool conv2d_activation_runs_from_codes(const Shape& x, const Shape& w, const Shape& y, const Conv2dParams& p,
+                                       const FusedActivation& act, Device device) {
+#ifdef GE_WITH_CUDA
+  if (device.is_cuda()) return gpu::conv2d_activation_codes_8ch_take(x, w, y, p, act);
+#endif
+  (void)x, (void)w, (void)y, (void)p, (void)act, (void)device;
+  return false;
+}
+
 void conv2d_activation_forward(const Tensor& x_in, const Tensor& w, Tensor& y, const Conv2dParams& p,
                                const FusedActivation& act, const Fp8RoundTrip* round_copy, Tensor* rounded) {
   const char* op = "conv2d_activation_forward";
   check_conv(op, x_in, w, y, p);
   const Tensor x = with_weight_channels(x_in, w);
   GE_CHECK(!rounded || round_copy, op, ": rounded comes with round_copy");
+  const bool codes_only = round_copy && round_copy->codes_only;
   if (round_copy) {
     check_fp8_round_trip(op, *round_copy, y);
     GE_CHECK(!rounded != !round_copy->codes.defined(), op,
              ": round_copy writes either `rounded` or its codes, exactly one of them");
+    GE_CHECK(!codes_only || act.kind != Activation::Tanh, op,
+             ": codes_only keeps the output of ReLU or LeakyReLU as codes, whose sign bits tell its gradient; not ",
+             "Tanh's");
     if (rounded)
       GE_CHECK(rounded->shape() == y.shape() && rounded->dtype() == y.dtype() && rounded->format() == y.format() &&
                    rounded->device() == y.device() && rounded->data() != y.data(),
@@ -172,6 +198,8 @@ void conv2d_activation_forward(const Tensor& x_in, const Tensor& w, Tensor& y, c
 #ifdef GE_WITH_CUDA
     if (x.device().is_cuda() && gpu::conv2d_forward_8ch(x, w, y, p, &act, round_copy, rounded)) return;
 #endif
+    GE_CHECK(!codes_only || x.device().is_cpu(), op, ": codes_only on the GPU takes only the shapes ",
+             "conv2d_activation_runs_from_codes names; x ", x.str(), ", w ", w.str());
   }
   GE_DISPATCH_FAST(x, conv2d_activation_forward(x, w, y, p, act));
   if (!round_copy) return;
@@ -184,6 +212,7 @@ void conv2d_activation_forward(const Tensor& x_in, const Tensor& w, Tensor& y, c
   // round_copy's by the round trip of that scalar (max |y| is the max of itself, NaN kept).
   Tensor codes = round_copy->codes, own_amax = Tensor::empty({1}, DType::F32, y.device());
   fp8_quantize(y, round_copy->scale, round_copy->format, codes, own_amax);
+  if (codes_only) cpu::mark_activation_codes(y, codes);
   if (amax) {
     Tensor scratch = Tensor::empty({1}, DType::F32, y.device());
     fp8_round_trip(own_amax, round_copy->scale, round_copy->scale_inv, round_copy->format, scratch, amax);
@@ -195,8 +224,7 @@ void conv2d_activation_backward_filter(const Tensor& x_in, const Tensor& y, cons
   check_conv("conv2d_activation_backward_filter", x_in, dw, dy, p);
   const Tensor x = with_weight_channels(x_in, dw);
   same_device("conv2d_activation_backward_filter", {&x, &y, &dy, &dw});
-  GE_CHECK(y.shape() == dy.shape() && y.dtype() == dy.dtype(), "conv2d_activation_backward_filter: y ", y.str(),
-           " and dy ", dy.str(), " must match");
+  check_activation_output("conv2d_activation_backward_filter", y, dy, act);
   GE_DISPATCH_FAST(x, conv2d_activation_backward_filter(x, y, dy, dw, p, act, beta));
 }
 
@@ -205,8 +233,7 @@ void conv2d_activation_backward_data(const Tensor& y, const Tensor& dy, const Te
   check_conv("conv2d_activation_backward_data", dx, w, dy, p);
   const Tensor no_input;
   same_device("conv2d_activation_backward_data", {&y, &dy, &w, &dx, input ? &input->x : &no_input});
-  GE_CHECK(y.shape() == dy.shape() && y.dtype() == dy.dtype(), "conv2d_activation_backward_data: y ", y.str(),
-           " and dy ", dy.str(), " must match");
+  check_activation_output("conv2d_activation_backward_data", y, dy, act);
   GE_CHECK(
       !input || (input->x.shape() == dx.shape() && input->x.dtype() == dx.dtype() && input->x.format() == dx.format()),
       "conv2d_activation_backward_data: the input activation's output ", input ? input->x.str() : "", " must match dx ",

@@ -207,14 +207,20 @@ Tensor Conv2d::forward(const Tensor& x_in, bool training) {
   }
   Tensor y = Tensor::empty({N, y_channels, Ho, Wo}, policy_.compute_dtype, where_.device, where_.format);
   if (fused_) {
+    Tensor kept_y = y;  // what the backward reads as the activation's output
     const std::optional<ops::Fp8RoundTrip> rounding =
         rounds_output_for_ && training && !transposed_ ? rounds_output_for_->input_rounding() : std::nullopt;
     if (transposed_) {
       ops::conv_transpose2d_activation_forward(x, w, y, p_, *fused_);
-    } else if (const std::optional<ops::Fp8RoundTrip> codes =
+    } else if (std::optional<ops::Fp8RoundTrip> codes =
                    rounding ? rounds_output_for_->input_codes(y.shape()) : std::nullopt) {
+      // The codes alone where this layer's backward passes can read them as y too: the layer's
+      // output is then kept as a byte a value, and never written in half.
+      codes->codes_only =
+          ops::conv2d_activation_runs_from_codes(x.shape(), w.shape(), y.shape(), p_, *fused_, where_.device);
       ops::conv2d_activation_forward(x, w, y, p_, *fused_, &*codes, nullptr);
-      rounds_output_for_->take_input_codes(y, codes->codes, false);
+      rounds_output_for_->take_input_codes(y, codes->codes, codes->codes_only);
+      if (codes->codes_only) kept_y = codes->codes;
     } else if (rounding) {
       Tensor rounded = Tensor::empty(y.shape(), y.dtype(), where_.device, where_.format);
       ops::conv2d_activation_forward(x, w, y, p_, *fused_, &*rounding, &rounded);
@@ -222,7 +228,7 @@ Tensor Conv2d::forward(const Tensor& x_in, bool training) {
     } else {
       ops::conv2d_activation_forward(x, w, y, p_, *fused_);
     }
-    saved_y_ = y;
+    saved_y_ = kept_y;
   } else if (transposed_ && x_codes.defined()) {
     // The backward-data of the convolution from y to x, from codes (runs_on_codes), y's moments
     // formed as it is written where the BatchNorm after takes them.
@@ -303,17 +309,19 @@ Tensor Conv2d::backward(Tensor dy_in, bool want_param_grads, bool want_input_gra
   // gradient wanted of a convolution (the filter's in D's passes on data and on fake.detach(),
   // the input's in G's pass through D): one op forms the activation's gradient on the way in.
   // Otherwise (both wanted, or a transposed convolution) the activation's gradient first, in
-  // place as the separate layer would, then the passes as usual.
+  // place as the separate layer would, then the passes as usual; but where the forward kept the
+  // activation's output as codes alone, which only the fused ops read, each of them forms it.
   const bool activation_pending = fused_ && !gradient_through_activation_;
-  const bool fused_filter_only = activation_pending && !transposed_ && !want_input_grad;
-  const bool fused_input_only = activation_pending && !transposed_ && want_input_grad && !want_param_grads;
-  if (activation_pending && !fused_filter_only && !fused_input_only)
+  const bool y_codes = activation_pending && saved_y_.dtype() == DType::U8;
+  const bool fused_filter = activation_pending && !transposed_ && (!want_input_grad || y_codes);
+  const bool fused_input = activation_pending && !transposed_ && want_input_grad && (!want_param_grads || y_codes);
+  if (activation_pending && !fused_filter && !fused_input)
     ops::activation_backward(fused_->kind, saved_y_, dy, dy, fused_->negative_slope);
-  const Tensor y_for_input = fused_input_only ? saved_y_ : Tensor();
+  const Tensor y_for_input = fused_input ? saved_y_ : Tensor();
   if (want_param_grads) {
     const Tensor x_kept = saved_x_, y = saved_y_, x_codes = saved_x_codes_;
     const Shape w_shape = saved_w_.shape();
-    auto filter_gradient = [this, x_kept, y, dy, x_codes, dy_codes, w_shape, fused_filter_only] {
+    auto filter_gradient = [this, x_kept, y, dy, x_codes, dy_codes, w_shape, fused_filter] {
       // A transposed convolution's weight is (Cin, Cout, ...): the input channels it ran with.
       const Tensor x = transposed_ ? padded(x_kept, x_kept.dim(0), w_shape[0]) : x_kept;
       const bool padded_weight = w_shape != weight_.model_grad.shape();
@@ -330,7 +338,7 @@ Tensor Conv2d::backward(Tensor dy_in, bool want_param_grads, bool want_input_gra
         ops::conv_transpose2d_backward_filter(dequantized_as(x_codes, fp8_->input, x.dtype()), dy, dw, p_, 0.f);
       } else if (x_codes.defined()) {
         ops::conv2d_backward_filter(dequantized_as(x_codes, fp8_->input, x.dtype()), dy, dw, p_, 0.f);
-      } else if (fused_filter_only) {
+      } else if (fused_filter) {
         ops::conv2d_activation_backward_filter(x, y, dy, dw, p_, *fused_, 0.f);
       } else if (transposed_) {
         ops::conv_transpose2d_backward_filter(x, dy, dw, p_, 0.f);
@@ -380,7 +388,7 @@ Tensor Conv2d::backward(Tensor dy_in, bool want_param_grads, bool want_input_gra
     took_gradient_codes_ = true;
   } else if (transposed_) {
     ops::conv_transpose2d_backward_data(dy, w, dx, p_);
-  } else if (fused_input_only) {
+  } else if (fused_input) {
     ops::conv2d_activation_backward_data(y_for_input, dy, w, dx, p_, *fused_, through ? &*through : nullptr);
     through.reset();
   } else if (dy_codes.defined() && w_codes.defined()) {

@@ -243,7 +243,7 @@ void check_three_passes(const ThreePasses& got, const Tensor& xv, const Tensor& 
 
 }  // namespace
 
-// D at 64x64 with 64 channels: its first layer writes its output's E4M3 codes, and its second
+// D at 64x64 with 64 channels: its first layer writes its output's E4M3 codes alone, and its second
 // layer (64 -> 128) runs its forward and filter gradient from those and its input gradient from the
 // E5M2 codes the BatchNorm after it writes, on FP8 Tensor Cores (ops::fp8_conv2d_runs_on_codes).
 // Each of its three results is checked against the f32 pass on the FP8 values the network handed
@@ -270,12 +270,17 @@ TEST_CASE("gpu nn: O4's D runs its second layer's three passes from FP8 codes on
   for (int round = 0; round < 3; ++round) {
     CAPTURE(round);
     if (round == 2) static_cast<BatchNorm2d*>(layers[3].get())->round_gradient_for(nullptr);
-    Tensor h = images, x, y;
+    Tensor h = images, x_codes, y;
     for (size_t i = 0; i < layers.size(); ++i) {
+      if (i == 2) {
+        // The first layer wrote its output's codes alone (its backward reads them too).
+        x_codes = second->given_input_codes();
+        CHECK(second->given_input_codes_only());
+      }
       h = layers[i]->forward(h, true);
-      if (i == 1) x = h;
       if (i == 2) y = h;
     }
+    REQUIRE(x_codes.defined());
     // Its forward ran from codes, so its output gradient is asked for as codes alone.
     const std::optional<ops::Fp8RoundTrip> asked = second->output_gradient_rounding(y.shape());
     CHECK((asked && asked->codes.defined() && asked->codes_only));
@@ -294,7 +299,8 @@ TEST_CASE("gpu nn: O4's D runs its second layer's three passes from FP8 codes on
     }
     // The FP8 values the layer read: x and its weight rounded with its scales, dy the values of the
     // BatchNorm's codes (round 2: the layer rounds dy itself).
-    const Tensor xv = fp8_values(x, scaling->input), wv = fp8_values(second->params()[0]->value, scaling->weight);
+    const Tensor xv = code_values(x_codes, scaling->input);
+    const Tensor wv = fp8_values(second->params()[0]->value, scaling->weight);
     const Tensor dyv = round < 2 ? code_values(dy_codes, scaling->grad_output) : fp8_values(dy, scaling->grad_output);
     check_three_passes({y, dx, dw}, xv, wv, dyv, false);
     layers[1]->backward(dx, true, true);

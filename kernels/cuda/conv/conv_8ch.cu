@@ -19,6 +19,7 @@
 
 #include "cuda/activation_math.cuh"
 #include "cuda/conv/conv_8ch.h"
+#include "cuda/conv/conv_8ch_dgrad_narrow.h"
 #include "cuda/conv/conv_8ch_input.cuh"
 #include "cuda/conv/conv_8ch_tile.cuh"
 #include "cuda/fp8_round_trip.cuh"
@@ -45,7 +46,9 @@ enum class Epilogue { kRound, kRectify, kLeakyMax };
 // compiler chooses them unbounded (six, 80 registers, spill in the narrow kernel with LeakyReLU).
 // kRoundedCopy: y_rounded (y's layout) also receives y rounded to FP8 and back as `round` says, its
 // amax folded into round.amax (O4: the input of the FP8 convolution after D's first layer); or,
-// y_rounded nullptr, round.codes receives y's codes (that convolution's passes reading codes).
+// y_rounded nullptr, round.codes receives y's codes (that convolution's passes reading codes),
+// and with round.codes_only those alone, each code's sign bit telling y > 0 for the backward
+// (fp8_activation_codes_written), y not written.
 template <class T, Epilogue kEpilogue, class Input, bool kRoundedCopy = false>
 __global__ void __launch_bounds__(kBlockThreads, 5)
     conv_8ch_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, Tiling tl, int K, int wc,
@@ -177,13 +180,15 @@ __global__ void __launch_bounds__(kBlockThreads, 5)
 #pragma unroll
     for (int j = 0; j < kTilePixels / kPixelsPerPass; ++j) {
       const uint4 v = *reinterpret_cast<const uint4*>(src + j * kPixelsPerPass * kOutStride);
-      *reinterpret_cast<uint4*>(y + at + j * kPixelsPerPass * K) = v;
+      if (!kRoundedCopy || !round.codes_only) *reinterpret_cast<uint4*>(y + at + j * kPixelsPerPass * K) = v;
       if constexpr (kRoundedCopy) {
         Pack<T, 8> r;
         *reinterpret_cast<uint4*>(&r) = v;
         if (y_rounded) {
           fp8_round_trip_written(r, round, fp8_round_trip_scales(round), 0, amax_key);
           *reinterpret_cast<Pack<T, 8>*>(y_rounded + at + j * kPixelsPerPass * K) = r;
+        } else if (round.codes_only) {
+          fp8_activation_codes_written(r, round, *round.scale, at + j * kPixelsPerPass * K, amax_key);
         } else {
           fp8_codes_written(r, round, *round.scale, at + j * kPixelsPerPass * K, amax_key);
         }
@@ -206,13 +211,27 @@ bool conv8::tiling_for(const Tensor& x, const Tensor& w, const Tensor& y, const 
   if ((dt != DType::F16 && dt != DType::BF16) || w.dtype() != dt || y.dtype() != dt) return false;
   for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &w, &y})
     if (t->rank() != 4 || t->format() != MemoryFormat::NHWC || !aligned16(t->data())) return false;
-  const int64_t C = x.dim(1);
-  if ((C != 1 && C != 3 && C != 8) || (w.dim(1) != 8 && w.dim(1) != C) || w.dim(2) != 4 || w.dim(3) != 4 ||
-      p.stride != 2 || p.pad != 1)
+  return tiling_for_shapes(x.shape(), w.shape(), y.shape(), p, tl);
+}
+
+bool conv8::tiling_for_shapes(const Shape& x, const Shape& w, const Shape& y, const Conv2dParams& p, Tiling& tl) {
+  if (x.size() != 4 || w.size() != 4 || y.size() != 4) return false;
+  const int64_t C = x[1];
+  if ((C != 1 && C != 3 && C != 8) || (w[1] != 8 && w[1] != C) || w[2] != 4 || w[3] != 4 || p.stride != 2 || p.pad != 1)
     return false;
-  const int64_t K = w.dim(0);
-  if (K % kGroupChannels != 0 || K / kGroupChannels > 65535 || y.dim(1) != K || y.dim(0) != x.dim(0)) return false;
-  return choose_tiling(x.dim(0), x.dim(2), x.dim(3), y.dim(2), y.dim(3), tl);
+  const int64_t K = w[0];
+  if (K % kGroupChannels != 0 || K / kGroupChannels > 65535 || y[1] != K || y[0] != x[0]) return false;
+  return choose_tiling(x[0], x[2], x[3], y[2], y[3], tl);
+}
+
+bool conv2d_activation_codes_8ch_take(const Shape& x, const Shape& w, const Shape& y, const Conv2dParams& p,
+                                      const ops::FusedActivation& act) {
+  if (!leaky_max_applies(act)) return false;
+  Tiling tl;
+  // The forward and the filter gradient read x with its own 1 or 3 channels (narrow_input_fits);
+  // the input gradient is the narrow kernel's.
+  return tiling_for_shapes(x, w, y, p, tl) && x[1] != 8 && narrow_input_fits(tl) && w[0] == 64 &&
+         conv2d_backward_data_narrow_takes(y, x);
 }
 
 bool conv2d_forward_8ch_applies(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p) {
@@ -230,6 +249,8 @@ bool conv2d_forward_8ch(const Tensor& x, const Tensor& w, Tensor& y, const Conv2
     const bool fits = out.defined() && out.format() == y.format() && aligned16(out.data()) &&
                       (!rounded || (rounded->shape() == y.shape() && rounded->dtype() == y.dtype()));
     if (!fits || !(act && leaky_max_applies(*act))) return false;
+    // Codes alone only where the backward passes can take them as y.
+    if (round->codes_only && !conv2d_activation_codes_8ch_take(x.shape(), w.shape(), y.shape(), p, *act)) return false;
   }
   Tiling tl;
   tiling_for(x, w, y, p, tl);

@@ -26,15 +26,17 @@ namespace gpu {
 // before the activation, as the two ops in sequence; true when it ran, false to leave it to cuDNN.
 // With round (no codes), also *rounded (y's shape, dtype and layout, 16-byte aligned) = y rounded
 // to FP8 and back, its amax recorded, as ops::conv2d_activation_forward's round_copy; with round's
-// codes (16-byte aligned) and no `rounded`, y's codes instead: for LeakyReLU with a slope in
-// (0, 1] only (false for anything else).
+// codes (16-byte aligned) and no `rounded`, y's codes instead, and with round's codes_only those
+// alone, y not written: for LeakyReLU with a slope in (0, 1] only (false for anything else).
 bool conv2d_forward_8ch(const Tensor& x, const Tensor& w, Tensor& y, const Conv2dParams& p,
                         const ops::FusedActivation* act = nullptr, const ops::Fp8RoundTrip* round = nullptr,
                         Tensor* rounded = nullptr);
 bool conv2d_forward_8ch_applies(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p);
 
 // dw = beta * dw + backward_filter(x, dy'), where dy' = dy, or with act the activation's
-// gradient given its output y_act, rounded to the dtype (what activation_backward would store).
+// gradient given its output y_act, rounded to the dtype (what activation_backward would store);
+// for ReLU and LeakyReLU y_act may be that output's codes written with codes_only (u8, 8-byte
+// aligned).
 // x may hold 1 or 3 of w's 8 channels (the rest zeros). True when it ran; false leaves it to the
 // caller.
 bool conv2d_backward_filter_8ch(const Tensor& x, const Tensor& dy, Tensor& dw, const Conv2dParams& p, float beta,
@@ -42,6 +44,11 @@ bool conv2d_backward_filter_8ch(const Tensor& x, const Tensor& dy, Tensor& dw, c
 bool conv2d_backward_filter_8ch_applies(const Tensor& x, const Tensor& dy, const Tensor& dw, const Conv2dParams& p,
                                         const ops::FusedActivation* act, const Tensor* y_act);
 
+// Whether the forward with codes_only and both backward passes above reading those codes take a
+// half convolution of these shapes (x with its 1 or 3 image channels, 64 output channels) and
+// activation (LeakyReLU with a slope in (0, 1]): D's first layer.
+bool conv2d_activation_codes_8ch_take(const Shape& x, const Shape& w, const Shape& y, const Conv2dParams& p,
+                                      const ops::FusedActivation& act);
 // An activation taken on a backward-data's dx as it is written, each value rounded to the dtype
 // first: its forward (a transposed convolution followed by the activation), or with y its gradient
 // given its output y (dx's shape, dtype and layout), as activation_backward(act, y, dx, dx) after.
@@ -54,7 +61,8 @@ struct DxActivation {
 // output channels, dx holding 8 channels or the first 1 or 3 of them (conv_8ch_dgrad.cu, and
 // conv_8ch_dgrad_narrow.cu for 1 or 3 with 64 output channels; dx twice dy's size, dy at least 8
 // pixels wide), dy' = dy or with act (ReLU or LeakyReLU) the activation's gradient given its
-// output y_act, rounded as activation_backward stores it; then dx_act, if given, taken on dx.
+// output y_act, rounded as activation_backward stores it (y_act as its codes written with
+// codes_only: the narrow kernel's shapes only); then dx_act, if given, taken on dx.
 // True when it ran, false to leave it all to the caller.
 bool conv2d_backward_data_8ch(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p,
                               const ops::FusedActivation* act = nullptr, const Tensor* y_act = nullptr,

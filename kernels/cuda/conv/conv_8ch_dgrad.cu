@@ -408,8 +408,11 @@ bool conv2d_backward_data_8ch_applies(const Tensor& dy, const Tensor& w, const T
   for (const Tensor* t : std::initializer_list<const Tensor*>{&dy, &w, &dx})
     if (t->rank() != 4 || t->format() != MemoryFormat::NHWC || !aligned16(t->data())) return false;
   // The activations whose gradient needs only the sign of y (activate_grad); Tanh's goes apart.
-  if (act && (act->kind == ops::Activation::Tanh || !y_act || y_act->shape() != dy.shape() || y_act->dtype() != dt ||
-              y_act->format() != MemoryFormat::NHWC || !aligned16(y_act->data())))
+  // y_act as the codes written with codes_only: the narrow kernel's alone.
+  const bool y_codes = act && y_act && y_act->dtype() == DType::U8;
+  if (act && (act->kind == ops::Activation::Tanh || !y_act || y_act->shape() != dy.shape() ||
+              (y_act->dtype() != dt && !y_codes) || y_act->format() != MemoryFormat::NHWC ||
+              reinterpret_cast<uintptr_t>(y_act->data()) % (y_codes ? 8 : 16) != 0))
     return false;
   const int64_t K = w.dim(0), C = dx.dim(1);
   if ((K != 64 && K != 128) || dy.dim(1) != K || (w.dim(1) != 8 && w.dim(1) != C) || w.dim(2) != 4 || w.dim(3) != 4 ||
@@ -422,7 +425,7 @@ bool conv2d_backward_data_8ch_applies(const Tensor& dy, const Tensor& w, const T
   }
   DgradTiling tl;
   return conv2d_backward_data_narrow_applies(dy, dx) ||
-         choose_dgrad_tiling(dy.dim(0), dy.dim(2), dy.dim(3), dx.dim(2), dx.dim(3), tl);
+         (!y_codes && choose_dgrad_tiling(dy.dim(0), dy.dim(2), dy.dim(3), dx.dim(2), dx.dim(3), tl));
 }
 
 bool conv2d_backward_data_8ch(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p,

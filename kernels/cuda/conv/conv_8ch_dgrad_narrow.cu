@@ -34,6 +34,7 @@
 // dx's activation (G's Tanh, or its gradient) on each value as rounded.
 #include <climits>
 #include <string>
+#include <type_traits>
 
 #include "core/fast_divmod.h"
 #include "core/tuning_policy.h"
@@ -160,6 +161,12 @@ __device__ __forceinline__ uint4 load_shared_16(uint32_t address) {
   return v;
 }
 
+__device__ __forceinline__ uint2 load_shared_8(uint32_t address) {
+  uint2 v;
+  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "r"(address));
+  return v;
+}
+
 // A thread's 16-byte chunks of its dy pixel: chunk l (of K / 32) of thread t (of 4) holds channels
 // 32l + 8t onwards, so that the four threads of a pixel read 64 neighbouring bytes with one
 // instruction, whole 32-byte sectors. (Chunks 2t and 2t + 1, the obvious split, have each
@@ -188,17 +195,28 @@ __device__ __forceinline__ uint4 activation_gradient(const uint4& dy, const uint
   return r;
 }
 
+// Eight codes' activation_signs_of_codes as the 16 bytes activation_gradient takes for y.
+template <class T>
+__device__ __forceinline__ uint4 signs_of_codes(uint2 codes) {
+  const Pack<T, 8> y = activation_signs_of_codes<T>(codes);
+  uint4 r;
+  memcpy(&r, &y, sizeof(r));
+  return r;
+}
+
 // dy (N, P, Q, 64), w (64, 4, 4, wc) with wc kC or 8, dx (N, 2P, 2Q, kC), NHWC; with
-// kActivation, y_act (dy's shape) the activation's output and dy its gradient. Tile b is band
+// kActivation, y_act (dy's shape) the activation's output and dy its gradient (kYCodes: that
+// output as the FP8 codes whose sign bits tell y > 0, ops::conv2d_activation_forward's
+// codes_only, in the first half of each y chunk's 16 bytes). Tile b is band
 // b % bands of image b / bands (TileRows). With carry a block walks a run of consecutive tiles,
 // else tiles blockIdx.x, + gridDim.x, ...; either way with the weights' fragments built once:
 // built for each tile (a block a tile), their 96 scattered 2-byte loads a thread would take much
 // of the kernel's time (docs/performance.md).
-template <class T, int kC, bool kActivation>
+template <class T, int kC, bool kActivation, bool kYCodes = false>
 __global__ void __launch_bounds__(kThreads, 2)
     conv_8ch_dgrad_narrow_kernel(const T* __restrict__ dy, const T* __restrict__ w, T* __restrict__ dx, NarrowTiling tl,
-                                 int wc, const T* __restrict__ y_act, ops::Activation act, float slope,
-                                 DxActivationArgs<T> dx_act, bool carry) {
+                                 int wc, const std::conditional_t<kYCodes, uint8_t, T>* __restrict__ y_act,
+                                 ops::Activation act, float slope, DxActivationArgs<T> dx_act, bool carry) {
   constexpr int kK = kReduction;
   constexpr int kRows = 16 * kC;      // the product's rows: (tap, channel), row tap * kC + channel
   constexpr int kMTiles = kC;         // of 16 rows
@@ -252,7 +270,10 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
       for (int l = 0; l < kLoads; ++l) {
         copy_async_16(chunk_at(0, i, l), dy + at + chunk_channel(t, l), inside);
-        if constexpr (kActivation) copy_async_16(chunk_at(1, i, l), y_act + at + chunk_channel(t, l), inside);
+        if constexpr (kActivation && kYCodes)
+          copy_async_8(chunk_at(1, i, l), y_act + at + chunk_channel(t, l), inside);
+        else if constexpr (kActivation)
+          copy_async_16(chunk_at(1, i, l), y_act + at + chunk_channel(t, l), inside);
       }
     }
   };
@@ -357,7 +378,10 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
       for (int l = 0; l < kLoads; ++l) {
         v[l] = load_shared_16(chunk_at(0, i, l));
-        if constexpr (kActivation) v[l] = activation_gradient<T>(v[l], load_shared_16(chunk_at(1, i, l)), act, slope);
+        if constexpr (kActivation && kYCodes)
+          v[l] = activation_gradient<T>(v[l], signs_of_codes<T>(load_shared_8(chunk_at(1, i, l))), act, slope);
+        else if constexpr (kActivation)
+          v[l] = activation_gradient<T>(v[l], load_shared_16(chunk_at(1, i, l)), act, slope);
       }
       float acc[kMTiles][4] = {};
 #pragma unroll
@@ -404,10 +428,11 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
-template <class T, int kC, bool kActivation>
+template <class T, int kC, bool kActivation, bool kYCodes = false>
 void launch_narrow(const Tensor& dy, const Tensor& w, Tensor& dx, const NarrowTiling& tl, const Tensor* y_act,
                    ops::Activation act, float slope, const DxActivation* dx_act, NarrowWalk walk) {
-  auto kernel = conv_8ch_dgrad_narrow_kernel<T, kC, kActivation>;
+  using YAct = std::conditional_t<kYCodes, uint8_t, T>;
+  auto kernel = conv_8ch_dgrad_narrow_kernel<T, kC, kActivation, kYCodes>;
   const size_t smem = narrow_smem_bytes<kC, kActivation>();
   const int device = dy.device().index;
   conv8::allow_dynamic_smem(kernel, smem, device);
@@ -416,7 +441,7 @@ void launch_narrow(const Tensor& dy, const Tensor& w, Tensor& dx, const NarrowTi
   const int64_t min_run = tuning().narrow_carry_min_bands_per_block;  // for NarrowWalk::kAuto to carry
   const bool carry = walk == NarrowWalk::kCarry || (walk == NarrowWalk::kAuto && tiles >= min_run * blocks);
   launch_kernel(kernel, static_cast<unsigned>(blocks), kThreads, smem, stream_of(dy), dy.data_as<T>(), w.data_as<T>(),
-                dx.data_as<T>(), tl, static_cast<int>(w.dim(1)), y_act ? y_act->data_as<T>() : nullptr, act, slope,
+                dx.data_as<T>(), tl, static_cast<int>(w.dim(1)), y_act ? y_act->data_as<YAct>() : nullptr, act, slope,
                 dx_activation_args<T>(dx_act), carry);
   CUDA_CHECK_LAUNCH();
 }
@@ -424,9 +449,13 @@ void launch_narrow(const Tensor& dy, const Tensor& w, Tensor& dx, const NarrowTi
 }  // namespace
 
 bool conv2d_backward_data_narrow_applies(const Tensor& dy, const Tensor& dx) {
+  return conv2d_backward_data_narrow_takes(dy.shape(), dx.shape());
+}
+
+bool conv2d_backward_data_narrow_takes(const Shape& dy, const Shape& dx) {
   NarrowTiling tl;
-  return (dx.dim(1) == 1 || dx.dim(1) == 3) && dy.dim(1) == kReduction &&
-         choose_narrow_tiling(dy.dim(0), dy.dim(2), dy.dim(3), dx.dim(2), dx.dim(3), tl);
+  return dy.size() == 4 && dx.size() == 4 && (dx[1] == 1 || dx[1] == 3) && dy[1] == kReduction &&
+         choose_narrow_tiling(dy[0], dy[2], dy[3], dx[2], dx[3], tl);
 }
 
 bool conv2d_backward_data_narrow(const Tensor& dy, const Tensor& w, Tensor& dx, const ops::FusedActivation* act,
@@ -438,7 +467,12 @@ bool conv2d_backward_data_narrow(const Tensor& dy, const Tensor& w, Tensor& dx, 
   const ops::Activation kind = act ? act->kind : ops::Activation::ReLU;
   const float slope = act ? act->negative_slope : 0.f;
   GE_DISPATCH_HALF(dy.dtype(), T, {
-    if (act && C == 3)
+    const bool codes = act && y_act->dtype() == DType::U8;
+    if (codes && C == 3)
+      launch_narrow<T, 3, true, true>(dy, w, dx, tl, y_act, kind, slope, dx_act, walk);
+    else if (codes)
+      launch_narrow<T, 1, true, true>(dy, w, dx, tl, y_act, kind, slope, dx_act, walk);
+    else if (act && C == 3)
       launch_narrow<T, 3, true>(dy, w, dx, tl, y_act, kind, slope, dx_act, walk);
     else if (act)
       launch_narrow<T, 1, true>(dy, w, dx, tl, y_act, kind, slope, dx_act, walk);

@@ -18,6 +18,7 @@ enum class NarrowWalk { kAuto, kCarry, kHalo };
 
 // Whether conv2d_backward_data_narrow takes these shapes (the rest checked by its caller).
 bool conv2d_backward_data_narrow_applies(const Tensor& dy, const Tensor& dx);
+bool conv2d_backward_data_narrow_takes(const Shape& dy, const Shape& dx);
 
 // dx = backward_data(dy', w) as conv2d_backward_data_8ch describes it, for dx with 1 or 3
 // channels, dy with 64 channels and a multiple of 8 up to 64 pixels wide. The caller has checked

@@ -108,6 +108,8 @@ inline bool choose_tiling(int64_t N, int64_t H, int64_t W, int64_t P, int64_t Q,
 // forward and backward-filter read all three, conv_8ch_input.cuh; y the 64k-channel side), or
 // false when the kernels do not handle it (conv_8ch.h). In conv_8ch.cu.
 bool tiling_for(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p, Tiling& tl);
+// Its shape checks alone (the tensors' dtype, layout and alignment aside).
+bool tiling_for_shapes(const Shape& x, const Shape& w, const Shape& y, const Conv2dParams& p, Tiling& tl);
 
 // Lets `kernel` use `bytes` of dynamic shared memory on `device`: more than the 48 KB a kernel
 // gets without asking needs the attribute, which belongs to the device's context. Once per

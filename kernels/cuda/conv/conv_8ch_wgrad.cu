@@ -62,11 +62,24 @@ __device__ __forceinline__ void load_dy_tile_async(const T* __restrict__ t, T* t
   }
 }
 
+// The same tile of the activation's output as FP8 codes (ops::conv2d_activation_forward's
+// codes_only), each pixel's 64 codes at the byte offset where its 64 halves would begin.
+__device__ __forceinline__ void load_codes_tile_async(const uint8_t* __restrict__ codes, uint8_t* tile_s,
+                                                      const Tiling& tl, int K, int n, int p0, int q0, int k0) {
+  const uint8_t* tile_t = codes + ((static_cast<size_t>(n) * tl.P + p0) * tl.Q + q0) * K + k0;
+  for (int i = threadIdx.x; i < kTilePixels * (kGroupChannels / 8); i += kBlockThreads) {
+    const int m = i / (kGroupChannels / 8), chunk = i % (kGroupChannels / 8);
+    copy_async_8(shared_address(tile_s + m * kDyStride + chunk * 8), tile_t + m * K + chunk * 8, true);
+  }
+}
+
 // x (N, H, W, 8, or its Input's 1 or 3 channels), dy and y_act (N, P, Q, K), NHWC. Grid (blocks
 // walking the tiles, channel groups of 64). partial: (groups, gridDim.x, 64, 128) floats.
-template <class T, bool kActivation, class Input>
+// kYCodes: y_act is the activation's output as the FP8 codes whose sign bits tell y > 0.
+template <class T, bool kActivation, class Input, bool kYCodes = false>
 __global__ void __launch_bounds__(kBlockThreads)
-    conv_8ch_wgrad_kernel(const T* __restrict__ x, const T* __restrict__ dy, const T* __restrict__ y_act,
+    conv_8ch_wgrad_kernel(const T* __restrict__ x, const T* __restrict__ dy,
+                          const std::conditional_t<kYCodes, uint8_t, T>* __restrict__ y_act,
                           float* __restrict__ partial, Tiling tl, int K, ops::Activation act, float slope) {
   await_previous_kernel();
   extern __shared__ __align__(16) unsigned char smem[];
@@ -87,7 +100,10 @@ __global__ void __launch_bounds__(kBlockThreads)
     tl.locate(tile, n, p0, q0);
     input.issue(x, in_s(buf), tl, n, p0, q0);
     load_dy_tile_async(dy, dy_s(buf), tl, K, n, p0, q0, k0);
-    if (kActivation) load_dy_tile_async(y_act, y_s(buf), tl, K, n, p0, q0, k0);
+    if constexpr (kActivation && kYCodes)
+      load_codes_tile_async(y_act, reinterpret_cast<uint8_t*>(y_s(buf)), tl, K, n, p0, q0, k0);
+    else if constexpr (kActivation)
+      load_dy_tile_async(y_act, y_s(buf), tl, K, n, p0, q0, k0);
   };
 
   // Lane l addresses row l % 8 of matrix l / 8 in each ldmatrix_x4_trans; for B its footprint
@@ -119,7 +135,13 @@ __global__ void __launch_bounds__(kBlockThreads)
       for (int i = tid; i < kTilePixels * (kGroupChannels / 8); i += kBlockThreads) {
         const int at = (i / (kGroupChannels / 8)) * kDyStride + (i % (kGroupChannels / 8)) * 8;
         Pack<T, 8>& g = *reinterpret_cast<Pack<T, 8>*>(dyt + at);
-        g = activate_grad_pack(act, *reinterpret_cast<const Pack<T, 8>*>(yt + at), g, slope);
+        if constexpr (kYCodes)
+          g = activate_grad_pack(
+              act,
+              activation_signs_of_codes<T>(*reinterpret_cast<const uint2*>(reinterpret_cast<const uint8_t*>(yt) + at)),
+              g, slope);
+        else
+          g = activate_grad_pack(act, *reinterpret_cast<const Pack<T, 8>*>(yt + at), g, slope);
       }
       __syncthreads();
     }
@@ -203,8 +225,11 @@ bool conv2d_backward_filter_8ch_applies(const Tensor& x, const Tensor& dy, const
   Tiling tl;
   if (!tiling_for(x, dw, dy, p, tl)) return false;
   if (x.dim(1) != 8 && !narrow_input_fits(tl)) return false;
-  return !act || (y_act && y_act->shape() == dy.shape() && y_act->dtype() == dy.dtype() &&
-                  y_act->format() == dy.format() && aligned16(y_act->data()));
+  // y_act: the activation's output, or (ReLU, LeakyReLU) its codes written with codes_only.
+  const bool codes = y_act && y_act->dtype() == DType::U8;
+  return !act || (y_act && y_act->shape() == dy.shape() && (y_act->dtype() == dy.dtype() || codes) &&
+                  (!codes || act->kind != ops::Activation::Tanh) && y_act->format() == dy.format() &&
+                  reinterpret_cast<uintptr_t>(y_act->data()) % (codes ? 8 : 16) == 0);
 }
 
 bool conv2d_backward_filter_8ch(const Tensor& x, const Tensor& dy, Tensor& dw, const Conv2dParams& p, float beta,
@@ -233,13 +258,20 @@ bool conv2d_backward_filter_8ch(const Tensor& x, const Tensor& dy, Tensor& dw, c
     const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(groups));
     dispatch_input<T>(C, tl, [&](auto input) {
       using Input = std::remove_pointer_t<decltype(input)>;
-      auto fused = conv_8ch_wgrad_kernel<T, true, Input>;
-      auto kernel = act ? fused : conv_8ch_wgrad_kernel<T, false, Input>;
-      // Both variants use more than the 48 KB of shared memory a kernel gets without asking.
-      allow_dynamic_smem(fused, smem_bytes(true), x.device().index);
-      allow_dynamic_smem(conv_8ch_wgrad_kernel<T, false, Input>, smem_bytes(false), x.device().index);
-      launch_kernel(kernel, grid, kBlockThreads, smem_bytes(act != nullptr), ctx.stream(), x.data_as<T>(),
-                    dy.data_as<T>(), act ? y_act->data_as<T>() : nullptr, partial, tl, K, kind, slope);
+      // Every variant uses more than the 48 KB of shared memory a kernel gets without asking.
+      if (act && y_act->dtype() == DType::U8) {
+        auto kernel = conv_8ch_wgrad_kernel<T, true, Input, true>;
+        allow_dynamic_smem(kernel, smem_bytes(true), x.device().index);
+        launch_kernel(kernel, grid, kBlockThreads, smem_bytes(true), ctx.stream(), x.data_as<T>(), dy.data_as<T>(),
+                      y_act->data_as<uint8_t>(), partial, tl, K, kind, slope);
+      } else {
+        auto fused = conv_8ch_wgrad_kernel<T, true, Input>;
+        auto kernel = act ? fused : conv_8ch_wgrad_kernel<T, false, Input>;
+        allow_dynamic_smem(fused, smem_bytes(true), x.device().index);
+        allow_dynamic_smem(conv_8ch_wgrad_kernel<T, false, Input>, smem_bytes(false), x.device().index);
+        launch_kernel(kernel, grid, kBlockThreads, smem_bytes(act != nullptr), ctx.stream(), x.data_as<T>(),
+                      dy.data_as<T>(), act ? y_act->data_as<T>() : nullptr, partial, tl, K, kind, slope);
+      }
     });
     CUDA_CHECK_LAUNCH();
     launch_kernel(sum_partials_kernel<T>, static_cast<unsigned>(groups * kPartial / kSumOutputs),

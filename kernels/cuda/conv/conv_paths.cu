@@ -245,6 +245,9 @@ void conv2d_activation_forward(const Tensor& x, const Tensor& w, Tensor& y, cons
 void conv2d_activation_backward_filter(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor& dw,
                                        const Conv2dParams& p, const ops::FusedActivation& act, float beta) {
   check_conv(x, dw, dy, p, ConvPass::BackwardFilter);
+  GE_CHECK(y.dtype() != DType::U8 || conv2d_backward_filter_8ch_applies(x, dy, dw, p, &act, &y),
+           "conv2d_activation_backward_filter: y as codes on the GPU takes only the shapes ",
+           "ops::conv2d_activation_runs_from_codes names; x ", x.str(), ", dy ", dy.str());
   run_conv_pass({ConvPass::BackwardFilter, x, dw, dy, p, beta, &act, &y});
 }
 
@@ -253,6 +256,10 @@ void conv2d_activation_backward_data(const Tensor& y, const Tensor& dy, const Te
                                      const ops::InputActivation* input) {
   check_conv(dx, w, dy, p, ConvPass::BackwardData);
   const DxActivation through_input{input ? input->act : ops::FusedActivation{}, input ? &input->x : nullptr};
+  GE_CHECK(y.dtype() != DType::U8 ||
+               conv2d_backward_data_8ch_applies(dy, w, dx, p, &act, &y, input ? &through_input : nullptr),
+           "conv2d_activation_backward_data: y as codes on the GPU takes only the shapes ",
+           "ops::conv2d_activation_runs_from_codes names; dy ", dy.str(), ", dx ", dx.str());
   run_conv_pass({ConvPass::BackwardData, dx, w, dy, p, 0.f, &act, &y, input ? &through_input : nullptr});
 }
 
