@@ -84,8 +84,9 @@ bool through_kernel(Pass pass, const Fp8Tensor& a, const Fp8Tensor& w, Tensor& o
 
 // The phase kernel of the pass, into f16 (false: not taken).
 bool through_phases(Pass pass, const Fp8Tensor& a, const Fp8Tensor& w, Tensor& out, const Conv2dParams& p) {
-  return pass == Pass::Forward ? gpu::fp8_conv2d_forward_phases(a, w, out, p)
-                               : gpu::fp8_conv2d_backward_data_phases(a, w, out, p);
+  return pass == Pass::Forward
+             ? gpu::fp8_conv2d_forward_phases(a, w, out, p) || gpu::fp8_conv2d_forward_resident(a, w, out, p)
+             : gpu::fp8_conv2d_backward_data_phases(a, w, out, p);
 }
 
 void of_magnitudes(Pass pass, const Tensor& a, const Tensor& w, Tensor& out, const Conv2dParams& p) {
@@ -200,12 +201,16 @@ TEST_CASE("gpu ops: FP8 forward convolutions on warpgroup MMA match the CPU emul
   // D's layers (and, with an E5M2 gradient, G's backward-data, a forward convolution), 128- and
   // 64-channel tiles, a partial last tile, and a 3x3 stride-1 shape whose K (288 bytes) ends
   // inside a stage and whose 32 channels put two taps in one. The 64 -> 128 layer's f16 results
-  // come from the phase kernel: with fewer images than SMs (an image a block), and with more (a
-  // block's images one after another).
+  // come from the phase kernel, the 128 -> 256 layer's from the kernel with resident weights: with
+  // fewer images than SMs (an image a block, or four), and with more (a block's images one after
+  // another, unevenly many).
   const std::vector<Case> cases = {
       {"D 64 -> 128", {2, 64, 32, 32}, {128, 64, 4, 4}, {2, 128, 16, 16}, Fp8Format::E4M3, d, true},
       {"D 64 -> 128, 300 images", {300, 64, 32, 32}, {128, 64, 4, 4}, {300, 128, 16, 16}, Fp8Format::E4M3, d, true},
       {"G's 64 -> 128 backward-data", {3, 64, 32, 32}, {128, 64, 4, 4}, {3, 128, 16, 16}, Fp8Format::E5M2, d, true},
+      {"D 128 -> 256", {2, 128, 16, 16}, {256, 128, 4, 4}, {2, 256, 8, 8}, Fp8Format::E4M3, d, true},
+      {"D 128 -> 256, 301 images", {301, 128, 16, 16}, {256, 128, 4, 4}, {301, 256, 8, 8}, Fp8Format::E4M3, d, true},
+      {"G's 128 -> 256 backward-data", {70, 128, 16, 16}, {256, 128, 4, 4}, {70, 256, 8, 8}, Fp8Format::E5M2, d, true},
       {"D 256 -> 512", {3, 256, 8, 8}, {512, 256, 4, 4}, {3, 512, 4, 4}, Fp8Format::E4M3, d},
       {"3x3 32 -> 64", {3, 32, 9, 7}, {64, 32, 3, 3}, {3, 64, 9, 7}, Fp8Format::E5M2, {1, 1}}};
   for (const Case& c : cases) check_case(c, Pass::Forward);
@@ -305,7 +310,12 @@ TEST_CASE("gpu ops: fp8_conv2d_runs_on_codes names D's second layer at 64x64 ima
     CHECK_FALSE(ops::fp8_conv2d_runs_on_codes({n, 64, 32, 32}, {128, 64, 4, 4}, {n, 128, 16, 16}, d, kCpu));
     CHECK(gpu::fp8_conv2d_forward_phases_takes({n, 64, 32, 32}, {128, 64, 4, 4}, {n, 128, 16, 16}, d, kGpu));
     CHECK(gpu::fp8_conv2d_backward_filter_takes({n, 64, 32, 32}, {n, 128, 16, 16}, {128, 64, 4, 4}, d, kGpu));
+    // D's third layer: its forward alone has a kernel of its own.
+    CHECK(gpu::fp8_conv2d_forward_resident_takes({n, 128, 16, 16}, {256, 128, 4, 4}, {n, 256, 8, 8}, d, kGpu));
+    CHECK_FALSE(ops::fp8_conv2d_runs_on_codes({n, 128, 16, 16}, {256, 128, 4, 4}, {n, 256, 8, 8}, d, kGpu));
   }
+  CHECK_FALSE(gpu::fp8_conv2d_forward_resident_takes({8, 128, 16, 16}, {256, 128, 4, 4}, {8, 256, 8, 8}, d, kCpu));
+  CHECK_FALSE(gpu::fp8_conv2d_forward_resident_takes({8, 128, 32, 32}, {256, 128, 4, 4}, {8, 256, 16, 16}, d, kGpu));
   CHECK_FALSE(ops::fp8_conv2d_runs_on_codes({8, 128, 16, 16}, {256, 128, 4, 4}, {8, 256, 8, 8}, d, kGpu));
   CHECK_FALSE(ops::fp8_conv2d_runs_on_codes({8, 64, 16, 16}, {128, 64, 4, 4}, {8, 128, 8, 8}, d, kGpu));
   CHECK_FALSE(gpu::fp8_conv2d_backward_filter_takes({8, 64, 16, 16}, {8, 128, 8, 8}, {128, 64, 4, 4}, d, kGpu));

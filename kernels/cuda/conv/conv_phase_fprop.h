@@ -1,6 +1,8 @@
-// The forward of the DCGAN's 64 -> 128-channel 4x4 stride-2 layer on 32 x 32 inputs (D's second layer
-// at 64x64 images, and so G's fourth layer's backward-data) from FP8 codes, on Hopper's warpgroup
-// MMA with the phase kernels' structure (sm90a/conv_phase_fprop.cu).
+// The forwards from FP8 codes, on Hopper's warpgroup MMA, of the DCGAN's 64 -> 128-channel 4x4
+// stride-2 layer on 32 x 32 inputs (D's second layer at 64x64 images, and so G's fourth layer's
+// backward-data) with the phase kernels' structure (sm90a/conv_phase_fprop.cu), and of its
+// 128 -> 256-channel layer on 16 x 16 inputs (D's third, G's third layer's backward-data) with the
+// weights resident in registers (sm90a/conv_resident_fprop.cu).
 #pragma once
 #include "ganengine/fp8.h"
 #include "ganengine/ops.h"
@@ -18,6 +20,11 @@ bool fp8_conv2d_forward_phases(const Fp8Tensor& x, const Fp8Tensor& w, Tensor& y
 // layouts and alignment above).
 bool fp8_conv2d_forward_phases_takes(const Shape& x, const Shape& w, const Shape& y, const Conv2dParams& p,
                                      Device device);
+
+// The 128 -> 256-channel layer's forward, under the same conditions as fp8_conv2d_forward_phases.
+bool fp8_conv2d_forward_resident(const Fp8Tensor& x, const Fp8Tensor& w, Tensor& y, const Conv2dParams& p);
+bool fp8_conv2d_forward_resident_takes(const Shape& x, const Shape& w, const Shape& y, const Conv2dParams& p,
+                                       Device device);
 
 }  // namespace gpu
 }  // namespace ge

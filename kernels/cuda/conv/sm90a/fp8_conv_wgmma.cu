@@ -212,9 +212,9 @@ bool takes(const Fp8Tensor& a, const Fp8Tensor& w, const Tensor& out) {
 }  // namespace
 
 bool fp8_conv2d_forward_wgmma(const Fp8Tensor& x, const Fp8Tensor& w, Tensor& y, const Conv2dParams& p) {
-  // The 64 -> 128-channel layer's, with f16 y: from an image's x held in shared memory
-  // (sm90a/conv_phase_fprop.cu).
-  if (fp8_conv2d_forward_phases(x, w, y, p)) return true;
+  // The 64 -> 128 and 128 -> 256-channel layers', with f16 y: from an image's x held in shared
+  // memory (sm90a/conv_phase_fprop.cu, sm90a/conv_resident_fprop.cu).
+  if (fp8_conv2d_forward_phases(x, w, y, p) || fp8_conv2d_forward_resident(x, w, y, p)) return true;
   Geometry g{};
   if (!fp8_conv::forward_geometry(x.data.shape(), w.data.shape(), y.shape(), p, &g) || !takes(x, w, y)) return false;
   run(x, w.data.data_as<uint8_t>(), w.scale_inv, y, g);

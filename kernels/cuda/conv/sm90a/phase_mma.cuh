@@ -118,13 +118,16 @@ __device__ __forceinline__ uint32_t stage_row_address(const char* stage, int t) 
   return shared_address(stage) + (8 * (j / 2) + k) * 128 + ((2 * warp + j % 2) ^ k) * 16;
 }
 
-// One MMA half's words into its stage, transposed (a row of 64 channels per pixel) for each
-// pixel's 128 bytes to leave whole. Matrices of one stmatrix: n8 blocks i and i + 1 (pixel rows
-// i, i + 1 of the half), channels 16 warp + 0..7 and + 8..15; words 2i, 2i + 1 hold (channel
-// 16 warp + lane / 4, pixels 2 (lane % 4), + 1) and (channel + 8, the same pixels).
-__device__ __forceinline__ void stage_results(uint32_t stage_row, const uint32_t (&words)[32]) {
+// One MMA half's words (or those of kWords / 2 of its n8 blocks) into its stage, transposed (a
+// row of 64 channels per pixel) for each pixel's 128 bytes to leave whole. Matrices of one
+// stmatrix: n8 blocks i and i + 1 (pixel rows i, i + 1 of the half), channels 16 warp + 0..7 and
+// + 8..15; words 2i, 2i + 1 hold (channel 16 warp + lane / 4, pixels 2 (lane % 4), + 1) and
+// (channel + 8, the same pixels).
+template <int kWords>
+__device__ __forceinline__ void stage_results(uint32_t stage_row, const uint32_t (&words)[kWords]) {
+  static_assert(kWords % 4 == 0, "whole stmatrix groups of two n8 blocks");
 #pragma unroll
-  for (int i = 0; i < 16; i += 2)
+  for (int i = 0; i < kWords / 2; i += 2)
     asm volatile(
         "stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(stage_row + 8 * i * 128),
         "r"(words[2 * i]), "r"(words[2 * i + 1]), "r"(words[2 * i + 2]), "r"(words[2 * i + 3])

@@ -135,6 +135,35 @@ __device__ __forceinline__ void wgmma_fp8_m64n128k32_a_registers(float (&d)[64],
     GE_WGMMA_M64N128_A_REGISTERS("m64n128k32.f32.e5m2.e5m2", "");
 }
 
+// The FP8 m64n64k32 form of the above: d[0..31], a in registers as there.
+#define GE_WGMMA_FP8_M64N64K32_A_REGISTERS(types)                                                                   \
+  asm volatile(                                                                                                     \
+      "{\n"                                                                                                         \
+      ".reg .pred p;\n"                                                                                             \
+      "setp.ne.b32 p, %37, 0;\n"                                                                                    \
+      "wgmma.mma_async.sync.aligned.m64n64k32.f32" types                                                            \
+      " "                                                                                                           \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, "            \
+      "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "                                                    \
+      "{%32, %33, %34, %35}, %36, p, 1, 1;\n"                                                                       \
+      "}\n"                                                                                                         \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), \
+        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),      \
+        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),     \
+        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])                   \
+      : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "l"(b_desc), "r"(static_cast<int>(accumulate)))
+
+// a E4M3 (the weights), b E4M3 or E5M2.
+template <Fp8Format B>
+__device__ __forceinline__ void wgmma_fp8_m64n64k32_a_registers(float (&d)[32], const uint4& a, uint64_t b_desc,
+                                                                bool accumulate) {
+  if constexpr (B == Fp8Format::E4M3)
+    GE_WGMMA_FP8_M64N64K32_A_REGISTERS(".e4m3.e4m3");
+  else
+    GE_WGMMA_FP8_M64N64K32_A_REGISTERS(".e4m3.e5m2");
+}
+
+#undef GE_WGMMA_FP8_M64N64K32_A_REGISTERS
 #undef GE_WGMMA_FP8_M64N128K32
 #undef GE_WGMMA_FP8_M64N64K32
 #undef GE_WGMMA_M64N128_A_REGISTERS

@@ -1,0 +1,218 @@
+// y = forward(x, w) of a 4x4, stride-2, pad-1 convolution with 128 channels in x and 256 in y, x
+// 16 x 16 (D's third layer at 64x64 images; with an E5M2 x, G's third layer's backward-data), from
+// FP8 codes on Hopper's warpgroup MMA, with the weights resident in registers:
+//  - a block forms one quarter of y's channels (64, blockIdx.x % 4) for every image it takes. Its
+//    two warpgroups hold that quarter's E4M3 weights as register fragments of m64n64k32 MMAs for
+//    the whole kernel, warpgroup h the taps of kernel rows 2h and 2h + 1 (32 steps of 32 channels
+//    of a tap, 128 registers a thread): the weights are read once a block. Streamed once an image
+//    as conv_phase_fprop.cu streams its own, they would be 512 KiB an image, as long as the half
+//    pass at L2's bandwidth (docs/performance.md);
+//  - an image's x codes (32 KiB) sit in shared memory with a zero border in conv_phase_fprop.cu's
+//    order, the column parities apart, so that at any tap the 8 columns of an output row read 8
+//    consecutive 16-byte pieces (one core matrix) and output rows lie two tile rows apart: a tap
+//    is a descriptor's start address, one MMA of N = 64 (the image's 64 output pixels) a step.
+//    Four blocks read each image, one for each quarter; the next image's codes load meanwhile;
+//  - each warpgroup's sums cover half of K: the two hand each other, through shared memory, their
+//    sums of the output rows the other writes (0..3 or 4..7), add them to their own (a + b is b +
+//    a: the same bytes whichever adds), multiply by both scale_invs, round to half and store
+//    through a stage as whole 128-byte pieces.
+// Compiled for sm_90a only (wgmma): CMakeLists.txt builds this folder apart.
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "cuda/conv/conv_phase_dgrad.h"
+#include "cuda/conv/conv_phase_fprop.h"
+#include "cuda/conv/sm90a/phase_mma.cuh"
+#include "cuda/cuda_util.cuh"
+#include "cuda/kernel_launch.cuh"
+
+namespace ge {
+namespace gpu {
+namespace {
+
+using namespace phase_mma;
+
+constexpr int kInChannels = 128, kOutChannels = 256;
+constexpr int kQuarters = kOutChannels / kChannels;  // the blocks that read an image
+constexpr int kSide = 16;                            // x's height and width
+constexpr int kOutSide = kSide / 2;                  // y's
+constexpr int kPixels = kOutSide * kOutSide;         // an image's output pixels: the MMA's N
+constexpr int kParityColumns = kSide / 2 + 1;        // a parity's columns with its border column
+constexpr int kRowPieces = 2 * kParityColumns;       // a row: both parities
+constexpr int kRows = kSide + 2;                     // with the border rows
+constexpr int kPlane = kRows * kRowPieces;           // a channel group's pieces
+constexpr int kGroups = kInChannels / 16;            // 16-byte pieces a pixel (FP8)
+constexpr int kTilePieces = kGroups * kPlane;
+constexpr int kSlices = kInChannels / 32;  // MMA steps a tap
+constexpr int kHalfSteps = 8 * kSlices;    // a warpgroup's: two kernel rows of taps
+constexpr int kThreads = 2 * kWarpgroup;
+// A warpgroup's sums of the other's output rows: four n8 blocks, 16 accumulators a thread.
+constexpr int kHanded = 16;
+constexpr size_t kExchangeBytes = size_t{2} * kHanded * kWarpgroup * sizeof(float);
+constexpr size_t kHalfStageBytes = size_t{kPixels / 2} * kChannels * 2;  // 32 pixels of 64 halves
+constexpr size_t kShared = 2 * size_t{kTilePieces} * 16 + kExchangeBytes + 2 * kHalfStageBytes;
+static_assert(kShared <= 227 * 1024, "two x tiles, the exchange and the stages fit an H100/H200 block");
+static_assert(kPixels == 64 && kOutSide == 8, "one m64n64 MMA a step: an output row a core matrix");
+
+// The piece of the tile holding x column c (-1 .. 16) of tile row `row` (x row + 1), group g.
+__host__ __device__ constexpr int piece_of(int g, int row, int c) {
+  return g * kPlane + row * kRowPieces + (c % 2 != 0 ? (c + 1) / 2 : kParityColumns + c / 2);
+}
+
+// Where warpgroup h's step s's B operand starts, in 16-byte pieces: output pixel (0, 0)'s, whose
+// tap (kh, kw) reads tile row kh (x row kh - 1) and x column kw - 1, in channel groups 2 slice and
+// 2 slice + 1 (the descriptor's leading stride apart). Pixel (a, b) reads 2a rows and b pieces on.
+__host__ __device__ constexpr int step_offset(int h, int s) {
+  const int tap = 8 * h + s / kSlices, slice = s % kSlices, kh = tap / 4, kw = tap % 4;
+  return piece_of(2 * slice, kh, kw - 1);
+}
+
+// frag[((quarter * 2 + h) * kHalfSteps + s) * 128 + thread]: thread `thread`'s fragment of
+// warpgroup h's step s for the quarter's 64 output channels, A[m][k] = w[64 quarter + m][tap][32
+// slice + k] with tap = 8 h + s / 4, slice = s % 4 (w in 256 x 4 x 4 x 128 order).
+__global__ void resident_weights_kernel(const uint8_t* w, uint4* frag) {
+  await_previous_kernel();
+  const int total = kQuarters * 2 * kHalfSteps * kWarpgroup;
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= total) return;
+  const int thread = i % kWarpgroup, s = (i / kWarpgroup) % kHalfSteps, h = (i / kWarpgroup / kHalfSteps) % 2;
+  const int quarter = i / kWarpgroup / kHalfSteps / 2;
+  const int tap = 8 * h + s / kSlices, slice = s % kSlices;
+  frag[i] = a_fragment<Fp8Operands<Fp8Format::E4M3>>(thread, [&](int row, int col) {
+    return w[((kChannels * quarter + row) * 16 + tap) * kInChannels + 32 * slice + col];
+  });
+}
+
+// Persistent blocks of two warpgroups, one an SM, a multiple of four of them: block b forms y's
+// channels 64 (b % 4) .. + 63 of images b / 4, b / 4 + gridDim.x / 4, ... The sums are multiplied
+// by *x_scale_inv * *w_scale_inv.
+template <Fp8Format XFormat>
+__global__ void __launch_bounds__(kThreads, 1)
+    resident_fprop_kernel(const uint8_t* __restrict__ x, const uint4* __restrict__ frag, __half* __restrict__ y,
+                          int images, const float* __restrict__ x_scale_inv, const float* __restrict__ w_scale_inv) {
+  // Two tiles of kTilePieces 16-byte pieces, the exchange ([warpgroup][kHanded][128] floats), a
+  // stage a warpgroup.
+  extern __shared__ __align__(128) uint4 smem[];
+  auto tile = [&](int k) { return smem + (k % 2) * kTilePieces; };  // item k's
+  float* exchange = reinterpret_cast<float*>(smem + 2 * kTilePieces);
+  const int tid = threadIdx.x, wg = tid / kWarpgroup, t = tid % kWarpgroup;
+  const int quarter = static_cast<int>(blockIdx.x) % kQuarters;
+  const int stride = static_cast<int>(gridDim.x) / kQuarters;
+  char* stage = reinterpret_cast<char*>(exchange) + kExchangeBytes + wg * kHalfStageBytes;
+  // The border rows and columns stay zero; the interiors take each image's x.
+  for (int i = tid; i < 2 * kTilePieces; i += kThreads) {
+    const int q = i % kPlane, row = q / kRowPieces, col = q % kRowPieces;
+    if (row == 0 || row == kRows - 1 || col == 0 || col == kRowPieces - 1) smem[i] = make_uint4(0, 0, 0, 0);
+  }
+  await_previous_kernel();
+  uint4 a[kHalfSteps];
+  const uint4* fp = frag + static_cast<size_t>(quarter * 2 + wg) * kHalfSteps * kWarpgroup + t;
+#pragma unroll
+  for (int s = 0; s < kHalfSteps; ++s) a[s] = __ldg(fp + s * kWarpgroup);
+  const float scale = *x_scale_inv * *w_scale_inv;
+  auto load = [&](int image, uint4* into) {
+    const char* src = reinterpret_cast<const char*>(x + static_cast<size_t>(image) * kSide * kSide * kInChannels);
+    for (int q = tid; q < kSide * kSide * kGroups; q += kThreads) {
+      const int pixel = q / kGroups, group = q % kGroups;
+      copy_async_16(&into[piece_of(group, pixel / kSide + 1, pixel % kSide)], src + size_t{16} * q, true);
+    }
+    copy_async_commit();
+  };
+  const uint32_t stage_row = stage_row_address(stage, t);
+  float* handed = exchange + wg * kHanded * kWarpgroup;                // this warpgroup's to the other
+  const float* received = exchange + (1 - wg) * kHanded * kWarpgroup;  // the other's to this one
+  int image = static_cast<int>(blockIdx.x) / kQuarters;
+  if (image < images) load(image, tile(0));
+  for (int k = 0; image < images; ++k, image += stride) {
+    await_tile();
+    if (image + stride < images) load(image + stride, tile(k + 1));
+    // N: output rows a = 0..7 (core matrices two tile rows apart), columns 0..7 (8 pieces).
+    const uint64_t image_desc = smem_descriptor(shared_address(tile(k)), 16 * kPlane, 16 * 2 * kRowPieces);
+    float d[32];
+    wgmma_fence();
+#pragma unroll
+    for (int s = 0; s < kHalfSteps; ++s)
+      wgmma_fp8_m64n64k32_a_registers<XFormat>(d, a[s], image_desc + step_offset(wg, s), s > 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    // n8 block j is output row j: warpgroup 0 writes rows 0..3 (d[0..15]), warpgroup 1 rows 4..7.
+    float own[kHanded];
+#pragma unroll
+    for (int i = 0; i < kHanded; ++i) {
+      own[i] = wg == 0 ? d[i] : d[kHanded + i];
+      handed[i * kWarpgroup + t] = wg == 0 ? d[kHanded + i] : d[i];
+    }
+    // Both warpgroups' sums are handed over. The next image's are written only after its MMAs,
+    // past the next await_tile, which every thread reaches after reading these.
+    __syncthreads();
+    uint32_t words[kHanded / 2];
+#pragma unroll
+    for (int i = 0; i < kHanded / 2; ++i) {
+      const float lo = own[2 * i] + received[2 * i * kWarpgroup + t];
+      const float hi = own[2 * i + 1] + received[(2 * i + 1) * kWarpgroup + t];
+      const __half2 h = __floats2half2_rn(lo * scale, hi * scale);
+      words[i] = *reinterpret_cast<const uint32_t*>(&h);
+    }
+    stage_results(stage_row, words);
+    warpgroup_barrier(1 + wg);  // the stage is whole
+    // 32 pixels of 8 chunks: thread t's chunk t % 8 of pixels t / 8 and t / 8 + 16. The stage is
+    // next written past the next image's MMAs, after these reads.
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int pixel = t / 8 + 16 * i, part = t % 8;
+      const uint4 v = *reinterpret_cast<const uint4*>(stage + pixel * 128 + (part ^ (pixel % 8)) * 16);
+      const size_t out = static_cast<size_t>(image) * kPixels + kPixels / 2 * wg + pixel;
+      *reinterpret_cast<uint4*>(y + out * kOutChannels + kChannels * quarter + 8 * part) = v;
+    }
+  }
+}
+
+template <Fp8Format XFormat>
+void launch_resident_fprop(const Tensor& x, const Tensor& w, Tensor& y, const float* x_scale_inv,
+                           const float* w_scale_inv) {
+  cudaStream_t stream = stream_of(y);
+  const int total = kQuarters * 2 * kHalfSteps * kWarpgroup;
+  Tensor frag = Tensor::empty({int64_t{total} * 16}, DType::U8, y.device());
+  launch_kernel(resident_weights_kernel, static_cast<unsigned>(ceil_div(total, 256)), 256, 0, stream,
+                static_cast<const uint8_t*>(w.data()), static_cast<uint4*>(frag.data()));
+  CUDA_CHECK_LAUNCH();
+  auto kernel = resident_fprop_kernel<XFormat>;
+  const int device = y.device().index;
+  set_function_attribute_once(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kShared), device);
+  const int images = static_cast<int>(x.dim(0));
+  const int blocks = kQuarters * std::max(1, std::min(images, sm_count(device) / kQuarters));
+  launch_kernel(kernel, static_cast<unsigned>(blocks), kThreads, kShared, stream, static_cast<const uint8_t*>(x.data()),
+                static_cast<const uint4*>(frag.data()), y.data_as<__half>(), images, x_scale_inv, w_scale_inv);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+bool fp8_conv2d_forward_resident_takes(const Shape& x, const Shape& w, const Shape& y, const Conv2dParams& p,
+                                       Device device) {
+  if (x.size() != 4 || w.size() != 4 || y.size() != 4) return false;
+  if (p.stride != 2 || p.pad != 1 || w != Shape{kOutChannels, kInChannels, 4, 4} ||
+      x != Shape{x[0], kInChannels, kSide, kSide} || y != Shape{x[0], kOutChannels, kOutSide, kOutSide})
+    return false;
+  if (x[0] < 1 || x[0] > std::numeric_limits<int>::max()) return false;  // images counted in int
+  return device.is_cuda() && device_is_sm90(device.index);
+}
+
+bool fp8_conv2d_forward_resident(const Fp8Tensor& x, const Fp8Tensor& w, Tensor& y, const Conv2dParams& p) {
+  if (x.data.dtype() != DType::U8 || w.data.dtype() != DType::U8 || w.format != Fp8Format::E4M3 ||
+      y.dtype() != DType::F16)
+    return false;
+  if (!phase_operands_on({&x.data, &w.data, &y}, {&x.scale_inv, &w.scale_inv}, y.device())) return false;
+  if (!fp8_conv2d_forward_resident_takes(x.data.shape(), w.data.shape(), y.shape(), p, y.device())) return false;
+  const float *x_scale_inv = x.scale_inv.data_as<float>(), *w_scale_inv = w.scale_inv.data_as<float>();
+  if (x.format == Fp8Format::E5M2)
+    launch_resident_fprop<Fp8Format::E5M2>(x.data, w.data, y, x_scale_inv, w_scale_inv);
+  else
+    launch_resident_fprop<Fp8Format::E4M3>(x.data, w.data, y, x_scale_inv, w_scale_inv);
+  return true;
+}
+
+}  // namespace gpu
+}  // namespace ge
