@@ -133,9 +133,9 @@ class Conv2d : public Layer {
   // The rounding of this FP8 layer's output gradient of shape `dy` (E5M2, its amax recorded as the
   // layer's own rounding records it), for the layer that writes that gradient; nullopt without
   // FP8. It asks for the gradient's codes as well where the latest training forward found the
-  // backward-data faster from codes than in half (ops::fp8_conv2d_backward_data_beats_half), and
-  // for the codes alone (codes_only) where that forward ran from codes too: then both gradients
-  // read the codes, nothing the values.
+  // input gradient faster from codes than in half (input_gradient_runs_on_codes), and for the
+  // codes alone (codes_only) where all three passes run from codes: then both gradients read the
+  // codes, nothing the values.
   std::optional<ops::Fp8RoundTrip> output_gradient_rounding(const Shape& dy) const;
   // The next backward's dy, if it is exactly `dy`, comes rounded already: backward does not round
   // it again (BatchNorm2d::round_gradient_for). With `codes` (the rounding's codes, undefined for
@@ -153,15 +153,17 @@ class Conv2d : public Layer {
   // The rounding of this FP8 layer's input (E4M3, its amax recorded as the layer's own rounding
   // records it), for the layer that writes that input; nullopt without FP8.
   std::optional<ops::Fp8RoundTrip> input_rounding() const;
-  // input_rounding() with a codes tensor to write instead of rounded values, for an input of shape
-  // `x` where this layer's three training passes run from FP8 codes on FP8 Tensor Cores
-  // (ops::fp8_conv2d_runs_on_codes); nullopt elsewhere. The layer writing the input then hands the
-  // codes over (take_input_codes).
+  // input_rounding() with a codes tensor to write, for an input of shape `x` whose training forward
+  // runs from FP8 codes on FP8 Tensor Cores: instead of the rounded values (codes_only) where all
+  // three training passes do (ops::fp8_conv2d_runs_on_codes), beside them where only the forward
+  // does (ops::fp8_conv2d_forward_beats_half); nullopt elsewhere. The layer writing the input then
+  // hands the codes over (take_input_codes).
   std::optional<ops::Fp8RoundTrip> input_codes(const Shape& x) const;
   // The next training forward's x, if it is exactly `x`, comes as its E4M3 codes (input_codes):
-  // forward and the filter gradient read those, and forward does not round x. `codes_only`: x's
-  // values may be unwritten (the BatchNorm before wrote the codes alone), and forward refuses any
-  // other x.
+  // forward reads those, and the filter gradient where it runs from codes, and forward does not
+  // round x. `codes_only`: x's values may be unwritten (the BatchNorm before wrote the codes
+  // alone), and forward refuses any other x; else x holds the rounded values the codes stand for
+  // wherever a half pass of the backward reads x.
   void take_input_codes(const Tensor& x, const Tensor& codes, bool codes_only) {
     rounded_of_ = x;
     rounded_x_ = Tensor();
@@ -210,8 +212,15 @@ class Conv2d : public Layer {
   Tensor compute_weight();  // the weight in the compute dtype (a fresh cast at O1)
   // t as the FP8 operand of `state` reads it (a fresh tensor), recording its amax when `record`.
   Tensor fp8_operand(const Tensor& t, const Fp8Scaling& state, bool record) const;
-  // Whether a training forward of an input of shape x runs its passes from FP8 codes (input_codes).
+  // The shapes of this layer's passes on an input of shape x as the FP8 convolution ops take them:
+  // the convolution's x, w and y, or, transposed, those of the convolution from its output to its
+  // input; nullopt where the layer has no FP8 codes paths (no FP8, not f16, another input width).
+  std::optional<std::array<Shape, 3>> codes_shapes(const Shape& x) const;
+  // Whether a training forward of an input of shape x runs all its passes from FP8 codes, its
+  // forward, its input gradient (input_codes, output_gradient_rounding).
   bool runs_on_codes(const Shape& x) const;
+  bool forward_runs_on_codes(const Shape& x) const;
+  bool input_gradient_runs_on_codes(const Shape& x) const;
   // The weight's shape with in_channels input channels: in_padded_, or in_ for a transposed
   // convolution of 1x1 maps in a small batch, a GEMM that takes any channel count (conv_gemm.h).
   Shape padded_weight_shape(int64_t in_channels) const;

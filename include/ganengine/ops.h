@@ -381,6 +381,12 @@ bool fp8_conv2d_backward_data_moments(const Fp8Tensor& dy, const Fp8Tensor& w, T
 // warpgroup-MMA kernels"). Elsewhere the FP8 kernels are slower than rounding plus the half pass.
 bool fp8_conv2d_backward_data_beats_half(const Shape& dy, const Shape& w, const Shape& dx, const Conv2dParams& p,
                                          Device device);
+// Whether fp8_conv2d_forward runs codes of these shapes (u8 NHWC) into an f16 NHWC y on `device` on
+// a kernel faster than conv2d_forward's half pass: the 64 -> 128-channel forward on 32 x 32 x and
+// the 128 -> 256-channel one on 16 x 16 x (D's second and third layers at 64x64 images, and so
+// the backward-data of G's fourth and third) on a compute capability 9.0 GPU.
+bool fp8_conv2d_forward_beats_half(const Shape& x, const Shape& w, const Shape& y, const Conv2dParams& p,
+                                   Device device);
 // Whether all three passes of a convolution of these shapes (x and y u8 NHWC codes or f16, the
 // filter gradient f16) run on FP8 Tensor Core kernels on `device`, which beats rounding plus the
 // half passes where x's codes are written in place of a rounded copy (docs/performance.md): D's

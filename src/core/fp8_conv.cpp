@@ -70,6 +70,12 @@ bool fp8_conv2d_backward_data_beats_half(const Shape& dy, const Shape& w, const 
   return gpu::fp8_conv2d_backward_data_phases_takes(dy, w, dx, p, device);
 }
 
+bool fp8_conv2d_forward_beats_half(const Shape& x, const Shape& w, const Shape& y, const Conv2dParams& p,
+                                   Device device) {
+  return gpu::fp8_conv2d_forward_phases_takes(x, w, y, p, device) ||
+         gpu::fp8_conv2d_forward_resident_takes(x, w, y, p, device);
+}
+
 bool fp8_conv2d_runs_on_codes(const Shape& x, const Shape& w, const Shape& y, const Conv2dParams& p, Device device) {
   return gpu::fp8_conv2d_backward_data_phases_takes(y, w, x, p, device) &&
          gpu::fp8_conv2d_forward_phases_takes(x, w, y, p, device) &&

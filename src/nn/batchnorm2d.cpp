@@ -77,15 +77,12 @@ Tensor BatchNorm2d::forward(const Tensor& x, bool training) {
         moments_.defined() && moments_of_.data() == x.data() && moments_of_.shape() == x.shape() && takes_moments();
     took_moments_ = given;
     // y is the FP8 convolution's input (round_output_for): rounded as it is written where the
-    // backward never reads y, or only its codes written where that convolution's passes all read
-    // codes (Conv2d::input_codes).
+    // backward never reads y, with its codes where that convolution's forward reads codes, or
+    // only its codes written where its three passes all do (Conv2d::input_codes).
     std::optional<ops::Fp8RoundTrip> rounding;
     if (rounds_output_for_ && fused_ && !sync && ops::batchnorm_activation_backward_recomputes(x, *fused_)) {
       rounding = rounds_output_for_->input_codes(x.shape());
-      if (rounding)
-        rounding->codes_only = true;
-      else
-        rounding = rounds_output_for_->input_rounding();
+      if (!rounding) rounding = rounds_output_for_->input_rounding();
     }
     const ops::Fp8RoundTrip* round_y = rounding ? &*rounding : nullptr;
     if (given) {
@@ -99,8 +96,8 @@ Tensor BatchNorm2d::forward(const Tensor& x, bool training) {
         ops::batchnorm_forward_train(x, gamma_.value, beta_.value, rm, rv, kMomentum, kEps, y, save_mean_, save_invstd_,
                                      sync);
     }
-    if (round_y && round_y->codes_only)
-      rounds_output_for_->take_input_codes(y, round_y->codes, true);
+    if (round_y && round_y->codes.defined())
+      rounds_output_for_->take_input_codes(y, round_y->codes, round_y->codes_only);
     else if (round_y)
       rounds_output_for_->take_rounded_input(y, y);
     if (region) running_updates_->latest = region->mark();

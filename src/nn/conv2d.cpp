@@ -91,8 +91,8 @@ std::optional<ops::Fp8RoundTrip> Conv2d::input_rounding() const {
   return ops::Fp8RoundTrip{in.scale, in.scale_inv, in.format, record_amax_ ? in.current_amax() : Tensor(), Tensor()};
 }
 
-bool Conv2d::runs_on_codes(const Shape& x) const {
-  if (!fp8_ || policy_.compute_dtype != DType::F16 || x.size() != 4 || x[1] != in_padded_) return false;
+std::optional<std::array<Shape, 3>> Conv2d::codes_shapes(const Shape& x) const {
+  if (!fp8_ || policy_.compute_dtype != DType::F16 || x.size() != 4 || x[1] != in_padded_) return std::nullopt;
   const Shape w = padded_weight_shape(in_padded_);
   // A transposed convolution's passes are those of the convolution from its output to its input
   // (the same weight tensor): its forward that one's backward-data, its input gradient that one's
@@ -100,17 +100,42 @@ bool Conv2d::runs_on_codes(const Shape& x) const {
   if (transposed_) {
     const Shape y{x[0], out_padded_, conv_transpose_out_size(x[2], kernel_, p_.stride, p_.pad),
                   conv_transpose_out_size(x[3], kernel_, p_.stride, p_.pad)};
-    return ops::fp8_conv2d_runs_on_codes(y, w, x, p_, where_.device);
+    return std::array<Shape, 3>{y, w, x};
   }
   const Shape y{x[0], out_padded_, conv_out_size(x[2], kernel_, p_.stride, p_.pad),
                 conv_out_size(x[3], kernel_, p_.stride, p_.pad)};
-  return ops::fp8_conv2d_runs_on_codes(x, w, y, p_, where_.device);
+  return std::array<Shape, 3>{x, w, y};
+}
+
+bool Conv2d::runs_on_codes(const Shape& x) const {
+  const std::optional<std::array<Shape, 3>> s = codes_shapes(x);
+  return s && ops::fp8_conv2d_runs_on_codes((*s)[0], (*s)[1], (*s)[2], p_, where_.device);
+}
+
+bool Conv2d::forward_runs_on_codes(const Shape& x) const {
+  const std::optional<std::array<Shape, 3>> s = codes_shapes(x);
+  if (!s) return false;
+  const auto& [cx, w, cy] = *s;
+  return transposed_ ? ops::fp8_conv2d_backward_data_beats_half(cy, w, cx, p_, where_.device)
+                     : ops::fp8_conv2d_forward_beats_half(cx, w, cy, p_, where_.device);
+}
+
+bool Conv2d::input_gradient_runs_on_codes(const Shape& x) const {
+  const std::optional<std::array<Shape, 3>> s = codes_shapes(x);
+  if (!s) return false;
+  const auto& [cx, w, cy] = *s;
+  return transposed_ ? ops::fp8_conv2d_forward_beats_half(cx, w, cy, p_, where_.device)
+                     : ops::fp8_conv2d_backward_data_beats_half(cy, w, cx, p_, where_.device);
 }
 
 std::optional<ops::Fp8RoundTrip> Conv2d::input_codes(const Shape& x) const {
-  if (!runs_on_codes(x)) return std::nullopt;
+  const bool all_passes = runs_on_codes(x);
+  if (!all_passes && !forward_runs_on_codes(x)) return std::nullopt;
   std::optional<ops::Fp8RoundTrip> r = input_rounding();
   r->codes = Tensor::empty(x, DType::U8, where_.device, where_.format);
+  // Alone where every pass reads them; where only the forward does, beside the rounded values
+  // that the backward's half passes read.
+  r->codes_only = all_passes;
   return r;
 }
 
@@ -159,6 +184,9 @@ Tensor Conv2d::forward(const Tensor& x_in, bool training) {
       training && rounded_of_.defined() && rounded_of_.same_storage(x) && rounded_of_.shape() == x.shape();
   const Tensor x_codes = took_rounded_input_ ? given_x_codes_ : Tensor();
   took_input_codes_ = x_codes.defined();
+  // The filter gradient reads the codes where it runs from codes (all three passes do); elsewhere
+  // the rounded values x holds beside them.
+  const Tensor x_codes_kept = x_codes.defined() && runs_on_codes(x.shape()) ? x_codes : Tensor();
   GE_CHECK(!given_x_codes_only_ || took_rounded_input_, describe(),
            ": the layer before wrote only the FP8 codes of its input, but the forward was handed ", x.str(),
            " instead");
@@ -189,21 +217,21 @@ Tensor Conv2d::forward(const Tensor& x_in, bool training) {
   // A transposed convolution's forward is a backward-data, which writes the channels its output
   // has (ops.h): G's last layer writes its 3 image channels, with no trimming copy.
   const int64_t y_channels = transposed_ && !keep_padded_output_ ? out_ : out_padded_;
-  // Where the GPU runs this layer's backward-data faster from FP8 codes than in half, the backward
-  // reads the output gradient's E5M2 codes (written beside its rounded values by the layer that
-  // writes it: output_gradient_rounding) and these E4M3 codes of the weight, the codes its rounded
-  // values stand for (quantized from the same weight with the same scale; the amax of this pass is
-  // the round trip's, so the quantize's own goes to scratch).
-  // The forward runs from codes too where x came as codes.
+  // The weight's E4M3 codes, the codes its rounded values stand for (quantized from the same
+  // weight with the same scale; the amax of this pass is the round trip's, so the quantize's own
+  // goes to scratch), where a pass reads them: the forward where x came as codes, and the input
+  // gradient where the GPU runs it faster from codes than in half. That one reads the output
+  // gradient's E5M2 codes too, written beside its rounded values by the layer that writes it
+  // (output_gradient_rounding, which asks for them where the backward keeps these).
+  Tensor w_codes;
   saved_w_codes_ = Tensor();
-  if (fp8_ && training && policy_.compute_dtype == DType::F16 &&
-      (x_codes.defined() ||
-       (!transposed_ && ops::fp8_conv2d_backward_data_beats_half({N, y_channels, Ho, Wo}, wp,
-                                                                 {N, input_channels_, H, W}, p_, where_.device)))) {
-    saved_w_codes_ = Tensor::empty(wp, DType::U8, where_.device, where_.format);
+  const bool fp8_training = fp8_ && training && policy_.compute_dtype == DType::F16;
+  const bool input_gradient_on_codes = fp8_training && input_gradient_runs_on_codes({N, input_channels_, H, W});
+  if (fp8_training && (x_codes.defined() || input_gradient_on_codes)) {
+    w_codes = Tensor::empty(wp, DType::U8, where_.device, where_.format);
     Tensor scratch_amax = Tensor::empty({1}, DType::F32, where_.device);
-    ops::fp8_quantize(padded(w_computed, wp[0], wp[1]), fp8_->weight.scale, fp8_->weight.format, saved_w_codes_,
-                      scratch_amax);
+    ops::fp8_quantize(padded(w_computed, wp[0], wp[1]), fp8_->weight.scale, fp8_->weight.format, w_codes, scratch_amax);
+    if (input_gradient_on_codes) saved_w_codes_ = w_codes;
   }
   Tensor y = Tensor::empty({N, y_channels, Ho, Wo}, policy_.compute_dtype, where_.device, where_.format);
   if (fused_) {
@@ -214,10 +242,11 @@ Tensor Conv2d::forward(const Tensor& x_in, bool training) {
       ops::conv_transpose2d_activation_forward(x, w, y, p_, *fused_);
     } else if (std::optional<ops::Fp8RoundTrip> codes =
                    rounding ? rounds_output_for_->input_codes(y.shape()) : std::nullopt) {
-      // The codes alone where this layer's backward passes can read them as y too: the layer's
-      // output is then kept as a byte a value, and never written in half.
-      codes->codes_only =
-          ops::conv2d_activation_runs_from_codes(x.shape(), w.shape(), y.shape(), p_, *fused_, where_.device);
+      // The codes alone where the next layer's passes all read codes and this layer's backward
+      // passes can read them as y too: the layer's output is then kept as a byte a value, and
+      // never written in half.
+      codes->codes_only = codes->codes_only && ops::conv2d_activation_runs_from_codes(x.shape(), w.shape(), y.shape(),
+                                                                                      p_, *fused_, where_.device);
       ops::conv2d_activation_forward(x, w, y, p_, *fused_, &*codes, nullptr);
       rounds_output_for_->take_input_codes(y, codes->codes, codes->codes_only);
       if (codes->codes_only) kept_y = codes->codes;
@@ -233,13 +262,13 @@ Tensor Conv2d::forward(const Tensor& x_in, bool training) {
     // The backward-data of the convolution from y to x, from codes (runs_on_codes), y's moments
     // formed as it is written where the BatchNorm after takes them.
     const Fp8Scaling &in = fp8_->input, &ws = fp8_->weight;
-    const Fp8Tensor xq{x_codes, in.scale_inv, in.format}, wq{saved_w_codes_, ws.scale_inv, ws.format};
+    const Fp8Tensor xq{x_codes, in.scale_inv, in.format}, wq{w_codes, ws.scale_inv, ws.format};
     Tensor moments;
     if (moments_for_ && moments_for_->takes_moments() && ops::fp8_conv2d_backward_data_moments(xq, wq, y, p_, moments))
       moments_for_->give_moments(y, std::move(moments));
     else
       ops::fp8_conv2d_backward_data(xq, wq, y, p_);
-    saved_x_codes_ = x_codes;
+    saved_x_codes_ = x_codes_kept;
   } else if (transposed_) {
     Tensor moments;
     const bool formed = training && moments_for_ && moments_for_->takes_moments() &&
@@ -250,8 +279,8 @@ Tensor Conv2d::forward(const Tensor& x_in, bool training) {
       ops::conv_transpose2d_forward(x, w, y, p_);
   } else if (x_codes.defined()) {
     const Fp8Scaling &in = fp8_->input, &ws = fp8_->weight;
-    ops::fp8_conv2d_forward({x_codes, in.scale_inv, in.format}, {saved_w_codes_, ws.scale_inv, ws.format}, y, p_);
-    saved_x_codes_ = x_codes;
+    ops::fp8_conv2d_forward({x_codes, in.scale_inv, in.format}, {w_codes, ws.scale_inv, ws.format}, y, p_);
+    saved_x_codes_ = x_codes_kept;
   } else {
     ops::conv2d_forward(x, w, y, p_);
   }

@@ -208,6 +208,16 @@ void check_fp8_pass(const char* what, const Tensor& got_t, const Tensor& want_t,
   CHECK(std::sqrt(diff) <= 0x1p-8 * std::sqrt(norm));
 }
 
+// `result` against the f32 pass on the FP8 values it was formed from: pass(out, false) forms that
+// pass into out, pass(out, true) the same pass on the values' magnitudes (the bound).
+template <class Pass>
+void check_against_f32_pass(const char* what, const Tensor& result, const Pass& pass) {
+  Tensor want = Tensor::empty(result.shape(), DType::F32), bound = Tensor::empty(result.shape(), DType::F32);
+  pass(want, false);
+  pass(bound, true);
+  check_fp8_pass(what, result, want, bound);
+}
+
 // A layer's forward output, input gradient and weight gradient.
 struct ThreePasses {
   Tensor y, dx, dw;
@@ -220,11 +230,8 @@ void check_three_passes(const ThreePasses& got, const Tensor& xv, const Tensor& 
   const Conv2dParams p{/*stride=*/2, /*pad=*/1};
   const Tensor xm = magnitudes(xv, MemoryFormat::NCHW), wm = magnitudes(wv, MemoryFormat::NCHW);
   const Tensor dym = magnitudes(dyv, MemoryFormat::NCHW);
-  auto check = [](const char* what, const Tensor& result, const auto& pass) {
-    Tensor want = Tensor::empty(result.shape(), DType::F32), bound = Tensor::empty(result.shape(), DType::F32);
-    pass(want, false);
-    pass(bound, true);
-    check_fp8_pass(what, result, want, bound);
+  const auto check = [](const char* what, const Tensor& result, const auto& pass) {
+    check_against_f32_pass(what, result, pass);
   };
   check("forward", got.y, [&](Tensor& out, bool on_magnitudes) {
     const Tensor &x = on_magnitudes ? xm : xv, &w = on_magnitudes ? wm : wv;
@@ -251,6 +258,8 @@ void check_three_passes(const ThreePasses& got, const Tensor& xv, const Tensor& 
 // after an update of them, and with the output gradient's codes not given. (Not against the same network running half
 // passes: a change of one ulp of half in D's input moves O4's gradients by tens of percent of their norm, each FP8
 // rounding after the layer turning small differences into whole FP8 steps; docs/performance.md.)
+// Its third layer (128 -> 256) runs its forward alone from codes, written by the BatchNorm before it
+// beside the rounded values its two gradients read in half: checked as the second layer's forward.
 // The other layers run no FP8 kernel.
 TEST_CASE("gpu nn: O4's D runs its second layer's three passes from FP8 codes on the values the network hands it") {
   GE_REQUIRE_GPU();
@@ -259,6 +268,7 @@ TEST_CASE("gpu nn: O4's D runs its second layer's three passes from FP8 codes on
   O4Networks net(gpu, 64, 64);
   auto& layers = net.D->layers();
   auto* second = static_cast<Conv2d*>(layers[2].get());
+  auto* third = static_cast<Conv2d*>(layers[5].get());
   Fp8ConvScaling* scaling = nullptr;
   for (const auto& [name, s] : net.D->named_fp8_scalings())
     if (name == "main.2") scaling = s;
@@ -270,17 +280,38 @@ TEST_CASE("gpu nn: O4's D runs its second layer's three passes from FP8 codes on
   for (int round = 0; round < 3; ++round) {
     CAPTURE(round);
     if (round == 2) static_cast<BatchNorm2d*>(layers[3].get())->round_gradient_for(nullptr);
-    Tensor h = images, x_codes, y;
+    Tensor h = images, x_codes, y, third_x_codes, third_y;
     for (size_t i = 0; i < layers.size(); ++i) {
       if (i == 2) {
         // The first layer wrote its output's codes alone (its backward reads them too).
         x_codes = second->given_input_codes();
         CHECK(second->given_input_codes_only());
       }
+      if (i == 5) {
+        third_x_codes = third->given_input_codes();
+        CHECK_FALSE(third->given_input_codes_only());
+      }
       h = layers[i]->forward(h, true);
       if (i == 2) y = h;
+      if (i == 5) third_y = h;
     }
     REQUIRE(x_codes.defined());
+    REQUIRE(third_x_codes.defined());
+    CHECK(third->took_input_codes());
+    // The third layer's input gradient runs in half: no gradient codes asked for.
+    const std::optional<ops::Fp8RoundTrip> third_asked = third->output_gradient_rounding(third_y.shape());
+    CHECK((third_asked && !third_asked->codes.defined()));
+    const Fp8ConvScaling* third_scaling = third->fp8();
+    REQUIRE(third_scaling != nullptr);
+    check_against_f32_pass("the third layer's forward", third_y, [&](Tensor& out, bool on_magnitudes) {
+      const Tensor xv = code_values(third_x_codes, third_scaling->input);
+      const Tensor wv = fp8_values(third->params()[0]->value, third_scaling->weight);
+      const Conv2dParams p{/*stride=*/2, /*pad=*/1};
+      if (on_magnitudes)
+        ops::conv2d_forward(magnitudes(xv, MemoryFormat::NCHW), magnitudes(wv, MemoryFormat::NCHW), out, p);
+      else
+        ops::conv2d_forward(xv, wv, out, p);
+    });
     // Its forward ran from codes, so its output gradient is asked for as codes alone.
     const std::optional<ops::Fp8RoundTrip> asked = second->output_gradient_rounding(y.shape());
     CHECK((asked && asked->codes.defined() && asked->codes_only));
@@ -293,10 +324,9 @@ TEST_CASE("gpu nn: O4's D runs its second layer's three passes from FP8 codes on
     const Tensor dw = second->params()[0]->model_grad;
     CHECK(second->took_input_codes());
     CHECK(second->took_gradient_codes() == (round < 2));
-    for (size_t i : {5, 8}) {
-      CHECK_FALSE(static_cast<const Conv2d*>(layers[i].get())->took_input_codes());
-      CHECK_FALSE(static_cast<const Conv2d*>(layers[i].get())->took_gradient_codes());
-    }
+    CHECK_FALSE(third->took_gradient_codes());
+    CHECK_FALSE(static_cast<const Conv2d*>(layers[8].get())->took_input_codes());
+    CHECK_FALSE(static_cast<const Conv2d*>(layers[8].get())->took_gradient_codes());
     // The FP8 values the layer read: x and its weight rounded with its scales, dy the values of the
     // BatchNorm's codes (round 2: the layer rounds dy itself).
     const Tensor xv = code_values(x_codes, scaling->input);
@@ -317,7 +347,9 @@ TEST_CASE("gpu nn: O4's D runs its second layer's three passes from FP8 codes on
 // of the convolution from its output to its input, forming the next BatchNorm's moments), input
 // gradient (that convolution's forward) and filter gradient (that convolution's, x and dy swapped)
 // run on FP8 Tensor Cores. Each result is checked against the f32 pass on the values of those codes
-// and the rounded weight, at fresh scales and after an update of them.
+// and the rounded weight, at fresh scales and after an update of them. Its third layer (256 -> 128,
+// 8 x 8 inputs) runs its input gradient alone from codes (the forward of the 128 -> 256 convolution,
+// from the E5M2 codes the BatchNorm after it writes beside the rounded values): checked alike.
 TEST_CASE("gpu nn: O4's G runs its fourth layer's three passes from the FP8 codes the BatchNorms beside it write") {
   GE_REQUIRE_GPU();
   GE_REQUIRE_SM90();
@@ -348,15 +380,36 @@ TEST_CASE("gpu nn: O4's G runs its fourth layer's three passes from the FP8 code
     const Tensor dx = fourth->backward(dy, true, true);
     const Tensor dw = fourth->params()[0]->model_grad;
     CHECK(fourth->took_gradient_codes());
-    for (size_t i : {0, 3, 6}) {
-      CHECK_FALSE(static_cast<const Conv2d*>(layers[i].get())->took_input_codes());
-      CHECK_FALSE(static_cast<const Conv2d*>(layers[i].get())->took_gradient_codes());
-    }
     const Tensor xv = code_values(x_codes, scaling->input), dyv = code_values(dy_codes, scaling->grad_output);
     const Tensor wv = fp8_values(fourth->params()[0]->value, scaling->weight);
     check_three_passes({y, dx, dw}, xv, wv, dyv, true);
+    auto* third = static_cast<Conv2d*>(layers[6].get());
+    Tensor third_dy_codes, third_dx;
     h = dx;
-    for (size_t i = 9; i-- > 0;) h = layers[i]->backward(h, true, i > 0);
+    for (size_t i = 9; i-- > 0;) {
+      if (i == 6) third_dy_codes = third->given_output_gradient_codes();
+      h = layers[i]->backward(h, true, i > 0);
+      if (i == 6) third_dx = h;
+    }
+    for (size_t i : {0, 3}) {
+      CHECK_FALSE(static_cast<const Conv2d*>(layers[i].get())->took_input_codes());
+      CHECK_FALSE(static_cast<const Conv2d*>(layers[i].get())->took_gradient_codes());
+    }
+    REQUIRE(third_dy_codes.defined());
+    CHECK_FALSE(third->took_input_codes());
+    CHECK(third->took_gradient_codes());
+    const Fp8ConvScaling* third_scaling = third->fp8();
+    REQUIRE(third_scaling != nullptr);
+    check_against_f32_pass("the third layer's input gradient", third_dx, [&](Tensor& out, bool on_magnitudes) {
+      const Tensor third_dyv = code_values(third_dy_codes, third_scaling->grad_output);
+      const Tensor third_wv = fp8_values(third->params()[0]->value, third_scaling->weight);
+      const Conv2dParams p{/*stride=*/2, /*pad=*/1};
+      if (on_magnitudes)
+        ops::conv_transpose2d_backward_data(magnitudes(third_dyv, MemoryFormat::NCHW),
+                                            magnitudes(third_wv, MemoryFormat::NCHW), out, p);
+      else
+        ops::conv_transpose2d_backward_data(third_dyv, third_wv, out, p);
+    });
     std::vector<Fp8Scaling> states;
     for (const auto& [name, s] : net.G->named_fp8_scalings())
       states.insert(states.end(), {s->input, s->weight, s->grad_output});
