@@ -2,12 +2,8 @@
 // 32 x 32 (D's second layer at 64x64 images, whose forward is also G's fourth layer's
 // backward-data), from FP8 codes on Hopper's warpgroup MMA, the phase kernels' structure
 // (phase_mma.cuh) with the columns split by parity instead of the outputs by phase:
-//  - output pixel (a, b) reads x row 2a + kh - 1 and column 2b + kw - 1 at tap (kh, kw). An
-//    image's x codes (64 KiB) sit in shared memory once, with a zero border, as 16-byte pieces (16
-//    channels) in [channel group][row + 1][column parity][column / 2] order: the odd columns -1,
-//    1, .., 31 first, then the even ones 0, 2, .., 32. At any tap, output columns b..b+7 read 8
-//    consecutive pieces of one parity (one 128-byte core matrix) and output rows lie a fixed two
-//    input rows apart, so a tap is only a descriptor's start address;
+//  - an image's x codes (64 KiB) sit in shared memory once, as parity_tile.cuh lays them out, so
+//    that a tap is only a descriptor's start address;
 //  - each warpgroup forms 64 of y's 128 channels for the image's 256 pixels: two MMAs of N = 128
 //    (output columns 0..7 and 8..15, all 16 rows) per 32 channels of a tap, 32 steps of two
 //    m64n128k32 with E4M3 weights in registers (phase_mma::a_fragment), kAhead steps ahead;
@@ -24,6 +20,7 @@
 
 #include "cuda/conv/conv_phase_dgrad.h"
 #include "cuda/conv/conv_phase_fprop.h"
+#include "cuda/conv/sm90a/parity_tile.cuh"
 #include "cuda/conv/sm90a/phase_mma.cuh"
 #include "cuda/cuda_util.cuh"
 #include "cuda/kernel_launch.cuh"
@@ -35,34 +32,16 @@ namespace {
 using namespace phase_mma;
 
 constexpr int kInChannels = 64, kOutChannels = 2 * kChannels;
-constexpr int kSide = 32;                       // x's height and width
-constexpr int kOutSide = kSide / 2;             // y's
-constexpr int kParityColumns = kSide / 2 + 1;   // a parity's columns with its border column
-constexpr int kRowPieces = 2 * kParityColumns;  // a row: both parities
-constexpr int kRows = kSide + 2;                // with the border rows
-constexpr int kPlane = kRows * kRowPieces;      // a channel group's pieces
-constexpr int kGroups = kInChannels / 16;       // 16-byte pieces a pixel (FP8)
-constexpr int kTilePieces = kGroups * kPlane;
-constexpr int kSlices = kInChannels / 32;  // MMA steps a tap
-constexpr int kSteps = 16 * kSlices;       // an image's: taps x slices
+constexpr int kSide = 32;            // x's height and width
+constexpr int kOutSide = kSide / 2;  // y's
+using Tile = ParityTile<kSide, kInChannels>;
+constexpr int kSlices = Tile::kSlices;
+constexpr int kSteps = 16 * kSlices;  // an image's: taps x slices
 constexpr int kThreads = 2 * kWarpgroup;
-constexpr size_t kShared = 2 * size_t{kTilePieces} * 16 + 2 * kWarpgroupStageBytes;
+constexpr size_t kShared = 2 * size_t{Tile::kPieces} * 16 + 2 * kWarpgroupStageBytes;
 static_assert(kShared <= 227 * 1024, "two x tiles and four stages fit an H100/H200 block");
 static_assert(kSteps % kRing == 0, "an image's steps must fill the ring whole");
 static_assert(kSteps >= kPendingPerThread, "an image's steps carry the last one's stores");
-
-// The piece of the tile holding x column c (-1 .. 32) of tile row `row` (x row + 1), group g.
-__host__ __device__ constexpr int piece_of(int g, int row, int c) {
-  return g * kPlane + row * kRowPieces + (c % 2 != 0 ? (c + 1) / 2 : kParityColumns + c / 2);
-}
-
-// Where step s's B operand starts, in 16-byte pieces: output pixel (0, 0)'s, whose tap (kh, kw)
-// reads tile row kh (x row kh - 1) and x column kw - 1, in channel groups 2 slice and 2 slice + 1
-// (the descriptor's leading stride apart). Pixel (a, b) reads 2a rows and b pieces further on.
-__host__ __device__ constexpr int step_offset(int s) {
-  const int tap = s / kSlices, slice = s % kSlices, kh = tap / 4, kw = tap % 4;
-  return piece_of(2 * slice, kh, kw - 1);
-}
 
 // frag[(warpgroup * kSteps + s) * 128 + thread]: thread `thread`'s fragment of step s's A operand
 // for the warpgroup's 64 output channels, A[m][k] = w[64 warpgroup + m][kh][kw][32 slice + k] (w
@@ -86,25 +65,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     phase_fprop_kernel(const uint8_t* __restrict__ x, const uint4* __restrict__ frag, __half* __restrict__ y,
                        int images, const float* __restrict__ x_scale_inv, const float* __restrict__ w_scale_inv) {
   using Op = Fp8Operands<XFormat>;
-  extern __shared__ __align__(128) uint4 smem[];  // two tiles of kTilePieces 16-byte pieces, two stages a warpgroup
-  auto tile = [&](int k) { return smem + (k % 2) * kTilePieces; };  // item k's
+  extern __shared__ __align__(128) uint4 smem[];  // two tiles of Tile::kPieces 16-byte pieces, two stages a warpgroup
+  auto tile = [&](int k) { return smem + (k % 2) * Tile::kPieces; };  // item k's
   const int tid = threadIdx.x, wg = tid / kWarpgroup, t = tid % kWarpgroup;
-  char* stage = reinterpret_cast<char*>(smem + 2 * kTilePieces) + wg * kWarpgroupStageBytes;
-  // The border rows and columns stay zero; the interiors take each image's x.
-  for (int i = tid; i < 2 * kTilePieces; i += kThreads) {
-    const int q = i % kPlane, row = q / kRowPieces, col = q % kRowPieces;
-    if (row == 0 || row == kRows - 1 || col == 0 || col == kRowPieces - 1) smem[i] = make_uint4(0, 0, 0, 0);
-  }
+  char* stage = reinterpret_cast<char*>(smem + 2 * Tile::kPieces) + wg * kWarpgroupStageBytes;
+  Tile::zero_borders(smem, 2, tid, kThreads);
   await_previous_kernel();
   const float scale = *x_scale_inv * *w_scale_inv;
-  auto load = [&](int image, uint4* into) {
-    const char* src = reinterpret_cast<const char*>(x + static_cast<size_t>(image) * kSide * kSide * kInChannels);
-    for (int q = tid; q < kSide * kSide * kGroups; q += kThreads) {
-      const int pixel = q / kGroups, group = q % kGroups;
-      copy_async_16(&into[piece_of(group, pixel / kSide + 1, pixel % kSide)], src + size_t{16} * q, true);
-    }
-    copy_async_commit();
-  };
+  auto load = [&](int image, uint4* into) { Tile::load(x, image, into, tid, kThreads); };
   const uint4* fp = frag + static_cast<size_t>(wg) * kSteps * kWarpgroup + t;
   uint4 a[kRing];
 #pragma unroll
@@ -118,11 +86,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     await_tile();
     if (image + static_cast<int>(gridDim.x) < images) load(image + gridDim.x, tile(k + 1));
     // N: output rows a = 0..15 (core matrices two tile rows apart), columns b..b+7 (8 pieces).
-    const uint64_t image_desc = smem_descriptor(shared_address(tile(k)), 16 * kPlane, 16 * 2 * kRowPieces);
+    const uint64_t image_desc = Tile::descriptor(tile(k));
     float d0[64], d1[64];
 #pragma unroll
     for (int s = 0; s < kSteps; ++s) {
-      const uint64_t desc = image_desc + step_offset(s);  // 16-byte units
+      const uint64_t desc = image_desc + Tile::tap_offset(s / kSlices, s % kSlices);  // 16-byte units
       wgmma_fence();
       mma_step<Op>(d0, a[s % kRing], desc, s > 0);
       mma_step<Op>(d1, a[s % kRing], desc + 8, s > 0);  // columns 8..15: 8 pieces on
@@ -185,12 +153,14 @@ bool fp8_conv2d_forward_phases_takes(const Shape& x, const Shape& w, const Shape
   return fprop_geometry(x, w, y, p, device);
 }
 
+bool fp8_forward_operands_taken(const Fp8Tensor& x, const Fp8Tensor& w, const Tensor& y) {
+  return x.data.dtype() == DType::U8 && w.data.dtype() == DType::U8 && w.format == Fp8Format::E4M3 &&
+         y.dtype() == DType::F16 && phase_operands_on({&x.data, &w.data, &y}, {&x.scale_inv, &w.scale_inv}, y.device());
+}
+
 bool fp8_conv2d_forward_phases(const Fp8Tensor& x, const Fp8Tensor& w, Tensor& y, const Conv2dParams& p) {
-  if (x.data.dtype() != DType::U8 || w.data.dtype() != DType::U8 || w.format != Fp8Format::E4M3 ||
-      y.dtype() != DType::F16)
+  if (!fp8_forward_operands_taken(x, w, y) || !fprop_geometry(x.data.shape(), w.data.shape(), y.shape(), p, y.device()))
     return false;
-  if (!phase_operands_on({&x.data, &w.data, &y}, {&x.scale_inv, &w.scale_inv}, y.device())) return false;
-  if (!fprop_geometry(x.data.shape(), w.data.shape(), y.shape(), p, y.device())) return false;
   const float *x_scale_inv = x.scale_inv.data_as<float>(), *w_scale_inv = w.scale_inv.data_as<float>();
   if (x.format == Fp8Format::E5M2)
     launch_phase_fprop<Fp8Format::E5M2>(x.data, w.data, y, x_scale_inv, w_scale_inv);

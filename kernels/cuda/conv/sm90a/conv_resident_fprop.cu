@@ -7,11 +7,10 @@
 //    of a tap, 128 registers a thread): the weights are read once a block. Streamed once an image
 //    as conv_phase_fprop.cu streams its own, they would be 512 KiB an image, as long as the half
 //    pass at L2's bandwidth (docs/performance.md);
-//  - an image's x codes (32 KiB) sit in shared memory with a zero border in conv_phase_fprop.cu's
-//    order, the column parities apart, so that at any tap the 8 columns of an output row read 8
-//    consecutive 16-byte pieces (one core matrix) and output rows lie two tile rows apart: a tap
-//    is a descriptor's start address, one MMA of N = 64 (the image's 64 output pixels) a step.
-//    Four blocks read each image, one for each quarter; the next image's codes load meanwhile;
+//  - an image's x codes (32 KiB) sit in shared memory as parity_tile.cuh lays them out, so that a
+//    tap is a descriptor's start address: one MMA of N = 64 (the image's 8 output rows of 8
+//    columns, a core matrix each) a step. Four blocks read each image, one for each quarter; the
+//    next image's codes load meanwhile;
 //  - each warpgroup's sums cover half of K: the two hand each other, through shared memory, their
 //    sums of the output rows the other writes (0..3 or 4..7), add them to their own (a + b is b +
 //    a: the same bytes whichever adds), multiply by both scale_invs, round to half and store
@@ -24,6 +23,7 @@
 
 #include "cuda/conv/conv_phase_dgrad.h"
 #include "cuda/conv/conv_phase_fprop.h"
+#include "cuda/conv/sm90a/parity_tile.cuh"
 #include "cuda/conv/sm90a/phase_mma.cuh"
 #include "cuda/cuda_util.cuh"
 #include "cuda/kernel_launch.cuh"
@@ -39,35 +39,17 @@ constexpr int kQuarters = kOutChannels / kChannels;  // the blocks that read an 
 constexpr int kSide = 16;                            // x's height and width
 constexpr int kOutSide = kSide / 2;                  // y's
 constexpr int kPixels = kOutSide * kOutSide;         // an image's output pixels: the MMA's N
-constexpr int kParityColumns = kSide / 2 + 1;        // a parity's columns with its border column
-constexpr int kRowPieces = 2 * kParityColumns;       // a row: both parities
-constexpr int kRows = kSide + 2;                     // with the border rows
-constexpr int kPlane = kRows * kRowPieces;           // a channel group's pieces
-constexpr int kGroups = kInChannels / 16;            // 16-byte pieces a pixel (FP8)
-constexpr int kTilePieces = kGroups * kPlane;
-constexpr int kSlices = kInChannels / 32;  // MMA steps a tap
-constexpr int kHalfSteps = 8 * kSlices;    // a warpgroup's: two kernel rows of taps
+using Tile = ParityTile<kSide, kInChannels>;
+constexpr int kSlices = Tile::kSlices;
+constexpr int kHalfSteps = 8 * kSlices;  // a warpgroup's: two kernel rows of taps
 constexpr int kThreads = 2 * kWarpgroup;
 // A warpgroup's sums of the other's output rows: four n8 blocks, 16 accumulators a thread.
 constexpr int kHanded = 16;
 constexpr size_t kExchangeBytes = size_t{2} * kHanded * kWarpgroup * sizeof(float);
 constexpr size_t kHalfStageBytes = size_t{kPixels / 2} * kChannels * 2;  // 32 pixels of 64 halves
-constexpr size_t kShared = 2 * size_t{kTilePieces} * 16 + kExchangeBytes + 2 * kHalfStageBytes;
+constexpr size_t kShared = 2 * size_t{Tile::kPieces} * 16 + kExchangeBytes + 2 * kHalfStageBytes;
 static_assert(kShared <= 227 * 1024, "two x tiles, the exchange and the stages fit an H100/H200 block");
 static_assert(kPixels == 64 && kOutSide == 8, "one m64n64 MMA a step: an output row a core matrix");
-
-// The piece of the tile holding x column c (-1 .. 16) of tile row `row` (x row + 1), group g.
-__host__ __device__ constexpr int piece_of(int g, int row, int c) {
-  return g * kPlane + row * kRowPieces + (c % 2 != 0 ? (c + 1) / 2 : kParityColumns + c / 2);
-}
-
-// Where warpgroup h's step s's B operand starts, in 16-byte pieces: output pixel (0, 0)'s, whose
-// tap (kh, kw) reads tile row kh (x row kh - 1) and x column kw - 1, in channel groups 2 slice and
-// 2 slice + 1 (the descriptor's leading stride apart). Pixel (a, b) reads 2a rows and b pieces on.
-__host__ __device__ constexpr int step_offset(int h, int s) {
-  const int tap = 8 * h + s / kSlices, slice = s % kSlices, kh = tap / 4, kw = tap % 4;
-  return piece_of(2 * slice, kh, kw - 1);
-}
 
 // frag[((quarter * 2 + h) * kHalfSteps + s) * 128 + thread]: thread `thread`'s fragment of
 // warpgroup h's step s for the quarter's 64 output channels, A[m][k] = w[64 quarter + m][tap][32
@@ -92,34 +74,23 @@ template <Fp8Format XFormat>
 __global__ void __launch_bounds__(kThreads, 1)
     resident_fprop_kernel(const uint8_t* __restrict__ x, const uint4* __restrict__ frag, __half* __restrict__ y,
                           int images, const float* __restrict__ x_scale_inv, const float* __restrict__ w_scale_inv) {
-  // Two tiles of kTilePieces 16-byte pieces, the exchange ([warpgroup][kHanded][128] floats), a
+  // Two tiles of Tile::kPieces 16-byte pieces, the exchange ([warpgroup][kHanded][128] floats), a
   // stage a warpgroup.
   extern __shared__ __align__(128) uint4 smem[];
-  auto tile = [&](int k) { return smem + (k % 2) * kTilePieces; };  // item k's
-  float* exchange = reinterpret_cast<float*>(smem + 2 * kTilePieces);
+  auto tile = [&](int k) { return smem + (k % 2) * Tile::kPieces; };  // item k's
+  float* exchange = reinterpret_cast<float*>(smem + 2 * Tile::kPieces);
   const int tid = threadIdx.x, wg = tid / kWarpgroup, t = tid % kWarpgroup;
   const int quarter = static_cast<int>(blockIdx.x) % kQuarters;
   const int stride = static_cast<int>(gridDim.x) / kQuarters;
   char* stage = reinterpret_cast<char*>(exchange) + kExchangeBytes + wg * kHalfStageBytes;
-  // The border rows and columns stay zero; the interiors take each image's x.
-  for (int i = tid; i < 2 * kTilePieces; i += kThreads) {
-    const int q = i % kPlane, row = q / kRowPieces, col = q % kRowPieces;
-    if (row == 0 || row == kRows - 1 || col == 0 || col == kRowPieces - 1) smem[i] = make_uint4(0, 0, 0, 0);
-  }
+  Tile::zero_borders(smem, 2, tid, kThreads);
   await_previous_kernel();
   uint4 a[kHalfSteps];
   const uint4* fp = frag + static_cast<size_t>(quarter * 2 + wg) * kHalfSteps * kWarpgroup + t;
 #pragma unroll
   for (int s = 0; s < kHalfSteps; ++s) a[s] = __ldg(fp + s * kWarpgroup);
   const float scale = *x_scale_inv * *w_scale_inv;
-  auto load = [&](int image, uint4* into) {
-    const char* src = reinterpret_cast<const char*>(x + static_cast<size_t>(image) * kSide * kSide * kInChannels);
-    for (int q = tid; q < kSide * kSide * kGroups; q += kThreads) {
-      const int pixel = q / kGroups, group = q % kGroups;
-      copy_async_16(&into[piece_of(group, pixel / kSide + 1, pixel % kSide)], src + size_t{16} * q, true);
-    }
-    copy_async_commit();
-  };
+  auto load = [&](int image, uint4* into) { Tile::load(x, image, into, tid, kThreads); };
   const uint32_t stage_row = stage_row_address(stage, t);
   float* handed = exchange + wg * kHanded * kWarpgroup;                // this warpgroup's to the other
   const float* received = exchange + (1 - wg) * kHanded * kWarpgroup;  // the other's to this one
@@ -129,12 +100,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     await_tile();
     if (image + stride < images) load(image + stride, tile(k + 1));
     // N: output rows a = 0..7 (core matrices two tile rows apart), columns 0..7 (8 pieces).
-    const uint64_t image_desc = smem_descriptor(shared_address(tile(k)), 16 * kPlane, 16 * 2 * kRowPieces);
+    const uint64_t image_desc = Tile::descriptor(tile(k));
     float d[32];
     wgmma_fence();
 #pragma unroll
     for (int s = 0; s < kHalfSteps; ++s)
-      wgmma_fp8_m64n64k32_a_registers<XFormat>(d, a[s], image_desc + step_offset(wg, s), s > 0);
+      wgmma_fp8_m64n64k32_a_registers<XFormat>(d, a[s],
+                                               image_desc + Tile::tap_offset(8 * wg + s / kSlices, s % kSlices), s > 0);
     wgmma_commit();
     wgmma_wait<0>();
     // n8 block j is output row j: warpgroup 0 writes rows 0..3 (d[0..15]), warpgroup 1 rows 4..7.
@@ -201,11 +173,9 @@ bool fp8_conv2d_forward_resident_takes(const Shape& x, const Shape& w, const Sha
 }
 
 bool fp8_conv2d_forward_resident(const Fp8Tensor& x, const Fp8Tensor& w, Tensor& y, const Conv2dParams& p) {
-  if (x.data.dtype() != DType::U8 || w.data.dtype() != DType::U8 || w.format != Fp8Format::E4M3 ||
-      y.dtype() != DType::F16)
+  if (!fp8_forward_operands_taken(x, w, y) ||
+      !fp8_conv2d_forward_resident_takes(x.data.shape(), w.data.shape(), y.shape(), p, y.device()))
     return false;
-  if (!phase_operands_on({&x.data, &w.data, &y}, {&x.scale_inv, &w.scale_inv}, y.device())) return false;
-  if (!fp8_conv2d_forward_resident_takes(x.data.shape(), w.data.shape(), y.shape(), p, y.device())) return false;
   const float *x_scale_inv = x.scale_inv.data_as<float>(), *w_scale_inv = w.scale_inv.data_as<float>();
   if (x.format == Fp8Format::E5M2)
     launch_resident_fprop<Fp8Format::E5M2>(x.data, w.data, y, x_scale_inv, w_scale_inv);
