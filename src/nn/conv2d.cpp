@@ -259,7 +259,7 @@ Tensor Conv2d::forward(const Tensor& x_in, bool training) {
     }
     saved_y_ = kept_y;
   } else if (transposed_ && x_codes.defined()) {
-    // The backward-data of the convolution from y to x, from codes (runs_on_codes), y's moments
+    // The backward-data of the convolution from y to x, from codes (forward_runs_on_codes), y's moments
     // formed as it is written where the BatchNorm after takes them.
     const Fp8Scaling &in = fp8_->input, &ws = fp8_->weight;
     const Fp8Tensor xq{x_codes, in.scale_inv, in.format}, wq{w_codes, ws.scale_inv, ws.format};
@@ -468,9 +468,9 @@ std::string Conv2d::precision() const {
   if (fp8_) {
     s += " from FP8 operands (input and weight E4M3, output gradient E5M2, each rounded to FP8 and back)";
     if (where_.device.is_cuda() && policy_.compute_dtype == DType::F16)
-      s += std::string("; on FP8 Tensor Cores from the FP8 codes where the GPU's kernels for the shape beat half's: ") +
-           (transposed_ ? "" : "the input gradient, and ") +
-           "all three passes where the layer before writes the input's codes";
+      s += "; on FP8 Tensor Cores from FP8 codes where the GPU's kernels for the shape beat half's: the forward (from "
+           "the input's codes, which the layer before writes), the input gradient (from the output gradient's codes, "
+           "which the layer after writes), or all three passes";
   }
   s += ", accumulates in f32";
   if (policy_.fp8_convolutions && !fp8_) s += "; not FP8 (fewer than 8 channels on a side)";
