@@ -377,8 +377,10 @@ bool fp8_conv2d_backward_data_moments(const Fp8Tensor& dy, const Fp8Tensor& w, T
                                       Tensor& moments);
 // Whether fp8_conv2d_backward_data runs codes of these shapes (u8 NHWC) into an f16 NHWC dx on
 // `device` on a kernel faster than conv2d_backward_data's half pass: the 128 -> 64-channel
-// backward-data on 16 x 16 dy on a compute capability 9.0 GPU (docs/performance.md, "The FP8
-// warpgroup-MMA kernels"). Elsewhere the FP8 kernels are slower than rounding plus the half pass.
+// backward-data on 16 x 16 dy and the 256 -> 128-channel one on 8 x 8 dy (D's second and third
+// layers' at 64x64 images, and so G's fourth and third layers' forwards) on a compute capability
+// 9.0 GPU (docs/performance.md, "The FP8 warpgroup-MMA kernels"). Elsewhere the FP8 kernels are
+// slower than rounding plus the half pass.
 bool fp8_conv2d_backward_data_beats_half(const Shape& dy, const Shape& w, const Shape& dx, const Conv2dParams& p,
                                          Device device);
 // Whether fp8_conv2d_forward runs codes of these shapes (u8 NHWC) into an f16 NHWC y on `device` on

@@ -149,7 +149,7 @@ cxxopts::Options train_options() {
     ("outf", "folder to output images and model checkpoints", cxxopts::value<std::string>()->default_value("."))
     ("manualSeed", "manual seed", number("2809"))
     ("classes", "comma separated list of classes for the lsun data set", cxxopts::value<std::string>()->default_value("bedroom"))
-    ("opt_level", "Apex opt level: O0 (fp32) | O1 (mixed) | O2 (half model, fp32 masters) | O3 (pure half) | O4 (O2 with FP8 convolution operands, E4M3 forward and E5M2 gradients; on Hopper D's second and G's fourth layer on FP8 Tensor Cores, D's third layer's forward and G's third layer's input gradient too, the other passes in half on operands rounded to FP8)", cxxopts::value<std::string>()->default_value("O1"));
+    ("opt_level", "Apex opt level: O0 (fp32) | O1 (mixed) | O2 (half model, fp32 masters) | O3 (pure half) | O4 (O2 with FP8 convolution operands, E4M3 forward and E5M2 gradients; on Hopper D's second and G's fourth layer on FP8 Tensor Cores, D's and G's third layers' forwards and input gradients too, the other passes in half on operands rounded to FP8)", cxxopts::value<std::string>()->default_value("O1"));
   o.add_options("ganengine")
     ("device", "cpu | cpu-reference | cuda | cuda:K (default: the GPU when there is one, else the CPU with a warning; cpu runs oneDNN, cpu-reference the plain reference loops)", cxxopts::value<std::string>()->default_value(""))
     ("threads", "CPU compute threads (default 0: OMP_NUM_THREADS when set, else every core)", number("0"))

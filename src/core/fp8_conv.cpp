@@ -67,7 +67,8 @@ bool fp8_conv2d_backward_data_moments(const Fp8Tensor& dy, const Fp8Tensor& w, T
 
 bool fp8_conv2d_backward_data_beats_half(const Shape& dy, const Shape& w, const Shape& dx, const Conv2dParams& p,
                                          Device device) {
-  return gpu::fp8_conv2d_backward_data_phases_takes(dy, w, dx, p, device);
+  return gpu::fp8_conv2d_backward_data_phases_takes(dy, w, dx, p, device) ||
+         gpu::fp8_conv2d_backward_data_resident_takes(dy, w, dx, p, device);
 }
 
 bool fp8_conv2d_forward_beats_half(const Shape& x, const Shape& w, const Shape& y, const Conv2dParams& p,

@@ -49,6 +49,9 @@ bool fp8_conv2d_backward_filter_takes(const Shape&, const Shape&, const Shape&, 
 bool fp8_conv2d_forward_phases_takes(const Shape&, const Shape&, const Shape&, const Conv2dParams&, Device) {
   return false;
 }
+bool fp8_conv2d_backward_data_resident_takes(const Shape&, const Shape&, const Shape&, const Conv2dParams&, Device) {
+  return false;
+}
 bool fp8_conv2d_forward_resident_takes(const Shape&, const Shape&, const Shape&, const Conv2dParams&, Device) {
   return false;
 }

@@ -258,8 +258,9 @@ void check_three_passes(const ThreePasses& got, const Tensor& xv, const Tensor& 
 // after an update of them, and with the output gradient's codes not given. (Not against the same network running half
 // passes: a change of one ulp of half in D's input moves O4's gradients by tens of percent of their norm, each FP8
 // rounding after the layer turning small differences into whole FP8 steps; docs/performance.md.)
-// Its third layer (128 -> 256) runs its forward alone from codes, written by the BatchNorm before it
-// beside the rounded values its two gradients read in half: checked as the second layer's forward.
+// Its third layer (128 -> 256) runs its forward and input gradient from codes, written by the
+// BatchNorms beside it beside the rounded values its filter gradient reads in half: checked as the
+// second layer's.
 // The other layers run no FP8 kernel.
 TEST_CASE("gpu nn: O4's D runs its second layer's three passes from FP8 codes on the values the network hands it") {
   GE_REQUIRE_GPU();
@@ -298,9 +299,9 @@ TEST_CASE("gpu nn: O4's D runs its second layer's three passes from FP8 codes on
     REQUIRE(x_codes.defined());
     REQUIRE(third_x_codes.defined());
     CHECK(third->took_input_codes());
-    // The third layer's input gradient runs in half: no gradient codes asked for.
+    // The third layer's filter gradient runs in half: its gradient's codes asked for beside the values.
     const std::optional<ops::Fp8RoundTrip> third_asked = third->output_gradient_rounding(third_y.shape());
-    CHECK((third_asked && !third_asked->codes.defined()));
+    CHECK((third_asked && third_asked->codes.defined() && !third_asked->codes_only));
     const Fp8ConvScaling* third_scaling = third->fp8();
     REQUIRE(third_scaling != nullptr);
     check_against_f32_pass("the third layer's forward", third_y, [&](Tensor& out, bool on_magnitudes) {
@@ -315,8 +316,23 @@ TEST_CASE("gpu nn: O4's D runs its second layer's three passes from FP8 codes on
     // Its forward ran from codes, so its output gradient is asked for as codes alone.
     const std::optional<ops::Fp8RoundTrip> asked = second->output_gradient_rounding(y.shape());
     CHECK((asked && asked->codes.defined() && asked->codes_only));
-    Tensor dy = logit_grad;
-    for (size_t i = layers.size(); i-- > 3;) dy = layers[i]->backward(dy, true, true);
+    Tensor dy = logit_grad, third_dy_codes, third_dx;
+    for (size_t i = layers.size(); i-- > 3;) {
+      if (i == 5) third_dy_codes = third->given_output_gradient_codes();
+      dy = layers[i]->backward(dy, true, true);
+      if (i == 5) third_dx = dy;
+    }
+    REQUIRE(third_dy_codes.defined());
+    CHECK(third->took_gradient_codes());
+    check_against_f32_pass("the third layer's input gradient", third_dx, [&](Tensor& out, bool on_magnitudes) {
+      const Tensor dyv = code_values(third_dy_codes, third_scaling->grad_output);
+      const Tensor wv = fp8_values(third->params()[0]->value, third_scaling->weight);
+      const Conv2dParams p{/*stride=*/2, /*pad=*/1};
+      if (on_magnitudes)
+        ops::conv2d_backward_data(magnitudes(dyv, MemoryFormat::NCHW), magnitudes(wv, MemoryFormat::NCHW), out, p);
+      else
+        ops::conv2d_backward_data(dyv, wv, out, p);
+    });
     // In rounds 0 and 1 the BatchNorm hands dy's codes, not its values.
     const Tensor dy_codes = second->given_output_gradient_codes();
     CHECK(dy_codes.defined() == (round < 2));
@@ -324,7 +340,6 @@ TEST_CASE("gpu nn: O4's D runs its second layer's three passes from FP8 codes on
     const Tensor dw = second->params()[0]->model_grad;
     CHECK(second->took_input_codes());
     CHECK(second->took_gradient_codes() == (round < 2));
-    CHECK_FALSE(third->took_gradient_codes());
     CHECK_FALSE(static_cast<const Conv2d*>(layers[8].get())->took_input_codes());
     CHECK_FALSE(static_cast<const Conv2d*>(layers[8].get())->took_gradient_codes());
     // The FP8 values the layer read: x and its weight rounded with its scales, dy the values of the
@@ -348,8 +363,9 @@ TEST_CASE("gpu nn: O4's D runs its second layer's three passes from FP8 codes on
 // gradient (that convolution's forward) and filter gradient (that convolution's, x and dy swapped)
 // run on FP8 Tensor Cores. Each result is checked against the f32 pass on the values of those codes
 // and the rounded weight, at fresh scales and after an update of them. Its third layer (256 -> 128,
-// 8 x 8 inputs) runs its input gradient alone from codes (the forward of the 128 -> 256 convolution,
-// from the E5M2 codes the BatchNorm after it writes beside the rounded values): checked alike.
+// 8 x 8 inputs) runs its forward and input gradient from codes (that convolution's backward-data
+// and forward, from the E4M3 and E5M2 codes the BatchNorms beside it write beside the rounded
+// values its filter gradient reads): checked alike.
 TEST_CASE("gpu nn: O4's G runs its fourth layer's three passes from the FP8 codes the BatchNorms beside it write") {
   GE_REQUIRE_GPU();
   GE_REQUIRE_SM90();
@@ -364,12 +380,31 @@ TEST_CASE("gpu nn: O4's G runs its fourth layer's three passes from the FP8 code
   const Tensor image_grad = random_tensor({24, 3, 64, 64}, DType::F32, gpu);
   for (int round = 0; round < 2; ++round) {
     CAPTURE(round);
-    Tensor h = z, x_codes, y;
+    auto* third = static_cast<Conv2d*>(layers[6].get());
+    Tensor h = z, x_codes, y, third_x_codes, third_y;
     for (size_t i = 0; i < layers.size(); ++i) {
       if (i == 9) x_codes = fourth->given_input_codes();
+      if (i == 6) {
+        third_x_codes = third->given_input_codes();
+        CHECK_FALSE(third->given_input_codes_only());
+      }
       h = layers[i]->forward(h, true);
       if (i == 9) y = h;
+      if (i == 6) third_y = h;
     }
+    REQUIRE(third_x_codes.defined());
+    CHECK(third->took_input_codes());
+    const Fp8ConvScaling* third_scaling = third->fp8();
+    REQUIRE(third_scaling != nullptr);
+    const Conv2dParams p{/*stride=*/2, /*pad=*/1};
+    check_against_f32_pass("the third layer's forward", third_y, [&](Tensor& out, bool on_magnitudes) {
+      const Tensor xv = code_values(third_x_codes, third_scaling->input);
+      const Tensor wv = fp8_values(third->params()[0]->value, third_scaling->weight);
+      if (on_magnitudes)
+        ops::conv_transpose2d_forward(magnitudes(xv, MemoryFormat::NCHW), magnitudes(wv, MemoryFormat::NCHW), out, p);
+      else
+        ops::conv_transpose2d_forward(xv, wv, out, p);
+    });
     REQUIRE(x_codes.defined());
     CHECK(fourth->took_input_codes());
     CHECK(static_cast<const BatchNorm2d*>(layers[10].get())->took_moments());
@@ -383,7 +418,6 @@ TEST_CASE("gpu nn: O4's G runs its fourth layer's three passes from the FP8 code
     const Tensor xv = code_values(x_codes, scaling->input), dyv = code_values(dy_codes, scaling->grad_output);
     const Tensor wv = fp8_values(fourth->params()[0]->value, scaling->weight);
     check_three_passes({y, dx, dw}, xv, wv, dyv, true);
-    auto* third = static_cast<Conv2d*>(layers[6].get());
     Tensor third_dy_codes, third_dx;
     h = dx;
     for (size_t i = 9; i-- > 0;) {
@@ -396,14 +430,10 @@ TEST_CASE("gpu nn: O4's G runs its fourth layer's three passes from the FP8 code
       CHECK_FALSE(static_cast<const Conv2d*>(layers[i].get())->took_gradient_codes());
     }
     REQUIRE(third_dy_codes.defined());
-    CHECK_FALSE(third->took_input_codes());
     CHECK(third->took_gradient_codes());
-    const Fp8ConvScaling* third_scaling = third->fp8();
-    REQUIRE(third_scaling != nullptr);
     check_against_f32_pass("the third layer's input gradient", third_dx, [&](Tensor& out, bool on_magnitudes) {
       const Tensor third_dyv = code_values(third_dy_codes, third_scaling->grad_output);
       const Tensor third_wv = fp8_values(third->params()[0]->value, third_scaling->weight);
-      const Conv2dParams p{/*stride=*/2, /*pad=*/1};
       if (on_magnitudes)
         ops::conv_transpose2d_backward_data(magnitudes(third_dyv, MemoryFormat::NCHW),
                                             magnitudes(third_wv, MemoryFormat::NCHW), out, p);

@@ -86,7 +86,8 @@ bool through_kernel(Pass pass, const Fp8Tensor& a, const Fp8Tensor& w, Tensor& o
 bool through_phases(Pass pass, const Fp8Tensor& a, const Fp8Tensor& w, Tensor& out, const Conv2dParams& p) {
   return pass == Pass::Forward
              ? gpu::fp8_conv2d_forward_phases(a, w, out, p) || gpu::fp8_conv2d_forward_resident(a, w, out, p)
-             : gpu::fp8_conv2d_backward_data_phases(a, w, out, p);
+             : gpu::fp8_conv2d_backward_data_phases(a, w, out, p) ||
+                   gpu::fp8_conv2d_backward_data_resident(a, w, out, p);
 }
 
 void of_magnitudes(Pass pass, const Tensor& a, const Tensor& w, Tensor& out, const Conv2dParams& p) {
@@ -222,9 +223,13 @@ TEST_CASE("gpu ops: FP8 stride-2 backward-data on warpgroup MMA matches the CPU 
   const Conv2dParams d{/*stride=*/2, /*pad=*/1};
   // D's backward-data with 128- and 64-channel dx, and G's forward (an E4M3 activation). The
   // 128 -> 64 layer's f16 results come from the phase kernel: with fewer images than SMs (two
-  // phases an item), and with more (four), as E5M2 gradients and as G's E4M3 activations.
+  // phases an item), and with more (four), as E5M2 gradients and as G's E4M3 activations; the
+  // 256 -> 128 layer's from the kernel with resident weights, with fewer images than SMs and with
+  // more (unevenly many), E5M2 and E4M3.
   const std::vector<Case> cases = {
-      {"D 128 <- 256", {2, 256, 8, 8}, {256, 128, 4, 4}, {2, 128, 16, 16}, Fp8Format::E5M2, d},
+      {"D 128 <- 256", {2, 256, 8, 8}, {256, 128, 4, 4}, {2, 128, 16, 16}, Fp8Format::E5M2, d, true},
+      {"D 128 <- 256, 133 images", {133, 256, 8, 8}, {256, 128, 4, 4}, {133, 128, 16, 16}, Fp8Format::E5M2, d, true},
+      {"G 256 -> 128", {40, 256, 8, 8}, {256, 128, 4, 4}, {40, 128, 16, 16}, Fp8Format::E4M3, d, true},
       {"D 64 <- 128", {3, 128, 16, 16}, {128, 64, 4, 4}, {3, 64, 32, 32}, Fp8Format::E5M2, d, true},
       {"D 64 <- 128, 136 images", {136, 128, 16, 16}, {128, 64, 4, 4}, {136, 64, 32, 32}, Fp8Format::E5M2, d, true},
       {"G 128 -> 64", {5, 128, 16, 16}, {128, 64, 4, 4}, {5, 64, 32, 32}, Fp8Format::E4M3, d, true},
@@ -310,11 +315,17 @@ TEST_CASE("gpu ops: fp8_conv2d_runs_on_codes names D's second layer at 64x64 ima
     CHECK_FALSE(ops::fp8_conv2d_runs_on_codes({n, 64, 32, 32}, {128, 64, 4, 4}, {n, 128, 16, 16}, d, kCpu));
     CHECK(gpu::fp8_conv2d_forward_phases_takes({n, 64, 32, 32}, {128, 64, 4, 4}, {n, 128, 16, 16}, d, kGpu));
     CHECK(gpu::fp8_conv2d_backward_filter_takes({n, 64, 32, 32}, {n, 128, 16, 16}, {128, 64, 4, 4}, d, kGpu));
-    // D's third layer: its forward alone has a kernel of its own.
+    // D's third layer: its forward and backward-data have kernels of their own, not its filter gradient.
     CHECK(gpu::fp8_conv2d_forward_resident_takes({n, 128, 16, 16}, {256, 128, 4, 4}, {n, 256, 8, 8}, d, kGpu));
+    CHECK(gpu::fp8_conv2d_backward_data_resident_takes({n, 256, 8, 8}, {256, 128, 4, 4}, {n, 128, 16, 16}, d, kGpu));
+    CHECK(ops::fp8_conv2d_backward_data_beats_half({n, 256, 8, 8}, {256, 128, 4, 4}, {n, 128, 16, 16}, d, kGpu));
+    CHECK(ops::fp8_conv2d_forward_beats_half({n, 128, 16, 16}, {256, 128, 4, 4}, {n, 256, 8, 8}, d, kGpu));
     CHECK_FALSE(ops::fp8_conv2d_runs_on_codes({n, 128, 16, 16}, {256, 128, 4, 4}, {n, 256, 8, 8}, d, kGpu));
   }
   CHECK_FALSE(gpu::fp8_conv2d_forward_resident_takes({8, 128, 16, 16}, {256, 128, 4, 4}, {8, 256, 8, 8}, d, kCpu));
+  CHECK_FALSE(
+      gpu::fp8_conv2d_backward_data_resident_takes({8, 256, 8, 8}, {256, 128, 4, 4}, {8, 128, 16, 16}, d, kCpu));
+  CHECK_FALSE(gpu::fp8_conv2d_backward_data_resident_takes({8, 256, 4, 4}, {256, 128, 4, 4}, {8, 128, 8, 8}, d, kGpu));
   CHECK_FALSE(gpu::fp8_conv2d_forward_resident_takes({8, 128, 32, 32}, {256, 128, 4, 4}, {8, 256, 16, 16}, d, kGpu));
   CHECK_FALSE(ops::fp8_conv2d_runs_on_codes({8, 128, 16, 16}, {256, 128, 4, 4}, {8, 256, 8, 8}, d, kGpu));
   CHECK_FALSE(ops::fp8_conv2d_runs_on_codes({8, 64, 16, 16}, {128, 64, 4, 4}, {8, 128, 8, 8}, d, kGpu));

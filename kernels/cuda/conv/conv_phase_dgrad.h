@@ -38,6 +38,16 @@ bool device_is_sm90(int device);
 // tensor there: the operands the phase kernels and the FP8 backward-filter read as they are.
 bool phase_operands_on(std::initializer_list<const Tensor*> tensors, std::initializer_list<const Tensor*> scale_invs,
                        Device device);
+// What the FP8 kernels into f16 read as it is: u8 codes a (any format) and w (E4M3), an f16
+// result, all of them as phase_operands_on says, with their scale_invs.
+bool fp8_operands_into_f16(const Fp8Tensor& a, const Fp8Tensor& w, const Tensor& out);
+
+// The backward-data of the 128 -> 256-channel layer on 8 x 8 dy (D's third layer's input gradient
+// at 64x64 images, G's third layer's forward) from FP8 codes, with the weights resident in
+// registers (sm90a/conv_resident_dgrad.cu), under fp8_conv2d_backward_data_phases' conditions.
+bool fp8_conv2d_backward_data_resident(const Fp8Tensor& dy, const Fp8Tensor& w, Tensor& dx, const Conv2dParams& p);
+bool fp8_conv2d_backward_data_resident_takes(const Shape& dy, const Shape& w, const Shape& dx, const Conv2dParams& p,
+                                             Device device);
 
 }  // namespace gpu
 }  // namespace ge

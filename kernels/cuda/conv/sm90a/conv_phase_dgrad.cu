@@ -336,6 +336,12 @@ bool device_is_sm90(int device) {
   return known[device] == 1;
 }
 
+bool fp8_operands_into_f16(const Fp8Tensor& a, const Fp8Tensor& w, const Tensor& out) {
+  return a.data.dtype() == DType::U8 && w.data.dtype() == DType::U8 && w.format == Fp8Format::E4M3 &&
+         out.dtype() == DType::F16 &&
+         phase_operands_on({&a.data, &w.data, &out}, {&a.scale_inv, &w.scale_inv}, out.device());
+}
+
 bool phase_operands_on(std::initializer_list<const Tensor*> tensors, std::initializer_list<const Tensor*> scale_invs,
                        Device device) {
   for (const Tensor* t : tensors)

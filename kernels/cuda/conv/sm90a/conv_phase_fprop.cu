@@ -153,13 +153,8 @@ bool fp8_conv2d_forward_phases_takes(const Shape& x, const Shape& w, const Shape
   return fprop_geometry(x, w, y, p, device);
 }
 
-bool fp8_forward_operands_taken(const Fp8Tensor& x, const Fp8Tensor& w, const Tensor& y) {
-  return x.data.dtype() == DType::U8 && w.data.dtype() == DType::U8 && w.format == Fp8Format::E4M3 &&
-         y.dtype() == DType::F16 && phase_operands_on({&x.data, &w.data, &y}, {&x.scale_inv, &w.scale_inv}, y.device());
-}
-
 bool fp8_conv2d_forward_phases(const Fp8Tensor& x, const Fp8Tensor& w, Tensor& y, const Conv2dParams& p) {
-  if (!fp8_forward_operands_taken(x, w, y) || !fprop_geometry(x.data.shape(), w.data.shape(), y.shape(), p, y.device()))
+  if (!fp8_operands_into_f16(x, w, y) || !fprop_geometry(x.data.shape(), w.data.shape(), y.shape(), p, y.device()))
     return false;
   const float *x_scale_inv = x.scale_inv.data_as<float>(), *w_scale_inv = w.scale_inv.data_as<float>();
   if (x.format == Fp8Format::E5M2)

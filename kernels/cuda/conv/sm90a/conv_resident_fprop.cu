@@ -100,13 +100,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     await_tile();
     if (image + stride < images) load(image + stride, tile(k + 1));
     // N: output rows a = 0..7 (core matrices two tile rows apart), columns 0..7 (8 pieces).
-    const uint64_t image_desc = Tile::descriptor(tile(k));
+    // Warpgroup wg's taps are kernel rows 2 wg and 2 wg + 1: its B operands start 2 wg tile rows on.
+    const uint64_t half_desc = Tile::descriptor(tile(k) + 2 * wg * Tile::kRowPieces);
     float d[32];
     wgmma_fence();
 #pragma unroll
     for (int s = 0; s < kHalfSteps; ++s)
-      wgmma_fp8_m64n64k32_a_registers<XFormat>(d, a[s],
-                                               image_desc + Tile::tap_offset(8 * wg + s / kSlices, s % kSlices), s > 0);
+      wgmma_fp8_m64n64k32_a_registers<XFormat>(d, a[s], half_desc + Tile::tap_offset(s / kSlices, s % kSlices), s > 0);
     wgmma_commit();
     wgmma_wait<0>();
     // n8 block j is output row j: warpgroup 0 writes rows 0..3 (d[0..15]), warpgroup 1 rows 4..7.
@@ -173,7 +173,7 @@ bool fp8_conv2d_forward_resident_takes(const Shape& x, const Shape& w, const Sha
 }
 
 bool fp8_conv2d_forward_resident(const Fp8Tensor& x, const Fp8Tensor& w, Tensor& y, const Conv2dParams& p) {
-  if (!fp8_forward_operands_taken(x, w, y) ||
+  if (!fp8_operands_into_f16(x, w, y) ||
       !fp8_conv2d_forward_resident_takes(x.data.shape(), w.data.shape(), y.shape(), p, y.device()))
     return false;
   const float *x_scale_inv = x.scale_inv.data_as<float>(), *w_scale_inv = w.scale_inv.data_as<float>();

@@ -222,9 +222,9 @@ bool fp8_conv2d_forward_wgmma(const Fp8Tensor& x, const Fp8Tensor& w, Tensor& y,
 }
 
 bool fp8_conv2d_backward_data_wgmma(const Fp8Tensor& dy, const Fp8Tensor& w, Tensor& dx, const Conv2dParams& p) {
-  // The 128 -> 64-channel layer's, with f16 dx, as the half path runs it: phase by phase from an
-  // image's dy held in shared memory (sm90a/conv_phase_dgrad.cu).
-  if (fp8_conv2d_backward_data_phases(dy, w, dx, p)) return true;
+  // The 128 -> 64 and 256 -> 128-channel layers', with f16 dx: phase by phase from an image's dy
+  // held in shared memory (sm90a/conv_phase_dgrad.cu, sm90a/conv_resident_dgrad.cu).
+  if (fp8_conv2d_backward_data_phases(dy, w, dx, p) || fp8_conv2d_backward_data_resident(dy, w, dx, p)) return true;
   Geometry g{};
   if (!fp8_conv::backward_data_geometry(dy.data.shape(), w.data.shape(), dx.shape(), p, &g) || !takes(dy, w, dx))
     return false;

@@ -10,8 +10,6 @@
 
 #include "cuda/conv/sm90a/wgmma.cuh"
 #include "cuda/copy_async.cuh"
-#include "ganengine/fp8.h"
-#include "ganengine/tensor.h"
 
 namespace ge {
 namespace gpu {
@@ -64,11 +62,6 @@ struct ParityTile {
     copy_async_commit();
   }
 };
-
-// What an FP8 forward into f16 reads as it is (fp8_conv2d_forward_phases' conditions but the
-// shapes): u8 codes, E4M3 weights, an f16 y, every operand NHWC, 16-byte aligned and on y's
-// device with its scale_inv.
-bool fp8_forward_operands_taken(const Fp8Tensor& x, const Fp8Tensor& w, const Tensor& y);
 
 }  // namespace gpu
 }  // namespace ge
