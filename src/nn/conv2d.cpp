@@ -112,20 +112,28 @@ bool Conv2d::runs_on_codes(const Shape& x) const {
   return s && ops::fp8_conv2d_runs_on_codes((*s)[0], (*s)[1], (*s)[2], p_, where_.device);
 }
 
-bool Conv2d::forward_runs_on_codes(const Shape& x) const {
-  const std::optional<std::array<Shape, 3>> s = codes_shapes(x);
+namespace {
+
+// Whether the GPU runs the convolution's forward (conv_forward) or backward-data from FP8 codes
+// faster than in half, in the shapes s of its x, w and y (Conv2d::codes_shapes).
+bool conv_pass_beats_half(const std::optional<std::array<Shape, 3>>& s, bool conv_forward, const Conv2dParams& p,
+                          Device device) {
   if (!s) return false;
   const auto& [cx, w, cy] = *s;
-  return transposed_ ? ops::fp8_conv2d_backward_data_beats_half(cy, w, cx, p_, where_.device)
-                     : ops::fp8_conv2d_forward_beats_half(cx, w, cy, p_, where_.device);
+  return conv_forward ? ops::fp8_conv2d_forward_beats_half(cx, w, cy, p, device)
+                      : ops::fp8_conv2d_backward_data_beats_half(cy, w, cx, p, device);
+}
+
+}  // namespace
+
+// A transposed convolution's forward is the backward-data of the convolution from its output to
+// its input, and its input gradient that convolution's forward.
+bool Conv2d::forward_runs_on_codes(const Shape& x) const {
+  return conv_pass_beats_half(codes_shapes(x), !transposed_, p_, where_.device);
 }
 
 bool Conv2d::input_gradient_runs_on_codes(const Shape& x) const {
-  const std::optional<std::array<Shape, 3>> s = codes_shapes(x);
-  if (!s) return false;
-  const auto& [cx, w, cy] = *s;
-  return transposed_ ? ops::fp8_conv2d_forward_beats_half(cx, w, cy, p_, where_.device)
-                     : ops::fp8_conv2d_backward_data_beats_half(cy, w, cx, p_, where_.device);
+  return conv_pass_beats_half(codes_shapes(x), transposed_, p_, where_.device);
 }
 
 std::optional<ops::Fp8RoundTrip> Conv2d::input_codes(const Shape& x) const {
