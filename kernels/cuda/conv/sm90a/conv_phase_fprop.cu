@@ -20,6 +20,7 @@
 
 #include "cuda/conv/conv_phase_dgrad.h"
 #include "cuda/conv/conv_phase_fprop.h"
+#include "cuda/conv/sm90a/fp8_into_f16_launch.cuh"
 #include "cuda/conv/sm90a/parity_tile.cuh"
 #include "cuda/conv/sm90a/phase_mma.cuh"
 #include "cuda/cuda_util.cuh"
@@ -43,14 +44,14 @@ static_assert(kShared <= 227 * 1024, "two x tiles and four stages fit an H100/H2
 static_assert(kSteps % kRing == 0, "an image's steps must fill the ring whole");
 static_assert(kSteps >= kPendingPerThread, "an image's steps carry the last one's stores");
 
+constexpr int kFragments = 2 * kSteps * kWarpgroup;
 // frag[(warpgroup * kSteps + s) * 128 + thread]: thread `thread`'s fragment of step s's A operand
 // for the warpgroup's 64 output channels, A[m][k] = w[64 warpgroup + m][kh][kw][32 slice + k] (w
 // in 128 x 4 x 4 x 64 order).
 __global__ void fprop_weights_kernel(const uint8_t* w, uint4* frag) {
   await_previous_kernel();
-  const int total = 2 * kSteps * kWarpgroup;
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= total) return;
+  if (i >= kFragments) return;
   const int thread = i % kWarpgroup, s = (i / kWarpgroup) % kSteps, warpgroup = i / kWarpgroup / kSteps;
   const int tap = s / kSlices, slice = s % kSlices;
   frag[i] = a_fragment<Fp8Operands<Fp8Format::E4M3>>(thread, [&](int row, int col) {
@@ -117,25 +118,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int i = 0; i < kPendingPerThread; ++i) pending.store(stage, t, i);
 }
 
-template <Fp8Format XFormat>
-void launch_phase_fprop(const Tensor& x, const Tensor& w, Tensor& y, const float* x_scale_inv,
-                        const float* w_scale_inv) {
-  cudaStream_t stream = stream_of(y);
-  const int total = 2 * kSteps * kWarpgroup;
-  Tensor frag = Tensor::empty({int64_t{total} * 16}, DType::U8, y.device());
-  launch_kernel(fprop_weights_kernel, static_cast<unsigned>(ceil_div(total, 256)), 256, 0, stream,
-                static_cast<const uint8_t*>(w.data()), static_cast<uint4*>(frag.data()));
-  CUDA_CHECK_LAUNCH();
-  auto kernel = phase_fprop_kernel<XFormat>;
-  const int device = y.device().index;
-  set_function_attribute_once(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kShared), device);
-  const int images = static_cast<int>(x.dim(0));
-  const int blocks = std::min(images, sm_count(device));
-  launch_kernel(kernel, static_cast<unsigned>(blocks), kThreads, kShared, stream, static_cast<const uint8_t*>(x.data()),
-                static_cast<const uint4*>(frag.data()), y.data_as<__half>(), images, x_scale_inv, w_scale_inv);
-  CUDA_CHECK_LAUNCH();
-}
-
 bool fprop_geometry(const Shape& x, const Shape& w, const Shape& y, const Conv2dParams& p, Device device) {
   if (x.size() != 4 || w.size() != 4 || y.size() != 4) return false;
   if (p.stride != 2 || p.pad != 1 || w != Shape{kOutChannels, kInChannels, 4, 4} ||
@@ -145,6 +127,14 @@ bool fprop_geometry(const Shape& x, const Shape& w, const Shape& y, const Conv2d
   if (x[0] > std::numeric_limits<int>::max() / (kOutSide * kOutSide * kOutChannels)) return false;
   return device.is_cuda() && device_is_sm90(device.index);
 }
+
+constexpr Fp8IntoF16Launch kLaunch = {fprop_weights_kernel,
+                                      kFragments,
+                                      phase_fprop_kernel<Fp8Format::E4M3>,
+                                      phase_fprop_kernel<Fp8Format::E5M2>,
+                                      /*blocks_per_image=*/1,
+                                      kThreads,
+                                      kShared};
 
 }  // namespace
 
@@ -156,11 +146,7 @@ bool fp8_conv2d_forward_phases_takes(const Shape& x, const Shape& w, const Shape
 bool fp8_conv2d_forward_phases(const Fp8Tensor& x, const Fp8Tensor& w, Tensor& y, const Conv2dParams& p) {
   if (!fp8_operands_into_f16(x, w, y) || !fprop_geometry(x.data.shape(), w.data.shape(), y.shape(), p, y.device()))
     return false;
-  const float *x_scale_inv = x.scale_inv.data_as<float>(), *w_scale_inv = w.scale_inv.data_as<float>();
-  if (x.format == Fp8Format::E5M2)
-    launch_phase_fprop<Fp8Format::E5M2>(x.data, w.data, y, x_scale_inv, w_scale_inv);
-  else
-    launch_phase_fprop<Fp8Format::E4M3>(x.data, w.data, y, x_scale_inv, w_scale_inv);
+  launch_fp8_into_f16(kLaunch, x, w, y);
   return true;
 }
 

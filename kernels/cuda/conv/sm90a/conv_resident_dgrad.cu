@@ -23,6 +23,7 @@
 #include <limits>
 
 #include "cuda/conv/conv_phase_dgrad.h"
+#include "cuda/conv/sm90a/fp8_into_f16_launch.cuh"
 #include "cuda/conv/sm90a/phase_mma.cuh"
 #include "cuda/cuda_util.cuh"
 #include "cuda/kernel_launch.cuh"
@@ -62,14 +63,14 @@ __host__ __device__ constexpr int step_offset(int s) {
   return 2 * slice * kPlane + tap / 2 * kPitch + tap % 2;
 }
 
+constexpr int kFragments = kHalves * 4 * kSteps * kWarpgroup;
 // frag[((half * 4 + phase) * kSteps + s) * 128 + thread]: thread `thread`'s fragment of step s of
 // the phase for dx's channels 64 half .., A[c][k] = w[32 slice + k][kh][kw][64 half + c] with
 // kh = tap_kernel_index(pa, th), kw = tap_kernel_index(pb, tw) (w in 256 x 4 x 4 x 128 order).
 __global__ void resident_dgrad_weights_kernel(const uint8_t* w, uint4* frag) {
   await_previous_kernel();
-  const int total = kHalves * 4 * kSteps * kWarpgroup;
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= total) return;
+  if (i >= kFragments) return;
   const int thread = i % kWarpgroup, s = (i / kWarpgroup) % kSteps, phase = (i / kWarpgroup / kSteps) % 4;
   const int half = i / kWarpgroup / kSteps / 4;
   const int tap = s / kSlices, slice = s % kSlices;
@@ -149,25 +150,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-template <Fp8Format DyFormat>
-void launch_resident_dgrad(const Tensor& dy, const Tensor& w, Tensor& dx, const float* dy_scale_inv,
-                           const float* w_scale_inv) {
-  cudaStream_t stream = stream_of(dx);
-  const int total = kHalves * 4 * kSteps * kWarpgroup;
-  Tensor frag = Tensor::empty({int64_t{total} * 16}, DType::U8, dx.device());
-  launch_kernel(resident_dgrad_weights_kernel, static_cast<unsigned>(ceil_div(total, 256)), 256, 0, stream,
-                static_cast<const uint8_t*>(w.data()), static_cast<uint4*>(frag.data()));
-  CUDA_CHECK_LAUNCH();
-  auto kernel = resident_dgrad_kernel<DyFormat>;
-  const int device = dx.device().index;
-  set_function_attribute_once(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kShared), device);
-  const int images = static_cast<int>(dy.dim(0));
-  const int blocks = kBlocksPerImage * std::max(1, std::min(images, sm_count(device) / kBlocksPerImage));
-  launch_kernel(kernel, static_cast<unsigned>(blocks), kThreads, kShared, stream,
-                static_cast<const uint8_t*>(dy.data()), static_cast<const uint4*>(frag.data()), dx.data_as<__half>(),
-                images, dy_scale_inv, w_scale_inv);
-  CUDA_CHECK_LAUNCH();
-}
+constexpr Fp8IntoF16Launch kLaunch = {resident_dgrad_weights_kernel,
+                                      kFragments,
+                                      resident_dgrad_kernel<Fp8Format::E4M3>,
+                                      resident_dgrad_kernel<Fp8Format::E5M2>,
+                                      kBlocksPerImage,
+                                      kThreads,
+                                      kShared};
 
 }  // namespace
 
@@ -185,11 +174,7 @@ bool fp8_conv2d_backward_data_resident(const Fp8Tensor& dy, const Fp8Tensor& w, 
   if (!fp8_operands_into_f16(dy, w, dx) ||
       !fp8_conv2d_backward_data_resident_takes(dy.data.shape(), w.data.shape(), dx.shape(), p, dx.device()))
     return false;
-  const float *dy_scale_inv = dy.scale_inv.data_as<float>(), *w_scale_inv = w.scale_inv.data_as<float>();
-  if (dy.format == Fp8Format::E5M2)
-    launch_resident_dgrad<Fp8Format::E5M2>(dy.data, w.data, dx, dy_scale_inv, w_scale_inv);
-  else
-    launch_resident_dgrad<Fp8Format::E4M3>(dy.data, w.data, dx, dy_scale_inv, w_scale_inv);
+  launch_fp8_into_f16(kLaunch, dy, w, dx);
   return true;
 }
 

@@ -23,6 +23,7 @@
 
 #include "cuda/conv/conv_phase_dgrad.h"
 #include "cuda/conv/conv_phase_fprop.h"
+#include "cuda/conv/sm90a/fp8_into_f16_launch.cuh"
 #include "cuda/conv/sm90a/parity_tile.cuh"
 #include "cuda/conv/sm90a/phase_mma.cuh"
 #include "cuda/cuda_util.cuh"
@@ -51,14 +52,14 @@ constexpr size_t kShared = 2 * size_t{Tile::kPieces} * 16 + kExchangeBytes + 2 *
 static_assert(kShared <= 227 * 1024, "two x tiles, the exchange and the stages fit an H100/H200 block");
 static_assert(kPixels == 64 && kOutSide == 8, "one m64n64 MMA a step: an output row a core matrix");
 
+constexpr int kFragments = kQuarters * 2 * kHalfSteps * kWarpgroup;
 // frag[((quarter * 2 + h) * kHalfSteps + s) * 128 + thread]: thread `thread`'s fragment of
 // warpgroup h's step s for the quarter's 64 output channels, A[m][k] = w[64 quarter + m][tap][32
 // slice + k] with tap = 8 h + s / 4, slice = s % 4 (w in 256 x 4 x 4 x 128 order).
 __global__ void resident_weights_kernel(const uint8_t* w, uint4* frag) {
   await_previous_kernel();
-  const int total = kQuarters * 2 * kHalfSteps * kWarpgroup;
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= total) return;
+  if (i >= kFragments) return;
   const int thread = i % kWarpgroup, s = (i / kWarpgroup) % kHalfSteps, h = (i / kWarpgroup / kHalfSteps) % 2;
   const int quarter = i / kWarpgroup / kHalfSteps / 2;
   const int tap = 8 * h + s / kSlices, slice = s % kSlices;
@@ -141,24 +142,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-template <Fp8Format XFormat>
-void launch_resident_fprop(const Tensor& x, const Tensor& w, Tensor& y, const float* x_scale_inv,
-                           const float* w_scale_inv) {
-  cudaStream_t stream = stream_of(y);
-  const int total = kQuarters * 2 * kHalfSteps * kWarpgroup;
-  Tensor frag = Tensor::empty({int64_t{total} * 16}, DType::U8, y.device());
-  launch_kernel(resident_weights_kernel, static_cast<unsigned>(ceil_div(total, 256)), 256, 0, stream,
-                static_cast<const uint8_t*>(w.data()), static_cast<uint4*>(frag.data()));
-  CUDA_CHECK_LAUNCH();
-  auto kernel = resident_fprop_kernel<XFormat>;
-  const int device = y.device().index;
-  set_function_attribute_once(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kShared), device);
-  const int images = static_cast<int>(x.dim(0));
-  const int blocks = kQuarters * std::max(1, std::min(images, sm_count(device) / kQuarters));
-  launch_kernel(kernel, static_cast<unsigned>(blocks), kThreads, kShared, stream, static_cast<const uint8_t*>(x.data()),
-                static_cast<const uint4*>(frag.data()), y.data_as<__half>(), images, x_scale_inv, w_scale_inv);
-  CUDA_CHECK_LAUNCH();
-}
+constexpr Fp8IntoF16Launch kLaunch = {resident_weights_kernel,
+                                      kFragments,
+                                      resident_fprop_kernel<Fp8Format::E4M3>,
+                                      resident_fprop_kernel<Fp8Format::E5M2>,
+                                      kQuarters,
+                                      kThreads,
+                                      kShared};
 
 }  // namespace
 
@@ -176,11 +166,7 @@ bool fp8_conv2d_forward_resident(const Fp8Tensor& x, const Fp8Tensor& w, Tensor&
   if (!fp8_operands_into_f16(x, w, y) ||
       !fp8_conv2d_forward_resident_takes(x.data.shape(), w.data.shape(), y.shape(), p, y.device()))
     return false;
-  const float *x_scale_inv = x.scale_inv.data_as<float>(), *w_scale_inv = w.scale_inv.data_as<float>();
-  if (x.format == Fp8Format::E5M2)
-    launch_resident_fprop<Fp8Format::E5M2>(x.data, w.data, y, x_scale_inv, w_scale_inv);
-  else
-    launch_resident_fprop<Fp8Format::E4M3>(x.data, w.data, y, x_scale_inv, w_scale_inv);
+  launch_fp8_into_f16(kLaunch, x, w, y);
   return true;
 }
 
