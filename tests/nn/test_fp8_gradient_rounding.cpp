@@ -208,13 +208,14 @@ void check_fp8_pass(const char* what, const Tensor& got_t, const Tensor& want_t,
   CHECK(std::sqrt(diff) <= 0x1p-8 * std::sqrt(norm));
 }
 
-// `result` against the f32 pass on the FP8 values it was formed from: pass(out, false) forms that
-// pass into out, pass(out, true) the same pass on the values' magnitudes (the bound).
+// `result` against the f32 pass on the FP8 values a and b it was formed from (on the CPU, NCHW):
+// pass(a, b, out) forms that pass into out; the same pass on the values' magnitudes bounds it.
 template <class Pass>
-void check_against_f32_pass(const char* what, const Tensor& result, const Pass& pass) {
+void check_against_f32_pass(const char* what, const Tensor& result, const Tensor& a, const Tensor& b,
+                            const Pass& pass) {
   Tensor want = Tensor::empty(result.shape(), DType::F32), bound = Tensor::empty(result.shape(), DType::F32);
-  pass(want, false);
-  pass(bound, true);
+  pass(a, b, want);
+  pass(magnitudes(a, MemoryFormat::NCHW), magnitudes(b, MemoryFormat::NCHW), bound);
   check_fp8_pass(what, result, want, bound);
 }
 
@@ -228,21 +229,13 @@ struct ThreePasses {
 void check_three_passes(const ThreePasses& got, const Tensor& xv, const Tensor& wv, const Tensor& dyv,
                         bool transposed) {
   const Conv2dParams p{/*stride=*/2, /*pad=*/1};
-  const Tensor xm = magnitudes(xv, MemoryFormat::NCHW), wm = magnitudes(wv, MemoryFormat::NCHW);
-  const Tensor dym = magnitudes(dyv, MemoryFormat::NCHW);
-  const auto check = [](const char* what, const Tensor& result, const auto& pass) {
-    check_against_f32_pass(what, result, pass);
-  };
-  check("forward", got.y, [&](Tensor& out, bool on_magnitudes) {
-    const Tensor &x = on_magnitudes ? xm : xv, &w = on_magnitudes ? wm : wv;
+  check_against_f32_pass("forward", got.y, xv, wv, [&](const Tensor& x, const Tensor& w, Tensor& out) {
     transposed ? ops::conv_transpose2d_forward(x, w, out, p) : ops::conv2d_forward(x, w, out, p);
   });
-  check("backward-data", got.dx, [&](Tensor& out, bool on_magnitudes) {
-    const Tensor &dy = on_magnitudes ? dym : dyv, &w = on_magnitudes ? wm : wv;
+  check_against_f32_pass("backward-data", got.dx, dyv, wv, [&](const Tensor& dy, const Tensor& w, Tensor& out) {
     transposed ? ops::conv_transpose2d_backward_data(dy, w, out, p) : ops::conv2d_backward_data(dy, w, out, p);
   });
-  check("backward-filter", got.dw, [&](Tensor& out, bool on_magnitudes) {
-    const Tensor &x = on_magnitudes ? xm : xv, &dy = on_magnitudes ? dym : dyv;
+  check_against_f32_pass("backward-filter", got.dw, xv, dyv, [&](const Tensor& x, const Tensor& dy, Tensor& out) {
     transposed ? ops::conv_transpose2d_backward_filter(x, dy, out, p, 0.f)
                : ops::conv2d_backward_filter(x, dy, out, p, 0.f);
   });
@@ -304,15 +297,11 @@ TEST_CASE("gpu nn: O4's D runs its second layer's three passes from FP8 codes on
     CHECK((third_asked && third_asked->codes.defined() && !third_asked->codes_only));
     const Fp8ConvScaling* third_scaling = third->fp8();
     REQUIRE(third_scaling != nullptr);
-    check_against_f32_pass("the third layer's forward", third_y, [&](Tensor& out, bool on_magnitudes) {
-      const Tensor xv = code_values(third_x_codes, third_scaling->input);
-      const Tensor wv = fp8_values(third->params()[0]->value, third_scaling->weight);
-      const Conv2dParams p{/*stride=*/2, /*pad=*/1};
-      if (on_magnitudes)
-        ops::conv2d_forward(magnitudes(xv, MemoryFormat::NCHW), magnitudes(wv, MemoryFormat::NCHW), out, p);
-      else
-        ops::conv2d_forward(xv, wv, out, p);
-    });
+    const Conv2dParams p{/*stride=*/2, /*pad=*/1};
+    const Tensor third_wv = fp8_values(third->params()[0]->value, third_scaling->weight);
+    check_against_f32_pass("the third layer's forward", third_y, code_values(third_x_codes, third_scaling->input),
+                           third_wv,
+                           [&](const Tensor& x, const Tensor& w, Tensor& out) { ops::conv2d_forward(x, w, out, p); });
     // Its forward ran from codes, so its output gradient is asked for as codes alone.
     const std::optional<ops::Fp8RoundTrip> asked = second->output_gradient_rounding(y.shape());
     CHECK((asked && asked->codes.defined() && asked->codes_only));
@@ -324,15 +313,9 @@ TEST_CASE("gpu nn: O4's D runs its second layer's three passes from FP8 codes on
     }
     REQUIRE(third_dy_codes.defined());
     CHECK(third->took_gradient_codes());
-    check_against_f32_pass("the third layer's input gradient", third_dx, [&](Tensor& out, bool on_magnitudes) {
-      const Tensor dyv = code_values(third_dy_codes, third_scaling->grad_output);
-      const Tensor wv = fp8_values(third->params()[0]->value, third_scaling->weight);
-      const Conv2dParams p{/*stride=*/2, /*pad=*/1};
-      if (on_magnitudes)
-        ops::conv2d_backward_data(magnitudes(dyv, MemoryFormat::NCHW), magnitudes(wv, MemoryFormat::NCHW), out, p);
-      else
-        ops::conv2d_backward_data(dyv, wv, out, p);
-    });
+    check_against_f32_pass(
+        "the third layer's input gradient", third_dx, code_values(third_dy_codes, third_scaling->grad_output), third_wv,
+        [&](const Tensor& dy, const Tensor& w, Tensor& out) { ops::conv2d_backward_data(dy, w, out, p); });
     // In rounds 0 and 1 the BatchNorm hands dy's codes, not its values.
     const Tensor dy_codes = second->given_output_gradient_codes();
     CHECK(dy_codes.defined() == (round < 2));
@@ -397,14 +380,10 @@ TEST_CASE("gpu nn: O4's G runs its fourth layer's three passes from the FP8 code
     const Fp8ConvScaling* third_scaling = third->fp8();
     REQUIRE(third_scaling != nullptr);
     const Conv2dParams p{/*stride=*/2, /*pad=*/1};
-    check_against_f32_pass("the third layer's forward", third_y, [&](Tensor& out, bool on_magnitudes) {
-      const Tensor xv = code_values(third_x_codes, third_scaling->input);
-      const Tensor wv = fp8_values(third->params()[0]->value, third_scaling->weight);
-      if (on_magnitudes)
-        ops::conv_transpose2d_forward(magnitudes(xv, MemoryFormat::NCHW), magnitudes(wv, MemoryFormat::NCHW), out, p);
-      else
-        ops::conv_transpose2d_forward(xv, wv, out, p);
-    });
+    const Tensor third_wv = fp8_values(third->params()[0]->value, third_scaling->weight);
+    check_against_f32_pass(
+        "the third layer's forward", third_y, code_values(third_x_codes, third_scaling->input), third_wv,
+        [&](const Tensor& x, const Tensor& w, Tensor& out) { ops::conv_transpose2d_forward(x, w, out, p); });
     REQUIRE(x_codes.defined());
     CHECK(fourth->took_input_codes());
     CHECK(static_cast<const BatchNorm2d*>(layers[10].get())->took_moments());
@@ -431,15 +410,9 @@ TEST_CASE("gpu nn: O4's G runs its fourth layer's three passes from the FP8 code
     }
     REQUIRE(third_dy_codes.defined());
     CHECK(third->took_gradient_codes());
-    check_against_f32_pass("the third layer's input gradient", third_dx, [&](Tensor& out, bool on_magnitudes) {
-      const Tensor third_dyv = code_values(third_dy_codes, third_scaling->grad_output);
-      const Tensor third_wv = fp8_values(third->params()[0]->value, third_scaling->weight);
-      if (on_magnitudes)
-        ops::conv_transpose2d_backward_data(magnitudes(third_dyv, MemoryFormat::NCHW),
-                                            magnitudes(third_wv, MemoryFormat::NCHW), out, p);
-      else
-        ops::conv_transpose2d_backward_data(third_dyv, third_wv, out, p);
-    });
+    check_against_f32_pass(
+        "the third layer's input gradient", third_dx, code_values(third_dy_codes, third_scaling->grad_output), third_wv,
+        [&](const Tensor& dy, const Tensor& w, Tensor& out) { ops::conv_transpose2d_backward_data(dy, w, out, p); });
     std::vector<Fp8Scaling> states;
     for (const auto& [name, s] : net.G->named_fp8_scalings())
       states.insert(states.end(), {s->input, s->weight, s->grad_output});
