@@ -210,8 +210,9 @@ class Conv2d : public Layer {
 
  private:
   Tensor compute_weight();  // the weight in the compute dtype (a fresh cast at O1)
-  // t as the FP8 operand of `state` reads it (a fresh tensor), recording its amax when `record`.
-  Tensor fp8_operand(const Tensor& t, const Fp8Scaling& state, bool record) const;
+  // t as the FP8 operand of `state` reads it (a fresh tensor), recording its amax when `record`;
+  // with codes, also t's codes (a fresh u8 tensor of t's shape) from the same pass.
+  Tensor fp8_operand(const Tensor& t, const Fp8Scaling& state, bool record, Tensor* codes = nullptr) const;
   // The shapes of this layer's passes on an input of shape x as the FP8 convolution ops take them:
   // the convolution's x, w and y, or, transposed, those of the convolution from its output to its
   // input; nullopt where the layer has no FP8 codes paths (no FP8, not f16, another input width).

@@ -346,9 +346,12 @@ void fp8_update_scales(const std::vector<Fp8Scaling>& states, const Fp8DelayedSc
 // is (an overflow must reach the loss scaler, not saturate away). With amax (f32 (1), a state's
 // current_amax()), max |x| is folded into it (NaN propagating, as fp8_quantize forms it): it is
 // not overwritten, so every pass of a step over one state's tensors leaves their maximum, in any
-// order. x and y: f32, f16 or bf16 of one shape and memory format; y may be x.
+// order. x and y: f32, f16 or bf16 of one shape and memory format; y may be x. With codes (u8 of
+// x's shape and memory format), each value's code is written there in the same pass: fp8_quantize's
+// with scale, the code the rounded value stands for (a weight's rounded values and the codes an
+// FP8 kernel reads, from one read of the weight).
 void fp8_round_trip(const Tensor& x, const Tensor& scale, const Tensor& scale_inv, Fp8Format format, Tensor& y,
-                    const Tensor* amax = nullptr);
+                    const Tensor* amax = nullptr, Tensor* codes = nullptr);
 
 // ---- FP8 convolutions. Emulated on any device: the operands dequantized to f32 and conv2d's
 // passes run on those values in f32 (allow_tf32 off), so the result is exactly what the selected

@@ -35,24 +35,24 @@ void fp8_dequantize(const Tensor& q, const Tensor& scale_inv, Fp8Format format, 
 }
 
 void fp8_round_trip(const Tensor& x, const Tensor& scale, const Tensor& scale_inv, Fp8Format format, Tensor& y,
-                    const Tensor* amax) {
+                    const Tensor* amax, Tensor* codes) {
   require_cpu_floating(x, "fp8_round_trip x");
   const float s = scale.data_as<float>()[0], s_inv = scale_inv.data_as<float>()[0];
   uint32_t amax_key = amax ? float_bits(amax->data_as<float>()[0]) : 0u;
+  uint8_t* q = codes ? codes->data_as<uint8_t>() : nullptr;
   for (int64_t i = 0; i < x.numel(); ++i) {
     const auto v = static_cast<float>(load_as_double(x.data(), x.dtype(), i));  // exact: x is f32 or narrower
     amax_key = std::max(amax_key, fp8_amax_key(v));
+    if (q) q[i] = fp8_quantize_element(v, s, format);
     store_from_double(y.data(), y.dtype(), i, static_cast<double>(fp8_round_trip_element(v, s, s_inv, format)));
   }
   if (amax) amax->data_as<float>()[0] = bits_float(amax_key);
 }
 
 void fp8_round_trip_in_place(const ops::Fp8RoundTrip& r, Tensor& t) {
-  if (r.codes.defined()) {  // from the values before they are rounded; the amax is the round trip's
-    Tensor codes = r.codes, unused_amax = Tensor::empty({1}, DType::F32);
-    fp8_quantize(t, r.scale, r.format, codes, unused_amax);
-  }
-  fp8_round_trip(t, r.scale, r.scale_inv, r.format, t, r.amax.defined() ? &r.amax : nullptr);
+  Tensor codes = r.codes;  // from the values before they are rounded
+  fp8_round_trip(t, r.scale, r.scale_inv, r.format, t, r.amax.defined() ? &r.amax : nullptr,
+                 codes.defined() ? &codes : nullptr);
 }
 
 }  // namespace cpu

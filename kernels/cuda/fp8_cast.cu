@@ -88,14 +88,16 @@ __global__ void dequantize_kernel(const uint8_t* q, int64_t n, const float* scal
   }
 }
 
-// ops::fp8_round_trip: as quantize_kernel, writing each element's round trip in y's dtype, and
-// folding the blocks' maxima into amax as it holds them (no zeroing launch: the op accumulates).
+// ops::fp8_round_trip: as quantize_kernel, writing each element's round trip in y's dtype (and
+// its code where codes is not null), and folding the blocks' maxima into amax as it holds them (no
+// zeroing launch: the op accumulates).
 __global__ void round_trip_kernel(const void* x, ElemType x_type, int64_t n, const float* scale, const float* scale_inv,
-                                  Fp8Format format, void* y, ElemType y_type, uint32_t* amax) {
+                                  Fp8Format format, void* y, ElemType y_type, uint32_t* amax, uint8_t* codes) {
   await_previous_kernel();
   const float s = *scale, s_inv = *scale_inv;
   uint32_t key = 0;
   for_each_value(x, x_type, n, [&](int64_t i, float v) {
+    if (codes) codes[i] = fp8_quantize_element(v, s, format);
     store_float_dyn(y, y_type, i, fp8_round_trip_element(v, s, s_inv, format));
     key = max(key, fp8_amax_key(v));
   });
@@ -127,10 +129,11 @@ __device__ __forceinline__ void for_each_pack(const T* x, int64_t n, PerPack&& p
 }
 
 // round_trip_kernel by for_each_pack: x and y share a 16-bit type and are 16-byte aligned; a tail
-// value goes as a pack of one.
+// value goes as a pack of one. A pack's eight codes are one 8-byte store where codes is 8-byte
+// aligned.
 template <class T, Fp8Format F>
 __global__ void round_trip_vector_kernel(const T* x, int64_t n, const float* scale, const float* scale_inv, T* y,
-                                         uint32_t* amax) {
+                                         uint32_t* amax, uint8_t* codes) {
   await_previous_kernel();
   const float s = *scale, s_inv = *scale_inv;
   uint32_t key = 0;
@@ -138,12 +141,12 @@ __global__ void round_trip_vector_kernel(const T* x, int64_t n, const float* sca
   for_each_pack(
       x, n,
       [&](int64_t i, Pack<T, 8>& v) {
-        fp8_round_trip_pack<F>(v, s, s_inv, key);
+        fp8_round_trip_pack<F>(v, s, s_inv, key, codes ? codes + 8 * i : nullptr);
         out[i] = v;
       },
       [&](int64_t i) {
         Pack<T, 1> one{{x[i]}};
-        fp8_round_trip_pack<F>(one, s, s_inv, key);
+        fp8_round_trip_pack<F>(one, s, s_inv, key, codes ? codes + i : nullptr);
         y[i] = one.v[0];
       });
   if (amax) fold_amax_key(key, amax);
@@ -192,20 +195,21 @@ bool quantize_vector(const Tensor& x, const float* scale, Fp8Format format, Tens
 }
 
 // The vector kernel where x and y are one 16-bit type and 16-byte aligned, else nullptr.
-using RoundTripVectorLaunch = void (*)(const Tensor&, const float*, const float*, Fp8Format, Tensor&, uint32_t*);
+using RoundTripVectorLaunch = void (*)(const Tensor&, const float*, const float*, Fp8Format, Tensor&, uint32_t*,
+                                       uint8_t*);
 template <class T>
 void launch_round_trip_vector(const Tensor& x, const float* scale, const float* scale_inv, Fp8Format format, Tensor& y,
-                              uint32_t* amax) {
+                              uint32_t* amax, uint8_t* codes) {
   const int64_t n = x.numel();
   const auto* xp = static_cast<const T*>(x.data());
   auto* yp = static_cast<T*>(y.data());
   const unsigned grid = grid_for(ceil_div(ceil_div(n, 8), kInFlight));
   if (format == Fp8Format::E4M3)
     launch_kernel(round_trip_vector_kernel<T, Fp8Format::E4M3>, grid, kThreads, 0, stream_of(x), xp, n, scale,
-                  scale_inv, yp, amax);
+                  scale_inv, yp, amax, codes);
   else
     launch_kernel(round_trip_vector_kernel<T, Fp8Format::E5M2>, grid, kThreads, 0, stream_of(x), xp, n, scale,
-                  scale_inv, yp, amax);
+                  scale_inv, yp, amax, codes);
 }
 
 RoundTripVectorLaunch vector_round_trip_for(const Tensor& x, const Tensor& y) {
@@ -262,25 +266,29 @@ void fp8_dequantize(const Tensor& q, const Tensor& scale_inv, Fp8Format format, 
 }
 
 void fp8_round_trip(const Tensor& x, const Tensor& scale, const Tensor& scale_inv, Fp8Format format, Tensor& y,
-                    const Tensor* amax) {
+                    const Tensor* amax, Tensor* codes) {
   check_gpu_float(x, "fp8_round_trip x");
   check_gpu_float(y, "fp8_round_trip y");
   check_gpu(scale, "fp8_round_trip scale");
   check_gpu(scale_inv, "fp8_round_trip scale_inv");
   if (amax) check_gpu(*amax, "fp8_round_trip amax");
+  if (codes) check_gpu(*codes, "fp8_round_trip codes");
   GE_CHECK(same_element_order(x, y), "fp8_round_trip: y ", y.str(), " must store its elements in the order of ",
            x.str());
+  GE_CHECK(!codes || same_element_order(x, *codes), "fp8_round_trip: codes ", codes ? codes->str() : std::string(),
+           " must store their elements in the order of ", x.str());
   const int64_t n = x.numel();
   if (n == 0) return;
   auto* amax_key = amax ? static_cast<uint32_t*>(amax->data()) : nullptr;
+  uint8_t* q = codes ? codes->data_as<uint8_t>() : nullptr;
   if (RoundTripVectorLaunch vector = vector_round_trip_for(x, y)) {
-    vector(x, scale.data_as<const float>(), scale_inv.data_as<const float>(), format, y, amax_key);
+    vector(x, scale.data_as<const float>(), scale_inv.data_as<const float>(), format, y, amax_key, q);
     CUDA_CHECK_LAUNCH();
     return;
   }
   launch_kernel(round_trip_kernel, grid_for(ceil_div(n, kInFlight)), kThreads, 0, stream_of(x),
                 static_cast<const void*>(x.data()), elem_type(x.dtype()), n, scale.data_as<const float>(),
-                scale_inv.data_as<const float>(), format, y.data(), elem_type(y.dtype()), amax_key);
+                scale_inv.data_as<const float>(), format, y.data(), elem_type(y.dtype()), amax_key, q);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -690,15 +690,18 @@ void fp8_update_scales(const std::vector<Fp8Scaling>& states, const Fp8DelayedSc
 }
 
 void fp8_round_trip(const Tensor& x, const Tensor& scale, const Tensor& scale_inv, Fp8Format format, Tensor& y,
-                    const Tensor* amax) {
-  same_device("fp8_round_trip", {&x, &scale, &scale_inv, &y, amax ? amax : &x});
+                    const Tensor* amax, Tensor* codes) {
+  same_device("fp8_round_trip", {&x, &scale, &scale_inv, &y, amax ? amax : &x, codes ? codes : &x});
   GE_CHECK(
       fp8_value_dtype(x.dtype()) && fp8_value_dtype(y.dtype()) && x.shape() == y.shape() && x.format() == y.format(),
       "fp8_round_trip: x ", x.str(), " and y ", y.str(), " must be f32, f16 or bf16 of one shape and layout");
   check_f32_scalar("fp8_round_trip", "scale", scale);
   check_f32_scalar("fp8_round_trip", "scale_inv", scale_inv);
   if (amax) check_f32_scalar("fp8_round_trip", "amax", *amax);
-  GE_DISPATCH(x, fp8_round_trip(x, scale, scale_inv, format, y, amax));
+  GE_CHECK(!codes || (codes->dtype() == DType::U8 && codes->shape() == x.shape() && codes->format() == x.format()),
+           "fp8_round_trip: codes ", codes ? codes->str() : std::string(), " must be u8 of the shape and layout of ",
+           x.str());
+  GE_DISPATCH(x, fp8_round_trip(x, scale, scale_inv, format, y, amax, codes));
 }
 
 void fill_uniform(Tensor& t, uint64_t seed, uint64_t offset) {

@@ -69,10 +69,12 @@ Tensor dequantized_as(const Tensor& codes, const Fp8Scaling& state, DType dtype)
 
 }  // namespace
 
-Tensor Conv2d::fp8_operand(const Tensor& t, const Fp8Scaling& state, bool record) const {
+Tensor Conv2d::fp8_operand(const Tensor& t, const Fp8Scaling& state, bool record, Tensor* codes) const {
   Tensor q = Tensor::empty(t.shape(), t.dtype(), t.device(), t.format());
+  if (codes) *codes = Tensor::empty(t.shape(), DType::U8, t.device(), t.format());
   const Tensor amax = state.current_amax();
-  ops::fp8_round_trip(t, state.scale, state.scale_inv, state.format, q, record && record_amax_ ? &amax : nullptr);
+  ops::fp8_round_trip(t, state.scale, state.scale_inv, state.format, q, record && record_amax_ ? &amax : nullptr,
+                      codes);
   return q;
 }
 
@@ -216,8 +218,23 @@ Tensor Conv2d::forward(const Tensor& x_in, bool training) {
       transposed_ && H == 1 && W == 1 && p_.pad == 0 && N < tuning().unpadded_gemm_below_batch ? in_ : in_padded_;
   if (transposed_) x = padded(x, N, in_run);
   const Shape wp = padded_weight_shape(in_run);
+  // The weight's E4M3 codes, formed in its round trip (the codes its rounded values stand for),
+  // where a pass reads them: the forward where x came as codes, and the input gradient where the
+  // GPU runs it faster from codes than in half. That one reads the output gradient's E5M2 codes
+  // too, written beside its rounded values by the layer that writes it (output_gradient_rounding,
+  // which asks for them where the backward keeps these).
+  const bool fp8_training = fp8_ && training && policy_.compute_dtype == DType::F16;
+  const bool input_gradient_on_codes = fp8_training && input_gradient_runs_on_codes({N, input_channels_, H, W});
+  const bool weight_codes_read = fp8_training && (x_codes.defined() || input_gradient_on_codes);
+  Tensor w_codes;
   const Tensor w_computed = compute_weight();
-  Tensor w = padded(fp8_ ? fp8_operand(w_computed, fp8_->weight, training) : w_computed, wp[0], wp[1]);
+  Tensor w = padded(
+      fp8_ ? fp8_operand(w_computed, fp8_->weight, training, weight_codes_read ? &w_codes : nullptr) : w_computed,
+      wp[0], wp[1]);
+  // The FP8 kernels take layers of 64 channels and more a side, whose weights are never padded.
+  GE_CHECK(!w_codes.defined() || w_codes.shape() == wp, describe(), ": the FP8 codes of weight ", w_computed.str(),
+           " would need padding to ", shape_str(wp));
+  saved_w_codes_ = input_gradient_on_codes ? w_codes : Tensor();
   const int64_t Ho = transposed_ ? conv_transpose_out_size(H, kernel_, p_.stride, p_.pad)
                                  : conv_out_size(H, kernel_, p_.stride, p_.pad);
   const int64_t Wo = transposed_ ? conv_transpose_out_size(W, kernel_, p_.stride, p_.pad)
@@ -225,22 +242,6 @@ Tensor Conv2d::forward(const Tensor& x_in, bool training) {
   // A transposed convolution's forward is a backward-data, which writes the channels its output
   // has (ops.h): G's last layer writes its 3 image channels, with no trimming copy.
   const int64_t y_channels = transposed_ && !keep_padded_output_ ? out_ : out_padded_;
-  // The weight's E4M3 codes, the codes its rounded values stand for (quantized from the same
-  // weight with the same scale; the amax of this pass is the round trip's, so the quantize's own
-  // goes to scratch), where a pass reads them: the forward where x came as codes, and the input
-  // gradient where the GPU runs it faster from codes than in half. That one reads the output
-  // gradient's E5M2 codes too, written beside its rounded values by the layer that writes it
-  // (output_gradient_rounding, which asks for them where the backward keeps these).
-  Tensor w_codes;
-  saved_w_codes_ = Tensor();
-  const bool fp8_training = fp8_ && training && policy_.compute_dtype == DType::F16;
-  const bool input_gradient_on_codes = fp8_training && input_gradient_runs_on_codes({N, input_channels_, H, W});
-  if (fp8_training && (x_codes.defined() || input_gradient_on_codes)) {
-    w_codes = Tensor::empty(wp, DType::U8, where_.device, where_.format);
-    Tensor scratch_amax = Tensor::empty({1}, DType::F32, where_.device);
-    ops::fp8_quantize(padded(w_computed, wp[0], wp[1]), fp8_->weight.scale, fp8_->weight.format, w_codes, scratch_amax);
-    if (input_gradient_on_codes) saved_w_codes_ = w_codes;
-  }
   Tensor y = Tensor::empty({N, y_channels, Ho, Wo}, policy_.compute_dtype, where_.device, where_.format);
   if (fused_) {
     Tensor kept_y = y;  // what the backward reads as the activation's output

@@ -305,6 +305,31 @@ TEST_CASE("cpu ops: fp8_round_trip never lowers the amax it is given and saturat
   CHECK(z.to_doubles() == std::vector<double>{0.3125, -0.3125, 448.0});
 }
 
+TEST_CASE("cpu ops: fp8_round_trip with codes writes fp8_quantize's codes of the values before rounding") {
+  for (DType dt : kValueTypes)
+    for (Fp8Format f : kFormats)
+      for (float scale : kScales) {
+        CAPTURE(dtype_name(dt));
+        CAPTURE(name_of(f));
+        CAPTURE(scale);
+        const Tensor x = spread_tensor_with_nan({4, 24, 9, 7}, dt, MemoryFormat::NHWC);
+        Tensor q = Tensor::empty(x.shape(), DType::U8, kCpu, x.format()), amax_alone = f32_scalar(0.0f);
+        ops::fp8_quantize(x, f32_scalar(scale), f, q, amax_alone);
+        const auto [y, amax] = round_trip(x, scale, f, 0.5f, kCpu);
+        // Into another tensor, and in place (x is y: each value is read before it is rounded).
+        for (bool in_place : {false, true}) {
+          CAPTURE(in_place);
+          Tensor codes = Tensor::zeros(x.shape(), DType::U8, kCpu, x.format()), amax_with = f32_scalar(0.5f);
+          Tensor y_with = in_place ? x.clone() : Tensor::empty(x.shape(), dt, kCpu, x.format());
+          const Tensor source = in_place ? y_with : x;
+          ops::fp8_round_trip(source, f32_scalar(scale), f32_scalar(1.0f / scale), f, y_with, &amax_with, &codes);
+          CHECK(same_bytes(codes, q));
+          CHECK(same_bytes(amax_with, amax));
+          CHECK(same_values_or_both_nan(y_with, y));
+        }
+      }
+}
+
 TEST_CASE("cpu ops: fp8_round_trip rejects mismatched shapes and dtypes and scales") {
   const Tensor x = Tensor::zeros({2, 8, 4, 4}, DType::F16);
   Tensor other_shape = Tensor::zeros({2, 8, 4, 5}, DType::F16), codes = Tensor::zeros({2, 8, 4, 4}, DType::U8);
@@ -315,6 +340,11 @@ TEST_CASE("cpu ops: fp8_round_trip rejects mismatched shapes and dtypes and scal
                        doctest::Contains("f32, f16 or bf16"), Error);
   CHECK_THROWS_WITH_AS(ops::fp8_round_trip(x, Tensor::zeros({2}, DType::F32), f32_scalar(1.0f), Fp8Format::E4M3, ok),
                        doctest::Contains("scale must be f32 (1)"), Error);
+  Tensor half_codes = Tensor::zeros({2, 8, 4, 4}, DType::F16), short_codes = Tensor::zeros({2, 8, 4, 3}, DType::U8);
+  Tensor nhwc_codes = Tensor::zeros({2, 8, 4, 4}, DType::U8, kCpu, MemoryFormat::NHWC);
+  for (Tensor* bad : {&half_codes, &short_codes, &nhwc_codes})
+    CHECK_THROWS_WITH_AS(ops::fp8_round_trip(x, f32_scalar(1.0f), f32_scalar(1.0f), Fp8Format::E4M3, ok, nullptr, bad),
+                         doctest::Contains("fp8_round_trip: codes"), Error);
 }
 
 }  // namespace cpu_checks
@@ -408,20 +438,30 @@ TEST_CASE(
           CAPTURE(begin);
           const Tensor all = every_bit_pattern(dt);
           const Tensor x = all.slice0(begin, all.numel()), x_gpu = all.to(gpu).slice0(begin, all.numel());
-          Tensor y_gpu = Tensor::empty({65536}, dt, gpu).slice0(begin, 65536);
-          Tensor y_cpu = Tensor::empty(x.shape(), dt), amax_cpu = f32_scalar(0.0f), amax_gpu = f32_scalar(0.0f, gpu);
           const Tensor s = f32_scalar(scale), s_inv = f32_scalar(1.0f / scale);
-          ops::fp8_round_trip(x, s, s_inv, f, y_cpu, &amax_cpu);
-          ops::fp8_round_trip(x_gpu, s.to(gpu), s_inv.to(gpu), f, y_gpu, &amax_gpu);
-          CHECK(same_values_or_both_nan(y_gpu.to(kCpu), y_cpu));
-          CHECK(same_bytes(amax_gpu.to(kCpu), amax_cpu));
-          // Quantizing, whose codes are 8-byte aligned where x is 16-byte aligned.
+          // The round trip alone, then with the codes (8-byte aligned where x is 16-byte aligned).
+          Tensor rq_gpu = Tensor::empty({65536}, DType::U8, gpu).slice0(begin, 65536);
+          Tensor rq_cpu = Tensor::empty(x.shape(), DType::U8);
+          Tensor amax_cpu = f32_scalar(0.0f), amax_gpu = f32_scalar(0.0f, gpu);
+          for (bool with_codes : {false, true}) {
+            CAPTURE(with_codes);
+            Tensor y_gpu = Tensor::empty({65536}, dt, gpu).slice0(begin, 65536), y_cpu = Tensor::empty(x.shape(), dt);
+            amax_cpu = f32_scalar(0.0f);
+            amax_gpu = f32_scalar(0.0f, gpu);
+            ops::fp8_round_trip(x, s, s_inv, f, y_cpu, &amax_cpu, with_codes ? &rq_cpu : nullptr);
+            ops::fp8_round_trip(x_gpu, s.to(gpu), s_inv.to(gpu), f, y_gpu, &amax_gpu, with_codes ? &rq_gpu : nullptr);
+            CHECK(same_values_or_both_nan(y_gpu.to(kCpu), y_cpu));
+            CHECK(same_bytes(amax_gpu.to(kCpu), amax_cpu));
+          }
+          CHECK(same_bytes(rq_gpu.to(kCpu), rq_cpu));
+          // Quantizing, whose codes are 8-byte aligned where x is 16-byte aligned: the round trip's.
           Tensor q_gpu = Tensor::empty({65536}, DType::U8, gpu).slice0(begin, 65536);
           Tensor q_cpu = Tensor::empty(x.shape(), DType::U8);
           ops::fp8_quantize(x, s, f, q_cpu, amax_cpu);
           ops::fp8_quantize(x_gpu, s.to(gpu), f, q_gpu, amax_gpu);
           CHECK(same_bytes(q_gpu.to(kCpu), q_cpu));
           CHECK(same_bytes(amax_gpu.to(kCpu), amax_cpu));
+          CHECK(same_bytes(q_cpu, rq_cpu));
         }
 }
 
