@@ -266,7 +266,9 @@ TEST_CASE("cpu ops: fp8_quantize and fp8_dequantize reject mismatched codes and 
                        doctest::Contains("fp8_dequantize: codes"), Error);
 }
 
-TEST_CASE("cpu ops: fp8_round_trip is quantize then dequantize with non-finite values kept and the amax folded in") {
+TEST_CASE(
+    "cpu ops: fp8_round_trip is quantize then dequantize with non-finite values kept and the amax folded in and "
+    "writes the quantized codes where asked") {
   for (DType dt : kValueTypes)
     for (Fp8Format f : kFormats)
       for (float scale : kScales) {
@@ -292,31 +294,8 @@ TEST_CASE("cpu ops: fp8_round_trip is quantize then dequantize with non-finite v
         CHECK(non_finite >= 3);          // the infinities and the NaN (and values beyond f16 in f16)
         CHECK(std::isnan(amax.item()));  // the NaN propagates, as fp8_quantize's does
         CHECK(same_bytes(amax, amax_alone));
-      }
-}
-
-TEST_CASE("cpu ops: fp8_round_trip never lowers the amax it is given and saturates finite values in place") {
-  const Tensor x = Tensor::from_floats({0.25f, -3.0f, 1.5f, 0.0f}, {4}, DType::F16);
-  CHECK(round_trip(x, 1.0f, Fp8Format::E4M3, 7.0f, kCpu).second.item() == 7.0);
-  CHECK(round_trip(x, 1.0f, Fp8Format::E4M3, 1.0f, kCpu).second.item() == 3.0);
-  // 0.3 is no E4M3 value: the nearest is 0.3125 (2^-2 x 1.25); 1000 saturates to 448.
-  Tensor z = Tensor::from_floats({0.3f, -0.3f, 1000.0f}, {3}, DType::F32);
-  ops::fp8_round_trip(z, f32_scalar(1.0f), f32_scalar(1.0f), Fp8Format::E4M3, z);
-  CHECK(z.to_doubles() == std::vector<double>{0.3125, -0.3125, 448.0});
-}
-
-TEST_CASE("cpu ops: fp8_round_trip with codes writes fp8_quantize's codes of the values before rounding") {
-  for (DType dt : kValueTypes)
-    for (Fp8Format f : kFormats)
-      for (float scale : kScales) {
-        CAPTURE(dtype_name(dt));
-        CAPTURE(name_of(f));
-        CAPTURE(scale);
-        const Tensor x = spread_tensor_with_nan({4, 24, 9, 7}, dt, MemoryFormat::NHWC);
-        Tensor q = Tensor::empty(x.shape(), DType::U8, kCpu, x.format()), amax_alone = f32_scalar(0.0f);
-        ops::fp8_quantize(x, f32_scalar(scale), f, q, amax_alone);
-        const auto [y, amax] = round_trip(x, scale, f, 0.5f, kCpu);
-        // Into another tensor, and in place (x is y: each value is read before it is rounded).
+        // With codes: fp8_quantize's, into another tensor and in place (each value read before it
+        // is rounded), the values and the amax as without.
         for (bool in_place : {false, true}) {
           CAPTURE(in_place);
           Tensor codes = Tensor::zeros(x.shape(), DType::U8, kCpu, x.format()), amax_with = f32_scalar(0.5f);
@@ -328,6 +307,16 @@ TEST_CASE("cpu ops: fp8_round_trip with codes writes fp8_quantize's codes of the
           CHECK(same_values_or_both_nan(y_with, y));
         }
       }
+}
+
+TEST_CASE("cpu ops: fp8_round_trip never lowers the amax it is given and saturates finite values in place") {
+  const Tensor x = Tensor::from_floats({0.25f, -3.0f, 1.5f, 0.0f}, {4}, DType::F16);
+  CHECK(round_trip(x, 1.0f, Fp8Format::E4M3, 7.0f, kCpu).second.item() == 7.0);
+  CHECK(round_trip(x, 1.0f, Fp8Format::E4M3, 1.0f, kCpu).second.item() == 3.0);
+  // 0.3 is no E4M3 value: the nearest is 0.3125 (2^-2 x 1.25); 1000 saturates to 448.
+  Tensor z = Tensor::from_floats({0.3f, -0.3f, 1000.0f}, {3}, DType::F32);
+  ops::fp8_round_trip(z, f32_scalar(1.0f), f32_scalar(1.0f), Fp8Format::E4M3, z);
+  CHECK(z.to_doubles() == std::vector<double>{0.3125, -0.3125, 448.0});
 }
 
 TEST_CASE("cpu ops: fp8_round_trip rejects mismatched shapes and dtypes and scales") {
