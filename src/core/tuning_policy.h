@@ -17,7 +17,7 @@ struct TuningPolicy {
   // ---- the captured step's lanes (concurrent_region.h). Cut-overs are in pixels of the real
   // batch: images x height x width; 0 turns the feature off.
   // G's forward beside D's pass on the real batch, and filter gradients beside their backward
-  // pass; the fp32 bound serves O0's convolutions, the half bound O1-O3's.
+  // pass; the fp32 bound serves O0's convolutions, the half bound O1-O4's.
   int64_t side_lane_max_pixels_fp32 = 0;
   int64_t side_lane_max_pixels_half = 0;
   // D's whole pass on the fake batch beside its pass on the real batch.
@@ -43,7 +43,7 @@ struct TuningPolicy {
   std::vector<std::string> describe() const;
 };
 
-// The defaults, tuned on the H200 (docs/performance.md).
+// The defaults, tuned on the H200 and the H100 (docs/performance.md says which, with the runs).
 TuningPolicy default_tuning();
 // The defaults with `overrides` ("key=value,..."; empty: none) applied; `source` names where
 // they came from in errors.

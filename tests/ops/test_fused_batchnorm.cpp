@@ -74,6 +74,20 @@ void expect_same(const Outputs& a, const Outputs& b) {
   CHECK(same_bytes(a.dbeta, b.dbeta));
 }
 
+// The GPU forms each activation's gradient from the float value it normalises, the CPU from its
+// double one: where a normalised value lies within float rounding of the activation's kink the two
+// can take different sides, and one such value moves dx and dgamma by far more than any rounding
+// (among 2 million values, by about 1e-3 of dx's norm: three times the f16 bound). The comparisons
+// with the CPU clear dy where the CPU's output is that near 0, so either side gives the same dx.
+Inputs clear_of_the_kink(Inputs host, const ops::FusedActivation& act) {
+  const std::vector<double> y = run(true, act, host).y.to_doubles();
+  std::vector<double> dy = host.dy.to_doubles();
+  for (size_t i = 0; i < dy.size(); ++i)
+    if (std::abs(y[i]) < 1e-4) dy[i] = 0.0;
+  host.dy = Tensor::from_doubles(dy, host.dy.shape(), host.dy.dtype(), Device::cpu(), host.dy.format());
+  return host;
+}
+
 // Shapes where the GPU kernels take 16-byte packs and where they cannot; (16,64,16,16) is cut
 // into 16 partial sums per channel.
 const Shape kShapes[] = {{8, 16, 4, 4}, {4, 24, 8, 8}, {3, 5, 3, 3}, {2, 12, 1, 1}, {16, 64, 16, 16}};
@@ -249,7 +263,7 @@ TEST_CASE("gpu fused batchnorm activation: bitwise the unfused GPU kernels and c
           INFO(shape_str(s), " ", std::string(dtype_name(dt)), " ", std::string(format_name(f)), " ",
                std::string(ops::activation_name(a)));
           const ops::FusedActivation act{a, 0.2f};
-          const Inputs host = make_inputs(s, dt, f), dev = host.on(gpu);
+          const Inputs host = clear_of_the_kink(make_inputs(s, dt, f), act), dev = host.on(gpu);
           const Outputs fused = run(true, act, dev);
           expect_same(fused, run(false, act, dev));
           // Against the CPU only where each channel has enough values for BatchNorm's backward to
@@ -271,7 +285,7 @@ TEST_CASE("gpu fused batchnorm activation: threads that take several packs match
     for (ops::Activation a : {ops::Activation::ReLU, ops::Activation::LeakyReLU}) {
       INFO(shape_str(s), " ", std::string(ops::activation_name(a)));
       const ops::FusedActivation act{a, 0.2f};
-      const Inputs host = make_inputs(s, DType::F16, MemoryFormat::NHWC), dev = host.on(gpu);
+      const Inputs host = clear_of_the_kink(make_inputs(s, DType::F16, MemoryFormat::NHWC), act), dev = host.on(gpu);
       const Outputs fused = run(true, act, dev);
       expect_same(fused, run(false, act, dev));
       const Outputs cpu = run(true, act, host);
@@ -378,7 +392,7 @@ TEST_CASE("gpu batchnorm in one launch: matches the three-launch passes and the 
     for (bool fused : {true, false}) {
       INFO(shape_str(k.s), " ", std::string(dtype_name(k.dt)), fused ? " fused" : " unfused");
       const ops::FusedActivation act{ops::Activation::LeakyReLU, 0.2f};
-      const Inputs host = make_inputs(k.s, k.dt, MemoryFormat::NHWC), dev = host.on(gpu);
+      const Inputs host = clear_of_the_kink(make_inputs(k.s, k.dt, MemoryFormat::NHWC), act), dev = host.on(gpu);
       {
         ClusterChoice on(gpu::ClusterBatchNorm::On);
         CHECK(gpu::batchnorm_in_one_launch(dev.x));

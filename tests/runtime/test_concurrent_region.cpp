@@ -238,7 +238,7 @@ TEST_CASE("gpu trainer lanes: steps with the side lane and the fake branch are b
   GE_REQUIRE_GPU();
   DeterministicConvolutions deterministic;
   using Choice = TrainerConfig::LaneChoice;
-  for (OptLevel level : {OptLevel::O0, OptLevel::O1, OptLevel::O2, OptLevel::O3}) {
+  for (OptLevel level : {OptLevel::O0, OptLevel::O1, OptLevel::O2, OptLevel::O3, OptLevel::O4}) {
     for (Choice branch : {Choice::Off, Choice::On}) {
       for (bool graph : {false, true}) {
         // Filter gradients' inputs held to the pass's end, or released as the next one is handed

@@ -9,7 +9,7 @@ using namespace ge;
 TEST_CASE("tuning policy: the defaults are the documented cut-overs") {
   const TuningPolicy t = default_tuning();
   CHECK(t.side_lane_max_pixels(true) == 256 * 64 * 64);
-  CHECK(t.side_lane_max_pixels(false) == 512 * 64 * 64);
+  CHECK(t.side_lane_max_pixels(false) == 2048 * 64 * 64);
   CHECK(t.fake_branch_max_pixels == 256 * 64 * 64);
   CHECK(t.side_hold_max_pixels == 64 * 64 * 64);
   CHECK(t.branch_side_below_max_pixels == 64 * 64 * 64);

@@ -34,18 +34,18 @@ void batch(int64_t step, int64_t n, Tensor& real, Tensor& noise) {
 
 }  // namespace
 
-// The side lane's automatic range (tuning_policy.h): up to 512 images of 64x64 with half
-// convolutions (O1-O3), up to 256 with fp32 ones (O0).
+// The side lane's automatic range (tuning_policy.h): up to 2048 images of 64x64 with half
+// convolutions (O1-O4), up to 256 with fp32 ones (O0).
 TEST_CASE("trainer: the side lane's automatic range depends on the convolutions' precision") {
   const TuningPolicy t = default_tuning();
-  for (OptLevel level : {OptLevel::O0, OptLevel::O1, OptLevel::O2, OptLevel::O3}) {
+  for (OptLevel level : {OptLevel::O0, OptLevel::O1, OptLevel::O2, OptLevel::O3, OptLevel::O4}) {
     INFO(opt_level_name(level));
     const int64_t images = t.side_lane_max_pixels(resolve_policy(level).compute_dtype == DType::F32) / (64 * 64);
-    CHECK(images == (level == OptLevel::O0 ? 256 : 512));
+    CHECK(images == (level == OptLevel::O0 ? 256 : 2048));
   }
   AmpOverrides bf16;
   bf16.half = DType::BF16;
-  CHECK(t.side_lane_max_pixels(resolve_policy(OptLevel::O2, bf16).compute_dtype == DType::F32) == 512 * 64 * 64);
+  CHECK(t.side_lane_max_pixels(resolve_policy(OptLevel::O2, bf16).compute_dtype == DType::F32) == 2048 * 64 * 64);
 }
 
 TEST_CASE("gpu trainer: O0 steps on the GPU follow the CPU trainer") {
