@@ -43,8 +43,9 @@ void fp8_round_trip(const Tensor& x, const Tensor& scale, const Tensor& scale_in
   for (int64_t i = 0; i < x.numel(); ++i) {
     const auto v = static_cast<float>(load_as_double(x.data(), x.dtype(), i));  // exact: x is f32 or narrower
     amax_key = std::max(amax_key, fp8_amax_key(v));
-    if (q) q[i] = fp8_quantize_element(v, s, format);
-    store_from_double(y.data(), y.dtype(), i, static_cast<double>(fp8_round_trip_element(v, s, s_inv, format)));
+    const uint8_t code = fp8_quantize_element(v, s, format);
+    if (q) q[i] = code;
+    store_from_double(y.data(), y.dtype(), i, static_cast<double>(fp8_round_trip_of_code(v, code, s_inv, format)));
   }
   if (amax) amax->data_as<float>()[0] = bits_float(amax_key);
 }

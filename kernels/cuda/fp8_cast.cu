@@ -97,8 +97,9 @@ __global__ void round_trip_kernel(const void* x, ElemType x_type, int64_t n, con
   const float s = *scale, s_inv = *scale_inv;
   uint32_t key = 0;
   for_each_value(x, x_type, n, [&](int64_t i, float v) {
-    if (codes) codes[i] = fp8_quantize_element(v, s, format);
-    store_float_dyn(y, y_type, i, fp8_round_trip_element(v, s, s_inv, format));
+    const uint8_t code = fp8_quantize_element(v, s, format);
+    if (codes) codes[i] = code;
+    store_float_dyn(y, y_type, i, fp8_round_trip_of_code(v, code, s_inv, format));
     key = max(key, fp8_amax_key(v));
   });
   if (amax) fold_amax_key(key, amax);  // amax is the same for the whole grid

@@ -45,6 +45,12 @@ GE_HD float fp8_round_trip_element(float x, float scale, float scale_inv, Fp8For
   return fp8_dequantize_element(fp8_quantize_element(x, scale, f), scale_inv, f);
 }
 
+// fp8_round_trip_element of x given its code (fp8_quantize_element of x with that scale): for the
+// loops that write the code as well, so that it is formed once.
+GE_HD float fp8_round_trip_of_code(float x, uint8_t code, float scale_inv, Fp8Format f) {
+  return fp8_math::is_finite(x) ? fp8_dequantize_element(code, scale_inv, f) : x;
+}
+
 // |x| as an unsigned key whose integer order is the order of the magnitudes, every NaN mapped to
 // one key above infinity: the maximum of the keys, read back as a float, is max |x| with NaN
 // propagating, and it is the same bits in any order of reduction (integer max is exact), so a GPU
