@@ -1,7 +1,8 @@
 // The FP8 round trip of values a kernel holds (ops::fp8_round_trip: core/fp8_scaling_math.h's
-// fp8_round_trip_element, bitwise) on Hopper's conversion instructions, and the amax of those
-// values folded into a device scalar: for fp8_cast.cu's round-trip kernel and for the kernels
-// that round what they write (ops::Fp8RoundTrip: the BatchNorm backward's dx).
+// fp8_round_trip_of_code of each value's fp8_quantize_element, bitwise) on Hopper's conversion
+// instructions, and the amax of those values folded into a device scalar: for fp8_cast.cu's
+// round-trip kernel and for the kernels that round what they write (ops::Fp8RoundTrip: the
+// BatchNorm backward's dx).
 #pragma once
 #include <cuda_fp8.h>
 
@@ -47,12 +48,12 @@ __device__ __forceinline__ uint32_t fp8_codes_pair(float2 scaled, float a, float
   return codes;
 }
 
-// fp8_round_trip_element of two values: the f32 products to two E4M3 or E5M2 codes
+// fp8_round_trip_of_code of two values: the f32 products to two E4M3 or E5M2 codes
 // (cvt.rn.satfinite rounds to nearest even and saturates, as fp8_bits.h does), the codes to two
 // halves (exact: every value of both formats is a half), each times scale_inv. The bit
 // arithmetic of fp8_bits.h made a round trip bound by its instructions, not by memory
 // (docs/performance.md, "FP8 convolutions"). Non-finite inputs pass through and a NaN result is
-// the canonical one, as the element function returns them.
+// the canonical one, as fp8_round_trip_of_code returns them.
 template <Fp8Format F>
 __device__ __forceinline__ float2 fp8_round_trip_pair(float2 v, float s, float s_inv) {
   constexpr __nv_fp8_interpretation_t kFormat = F == Fp8Format::E4M3 ? __NV_E4M3 : __NV_E5M2;

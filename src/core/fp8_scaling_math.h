@@ -37,16 +37,10 @@ GE_HD float fp8_dequantize_element(uint8_t code, float scale_inv, Fp8Format f) {
   return fp8_math::is_nan(v) ? bits_float(fp8_math::kCanonicalNanBits) : v;
 }
 
-// x as an FP8 Tensor Core operand reads it: the value of x's code (fp8_quantize_element with
-// scale) times scale_inv, rounded to f32. A non-finite x is returned as it is, not saturated: an
-// overflow in the loss-scaled gradients must still reach the loss scaler's check.
-GE_HD float fp8_round_trip_element(float x, float scale, float scale_inv, Fp8Format f) {
-  if (!fp8_math::is_finite(x)) return x;
-  return fp8_dequantize_element(fp8_quantize_element(x, scale, f), scale_inv, f);
-}
-
-// fp8_round_trip_element of x given its code (fp8_quantize_element of x with that scale): for the
-// loops that write the code as well, so that it is formed once.
+// x as an FP8 Tensor Core operand reads it, given x's code (fp8_quantize_element of x with the
+// scale scale_inv undoes): the code's value times scale_inv, rounded to f32. A non-finite x is
+// returned as it is, not saturated: an overflow in the loss-scaled gradients must still reach the
+// loss scaler's check. The code is taken, not formed, because the round-trip loops write it too.
 GE_HD float fp8_round_trip_of_code(float x, uint8_t code, float scale_inv, Fp8Format f) {
   return fp8_math::is_finite(x) ? fp8_dequantize_element(code, scale_inv, f) : x;
 }
