@@ -127,6 +127,14 @@ class Conv2d : public Layer {
   // its operands as the FP8 Tensor Cores would, rounded to the format with the state's scale and
   // back (ops::fp8_round_trip), and folds their amaxes into the history's current entry.
   Fp8ConvScaling* fp8() const { return fp8_.get(); }
+  // O4: the round trip of the weight into its FP8 operand (the scale of the step in progress, its
+  // amax recorded as a forward records it, and the weight's codes where the latest training forward
+  // read them), for the caller to run before any forward: training forwards then read that operand
+  // instead of rounding the weight each, and so do twins made meanwhile, until
+  // drop_formed_fp8_weight. The weight must not change in between. nullopt without FP8.
+  // Sequential::form_fp8_weights runs a network's in one ops::fp8_round_trip_all.
+  std::optional<ops::Fp8RoundTripOf> form_fp8_weight();
+  void drop_formed_fp8_weight() { formed_w_ = formed_w_codes_ = Tensor(); }
   // Off: the passes still round to FP8 but record no amax, so that a look at samples never
   // changes the scales of a run (Sequential::set_update_running_stats).
   void set_record_amax(bool on) { record_amax_ = on; }
@@ -252,6 +260,8 @@ class Conv2d : public Layer {
   bool record_amax_ = true;
   // The weight's E4M3 codes, kept by a training forward whose backward-data reads codes.
   Tensor saved_w_codes_;
+  Tensor formed_w_, formed_w_codes_;      // form_fp8_weight's, until drop_formed_fp8_weight
+  bool weight_codes_read_ = false;        // by the latest training forward (what form_fp8_weight writes)
   Tensor rounded_dy_, rounded_dy_codes_;  // take_rounded_output_gradient's, until the next backward
   bool rounded_dy_codes_only_ = false, given_x_codes_only_ = false;
   bool took_rounded_gradient_ = false, took_gradient_codes_ = false;
@@ -448,6 +458,12 @@ class Sequential {
   std::vector<std::pair<std::string, Buffer>> named_buffers();
   // O4: every FP8 convolution's scaling, "main.<i>" -> state (Conv2d::fp8).
   std::vector<std::pair<std::string, Fp8ConvScaling*>> named_fp8_scalings();
+  // O4: Conv2d::form_fp8_weight of every FP8 layer, run in one ops::fp8_round_trip_all: the
+  // training forwards until drop_fp8_weights read each weight as rounded there, once for every
+  // forward on this version of the weights. Nothing may change the weights in between (the
+  // trainer forms D's again after D's optimizer step).
+  void form_fp8_weights();
+  void drop_fp8_weights();
 
  private:
   std::vector<std::unique_ptr<Layer>> layers_;

@@ -352,6 +352,17 @@ void fp8_update_scales(const std::vector<Fp8Scaling>& states, const Fp8DelayedSc
 // FP8 kernel reads, from one read of the weight).
 void fp8_round_trip(const Tensor& x, const Tensor& scale, const Tensor& scale_inv, Fp8Format format, Tensor& y,
                     const Tensor* amax = nullptr, Tensor* codes = nullptr);
+// One fp8_round_trip's operands: y and codes as there, amax and codes undefined for none.
+struct Fp8RoundTripOf {
+  Tensor x, scale, scale_inv;
+  Fp8Format format = Fp8Format::E4M3;
+  Tensor y, amax, codes;
+};
+// fp8_round_trip of each of `trips`, all on one device, bitwise as one call each, with no y or codes
+// among them overlapping another's tensors. On the GPU one launch for up to eight where all are of
+// one 16-bit dtype and format, x and y 16-byte aligned, codes 8-byte aligned (O4's weights, each
+// version of a network's weights rounded in one launch: nn::Sequential::form_fp8_weights).
+void fp8_round_trip_all(const std::vector<Fp8RoundTripOf>& trips);
 
 // ---- FP8 convolutions. Emulated on any device: the operands dequantized to f32 and conv2d's
 // passes run on those values in f32 (allow_tf32 off), so the result is exactly what the selected

@@ -1,8 +1,8 @@
-// CPU reference for ops::fp8_quantize, ops::fp8_dequantize and ops::fp8_round_trip: plain loops
-// over the elements in storage order (codes and values share shape and memory format, so the i-th
-// stored elements pair up), each element through core/fp8_scaling_math.h as the CUDA kernels
-// (kernels/cuda/fp8_cast.cu) take it. amax is the maximum of fp8_amax_key over x, bitwise what
-// the GPU's atomics leave.
+// CPU reference for ops::fp8_quantize, ops::fp8_dequantize, ops::fp8_round_trip and
+// ops::fp8_round_trip_all (one round trip after the other): plain loops over the elements in
+// storage order (codes and values share shape and memory format, so the i-th stored elements pair
+// up), each element through core/fp8_scaling_math.h as the CUDA kernels (kernels/cuda/fp8_cast.cu)
+// take it. amax is the maximum of fp8_amax_key over x, bitwise what the GPU's atomics leave.
 #include <algorithm>
 #include <cstdint>
 
@@ -48,6 +48,14 @@ void fp8_round_trip(const Tensor& x, const Tensor& scale, const Tensor& scale_in
     store_from_double(y.data(), y.dtype(), i, static_cast<double>(fp8_round_trip_of_code(v, code, s_inv, format)));
   }
   if (amax) amax->data_as<float>()[0] = bits_float(amax_key);
+}
+
+void fp8_round_trip_all(const std::vector<ops::Fp8RoundTripOf>& trips) {
+  for (const ops::Fp8RoundTripOf& t : trips) {
+    Tensor y = t.y, codes = t.codes;
+    fp8_round_trip(t.x, t.scale, t.scale_inv, t.format, y, t.amax.defined() ? &t.amax : nullptr,
+                   codes.defined() ? &codes : nullptr);
+  }
 }
 
 void fp8_round_trip_in_place(const ops::Fp8RoundTrip& r, Tensor& t) {

@@ -1,4 +1,5 @@
-// ops::fp8_quantize, ops::fp8_dequantize and ops::fp8_round_trip on the GPU, each element through
+// ops::fp8_quantize, ops::fp8_dequantize, ops::fp8_round_trip and ops::fp8_round_trip_all (up to
+// eight round trips in one launch, each block on one of them) on the GPU, each element through
 // core/fp8_scaling_math.h, bitwise what the CPU reference kernels/cpu/fp8_cast.cpp computes.
 //
 // Quantizing is two launches: a one-thread kernel that zeroes amax, then a grid-stride pass that
@@ -11,8 +12,10 @@
 // quantizing and the round trip of 16-byte aligned f16 or bf16 tensors (codes 8-byte aligned),
 // O4's every operand, move eight values a thread and convert on the hardware's FP8 instructions;
 // the tests hold both forms to the CPU bitwise.
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/backend.h"
 #include "core/fp8_scaling_math.h"
@@ -106,14 +109,16 @@ __global__ void round_trip_kernel(const void* x, ElemType x_type, int64_t n, con
 }
 
 // Calls per_pack(i, pack i) for every whole pack of eight values of x (a 16-byte access) in a
-// grid-stride loop, each thread loading kInFlight packs before it converts any, then per_tail(i)
-// for each of the n % 8 values past the last whole pack, on block 0's first threads, one each.
+// stride loop over `blocks` blocks, this one the block-th, each thread loading kInFlight packs
+// before it converts any, then per_tail(i) for each of the n % 8 values past the last whole pack, on
+// block 0's first threads, one each.
 template <class T, class PerPack, class PerTail>
-__device__ __forceinline__ void for_each_pack(const T* x, int64_t n, PerPack&& per_pack, PerTail&& per_tail) {
+__device__ __forceinline__ void for_each_pack(const T* x, int64_t n, unsigned block, unsigned blocks,
+                                              PerPack&& per_pack, PerTail&& per_tail) {
   using Packed = Pack<T, 8>;
-  const int64_t packs = n / 8, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t packs = n / 8, stride = static_cast<int64_t>(blocks) * blockDim.x;
   const auto* in = reinterpret_cast<const Packed*>(x);
-  for (int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; first < packs;
+  for (int64_t first = static_cast<int64_t>(block) * blockDim.x + threadIdx.x; first < packs;
        first += kInFlight * stride) {
     Packed v[kInFlight];
 #pragma unroll
@@ -126,21 +131,20 @@ __device__ __forceinline__ void for_each_pack(const T* x, int64_t n, PerPack&& p
     }
   }
   const int64_t tail = packs * 8 + threadIdx.x;
-  if (blockIdx.x == 0 && tail < n) per_tail(tail);
+  if (block == 0 && tail < n) per_tail(tail);
 }
 
-// round_trip_kernel by for_each_pack: x and y share a 16-bit type and are 16-byte aligned; a tail
-// value goes as a pack of one. A pack's eight codes are one 8-byte store where codes is 8-byte
-// aligned.
+// The round trip of x's n values into y (and codes) by this block, the block-th of `blocks`,
+// returning the amax key of the values it read: x and y share a 16-bit type and are 16-byte
+// aligned; a tail value goes as a pack of one. A pack's eight codes are one 8-byte store where
+// codes is 8-byte aligned.
 template <class T, Fp8Format F>
-__global__ void round_trip_vector_kernel(const T* x, int64_t n, const float* scale, const float* scale_inv, T* y,
-                                         uint32_t* amax, uint8_t* codes) {
-  await_previous_kernel();
-  const float s = *scale, s_inv = *scale_inv;
+__device__ __forceinline__ uint32_t round_trip_packs(const T* x, int64_t n, float s, float s_inv, T* y, uint8_t* codes,
+                                                     unsigned block, unsigned blocks) {
   uint32_t key = 0;
   auto* out = reinterpret_cast<Pack<T, 8>*>(y);
   for_each_pack(
-      x, n,
+      x, n, block, blocks,
       [&](int64_t i, Pack<T, 8>& v) {
         fp8_round_trip_pack<F>(v, s, s_inv, key, codes ? codes + 8 * i : nullptr);
         out[i] = v;
@@ -150,7 +154,43 @@ __global__ void round_trip_vector_kernel(const T* x, int64_t n, const float* sca
         fp8_round_trip_pack<F>(one, s, s_inv, key, codes ? codes + i : nullptr);
         y[i] = one.v[0];
       });
+  return key;
+}
+
+// round_trip_kernel by round_trip_packs.
+template <class T, Fp8Format F>
+__global__ void round_trip_vector_kernel(const T* x, int64_t n, const float* scale, const float* scale_inv, T* y,
+                                         uint32_t* amax, uint8_t* codes) {
+  await_previous_kernel();
+  const uint32_t key = round_trip_packs<T, F>(x, n, *scale, *scale_inv, y, codes, blockIdx.x, gridDim.x);
   if (amax) fold_amax_key(key, amax);
+}
+
+// Up to kMaxTrips round trips of round_trip_vector_kernel's operands, trip t taking blocks
+// first_block[t] .. first_block[t + 1] - 1 of one grid (first_block[count] its size).
+constexpr int kMaxTrips = 8;
+template <class T>
+struct RoundTripTrips {
+  const T* x[kMaxTrips];
+  T* y[kMaxTrips];
+  uint8_t* codes[kMaxTrips];
+  const float* scale[kMaxTrips];
+  const float* scale_inv[kMaxTrips];
+  uint32_t* amax[kMaxTrips];
+  int64_t n[kMaxTrips];
+  unsigned first_block[kMaxTrips + 1];
+  int count;
+};
+
+template <class T, Fp8Format F>
+__global__ void round_trip_trips_kernel(const RoundTripTrips<T> trips) {
+  await_previous_kernel();
+  int t = 0;
+  while (t + 1 < trips.count && blockIdx.x >= trips.first_block[t + 1]) ++t;
+  const unsigned block = blockIdx.x - trips.first_block[t], blocks = trips.first_block[t + 1] - trips.first_block[t];
+  const uint32_t key = round_trip_packs<T, F>(trips.x[t], trips.n[t], *trips.scale[t], *trips.scale_inv[t], trips.y[t],
+                                              trips.codes[t], block, blocks);
+  if (trips.amax[t]) fold_amax_key(key, trips.amax[t]);
 }
 
 // quantize_kernel by for_each_pack, a pack's eight codes an 8-byte store: x a 16-bit type 16-byte
@@ -162,7 +202,7 @@ __global__ void quantize_vector_kernel(const T* x, int64_t n, const float* scale
   uint32_t key = 0;
   auto* out = reinterpret_cast<uint2*>(q);
   for_each_pack(
-      x, n, [&](int64_t i, const Pack<T, 8>& v) { out[i] = fp8_quantize_pack<F>(v, s, key); },
+      x, n, blockIdx.x, gridDim.x, [&](int64_t i, const Pack<T, 8>& v) { out[i] = fp8_quantize_pack<F>(v, s, key); },
       [&](int64_t i) {
         const float v = load_float(&x[i]);
         q[i] = fp8_quantize_element(v, s, F);
@@ -222,9 +262,59 @@ RoundTripVectorLaunch vector_round_trip_for(const Tensor& x, const Tensor& y) {
   return nullptr;
 }
 
+// fp8_round_trip_all's trips in launches of round_trip_trips_kernel, kMaxTrips a launch, each trip
+// with as many blocks as fp8_round_trip gives it alone; every trip's x and y T, format F.
+template <class T, Fp8Format F>
+void launch_round_trip_trips(const std::vector<const ops::Fp8RoundTripOf*>& trips) {
+  for (size_t first = 0; first < trips.size(); first += kMaxTrips) {
+    RoundTripTrips<T> args{};
+    args.count = static_cast<int>(std::min<size_t>(kMaxTrips, trips.size() - first));
+    unsigned blocks = 0;
+    for (int t = 0; t < args.count; ++t) {
+      const ops::Fp8RoundTripOf& trip = *trips[first + t];
+      args.x[t] = static_cast<const T*>(trip.x.data());
+      args.y[t] = static_cast<T*>(trip.y.data());
+      args.codes[t] = trip.codes.defined() ? trip.codes.data_as<uint8_t>() : nullptr;
+      args.scale[t] = trip.scale.data_as<const float>();
+      args.scale_inv[t] = trip.scale_inv.data_as<const float>();
+      args.amax[t] = trip.amax.defined() ? static_cast<uint32_t*>(trip.amax.data()) : nullptr;
+      args.n[t] = trip.x.numel();
+      args.first_block[t] = blocks;
+      blocks += grid_for(ceil_div(ceil_div(args.n[t], 8), kInFlight));
+    }
+    args.first_block[args.count] = blocks;
+    launch_kernel(round_trip_trips_kernel<T, F>, blocks, kThreads, 0, stream_of(trips[first]->x), args);
+    CUDA_CHECK_LAUNCH();
+  }
+}
+
+// Whether a trip can go into round_trip_trips_kernel with those of `first`'s dtype and format.
+bool joins_round_trip_trips(const ops::Fp8RoundTripOf& trip, const ops::Fp8RoundTripOf& first) {
+  const auto aligned = [](const Tensor& t, uintptr_t bytes) {
+    return !t.defined() || reinterpret_cast<uintptr_t>(t.data()) % bytes == 0;
+  };
+  const bool half = trip.x.dtype() == DType::F16 || trip.x.dtype() == DType::BF16;
+  return half && trip.x.dtype() == first.x.dtype() && trip.y.dtype() == trip.x.dtype() && trip.format == first.format &&
+         aligned(trip.x, 16) && aligned(trip.y, 16) && aligned(trip.codes, 8);
+}
+
 void check_gpu(const Tensor& t, const char* what) {
   GE_CHECK(t.defined() && t.device().is_cuda(), what, " must be on a CUDA device, is ",
            t.defined() ? t.str() : std::string("undefined"));
+}
+
+void check_round_trip_operands(const char* op, const Tensor& x, const Tensor& y, const Tensor& scale,
+                               const Tensor& scale_inv, const Tensor* amax, const Tensor* codes) {
+  const std::string name(op);
+  check_gpu_float(x, (name + " x").c_str());
+  check_gpu_float(y, (name + " y").c_str());
+  check_gpu(scale, (name + " scale").c_str());
+  check_gpu(scale_inv, (name + " scale_inv").c_str());
+  if (amax) check_gpu(*amax, (name + " amax").c_str());
+  if (codes) check_gpu(*codes, (name + " codes").c_str());
+  GE_CHECK(same_element_order(x, y), op, ": y ", y.str(), " must store its elements in the order of ", x.str());
+  GE_CHECK(!codes || same_element_order(x, *codes), op, ": codes ", codes ? codes->str() : std::string(),
+           " must store their elements in the order of ", x.str());
 }
 
 }  // namespace
@@ -268,16 +358,7 @@ void fp8_dequantize(const Tensor& q, const Tensor& scale_inv, Fp8Format format, 
 
 void fp8_round_trip(const Tensor& x, const Tensor& scale, const Tensor& scale_inv, Fp8Format format, Tensor& y,
                     const Tensor* amax, Tensor* codes) {
-  check_gpu_float(x, "fp8_round_trip x");
-  check_gpu_float(y, "fp8_round_trip y");
-  check_gpu(scale, "fp8_round_trip scale");
-  check_gpu(scale_inv, "fp8_round_trip scale_inv");
-  if (amax) check_gpu(*amax, "fp8_round_trip amax");
-  if (codes) check_gpu(*codes, "fp8_round_trip codes");
-  GE_CHECK(same_element_order(x, y), "fp8_round_trip: y ", y.str(), " must store its elements in the order of ",
-           x.str());
-  GE_CHECK(!codes || same_element_order(x, *codes), "fp8_round_trip: codes ", codes ? codes->str() : std::string(),
-           " must store their elements in the order of ", x.str());
+  check_round_trip_operands("fp8_round_trip", x, y, scale, scale_inv, amax, codes);
   const int64_t n = x.numel();
   if (n == 0) return;
   auto* amax_key = amax ? static_cast<uint32_t*>(amax->data()) : nullptr;
@@ -291,6 +372,27 @@ void fp8_round_trip(const Tensor& x, const Tensor& scale, const Tensor& scale_in
                 static_cast<const void*>(x.data()), elem_type(x.dtype()), n, scale.data_as<const float>(),
                 scale_inv.data_as<const float>(), format, y.data(), elem_type(y.dtype()), amax_key, q);
   CUDA_CHECK_LAUNCH();
+}
+
+void fp8_round_trip_all(const std::vector<ops::Fp8RoundTripOf>& trips) {
+  std::vector<const ops::Fp8RoundTripOf*> together;
+  for (const ops::Fp8RoundTripOf& trip : trips) {
+    check_round_trip_operands("fp8_round_trip_all", trip.x, trip.y, trip.scale, trip.scale_inv,
+                              trip.amax.defined() ? &trip.amax : nullptr, trip.codes.defined() ? &trip.codes : nullptr);
+    if (trip.x.numel() > 0 && joins_round_trip_trips(trip, trips[0])) together.push_back(&trip);
+  }
+  for (const ops::Fp8RoundTripOf& trip : trips) {
+    if (trip.x.numel() == 0 || joins_round_trip_trips(trip, trips[0])) continue;
+    Tensor y = trip.y, codes = trip.codes;
+    fp8_round_trip(trip.x, trip.scale, trip.scale_inv, trip.format, y, trip.amax.defined() ? &trip.amax : nullptr,
+                   codes.defined() ? &codes : nullptr);
+  }
+  if (together.empty()) return;
+  const bool f16 = together[0]->x.dtype() == DType::F16, e4m3 = together[0]->format == Fp8Format::E4M3;
+  if (f16 && e4m3) launch_round_trip_trips<__half, Fp8Format::E4M3>(together);
+  if (f16 && !e4m3) launch_round_trip_trips<__half, Fp8Format::E5M2>(together);
+  if (!f16 && e4m3) launch_round_trip_trips<__nv_bfloat16, Fp8Format::E4M3>(together);
+  if (!f16 && !e4m3) launch_round_trip_trips<__nv_bfloat16, Fp8Format::E5M2>(together);
 }
 
 }  // namespace gpu

@@ -54,6 +54,7 @@
   void fp8_update_scales(const std::vector<Fp8Scaling>& states, const Fp8DelayedScaling& recipe);                     \
   void fp8_round_trip(const Tensor& x, const Tensor& scale, const Tensor& scale_inv, Fp8Format format, Tensor& y,     \
                       const Tensor* amax, Tensor* codes);                                                             \
+  void fp8_round_trip_all(const std::vector<ops::Fp8RoundTripOf>& trips);                                             \
   void fill_uniform(Tensor& t, uint64_t seed, uint64_t offset);                                                       \
   void fill_normal(Tensor& t, uint64_t seed, uint64_t offset, float mean, float stddev);
 

@@ -689,19 +689,36 @@ void fp8_update_scales(const std::vector<Fp8Scaling>& states, const Fp8DelayedSc
   GE_DISPATCH(states[0].amax_history, fp8_update_scales(states, recipe));
 }
 
-void fp8_round_trip(const Tensor& x, const Tensor& scale, const Tensor& scale_inv, Fp8Format format, Tensor& y,
-                    const Tensor* amax, Tensor* codes) {
-  same_device("fp8_round_trip", {&x, &scale, &scale_inv, &y, amax ? amax : &x, codes ? codes : &x});
+namespace {
+void check_fp8_round_trip_args(const char* op, const Tensor& x, const Tensor& scale, const Tensor& scale_inv,
+                               const Tensor& y, const Tensor* amax, const Tensor* codes) {
+  same_device(op, {&x, &scale, &scale_inv, &y, amax ? amax : &x, codes ? codes : &x});
   GE_CHECK(
       fp8_value_dtype(x.dtype()) && fp8_value_dtype(y.dtype()) && x.shape() == y.shape() && x.format() == y.format(),
-      "fp8_round_trip: x ", x.str(), " and y ", y.str(), " must be f32, f16 or bf16 of one shape and layout");
-  check_f32_scalar("fp8_round_trip", "scale", scale);
-  check_f32_scalar("fp8_round_trip", "scale_inv", scale_inv);
-  if (amax) check_f32_scalar("fp8_round_trip", "amax", *amax);
-  GE_CHECK(!codes || (codes->dtype() == DType::U8 && codes->shape() == x.shape() && codes->format() == x.format()),
-           "fp8_round_trip: codes ", codes ? codes->str() : std::string(), " must be u8 of the shape and layout of ",
-           x.str());
+      op, ": x ", x.str(), " and y ", y.str(), " must be f32, f16 or bf16 of one shape and layout");
+  check_f32_scalar(op, "scale", scale);
+  check_f32_scalar(op, "scale_inv", scale_inv);
+  if (amax) check_f32_scalar(op, "amax", *amax);
+  GE_CHECK(!codes || (codes->dtype() == DType::U8 && codes->shape() == x.shape() && codes->format() == x.format()), op,
+           ": codes ", codes ? codes->str() : std::string(), " must be u8 of the shape and layout of ", x.str());
+}
+}  // namespace
+
+void fp8_round_trip(const Tensor& x, const Tensor& scale, const Tensor& scale_inv, Fp8Format format, Tensor& y,
+                    const Tensor* amax, Tensor* codes) {
+  check_fp8_round_trip_args("fp8_round_trip", x, scale, scale_inv, y, amax, codes);
   GE_DISPATCH(x, fp8_round_trip(x, scale, scale_inv, format, y, amax, codes));
+}
+
+void fp8_round_trip_all(const std::vector<Fp8RoundTripOf>& trips) {
+  for (const Fp8RoundTripOf& t : trips) {
+    GE_CHECK(t.x.defined() && t.y.defined(), "fp8_round_trip_all: every trip needs x and y");
+    check_fp8_round_trip_args("fp8_round_trip_all", t.x, t.scale, t.scale_inv, t.y,
+                              t.amax.defined() ? &t.amax : nullptr, t.codes.defined() ? &t.codes : nullptr);
+    same_device("fp8_round_trip_all", {&trips[0].x, &t.x});
+  }
+  if (trips.empty()) return;
+  GE_DISPATCH(trips[0].x, fp8_round_trip_all(trips));
 }
 
 void fill_uniform(Tensor& t, uint64_t seed, uint64_t offset) {

@@ -78,6 +78,22 @@ Tensor Conv2d::fp8_operand(const Tensor& t, const Fp8Scaling& state, bool record
   return q;
 }
 
+std::optional<ops::Fp8RoundTripOf> Conv2d::form_fp8_weight() {
+  if (!fp8_) return std::nullopt;
+  const Tensor w = compute_weight();
+  const Fp8Scaling& ws = fp8_->weight;
+  ops::Fp8RoundTripOf trip{w,
+                           ws.scale,
+                           ws.scale_inv,
+                           ws.format,
+                           Tensor::empty(w.shape(), w.dtype(), w.device(), w.format()),
+                           record_amax_ ? ws.current_amax() : Tensor(),
+                           weight_codes_read_ ? Tensor::empty(w.shape(), DType::U8, w.device(), w.format()) : Tensor()};
+  formed_w_ = trip.y;
+  formed_w_codes_ = trip.codes;
+  return trip;
+}
+
 std::optional<ops::Fp8RoundTrip> Conv2d::output_gradient_rounding(const Shape& dy) const {
   if (!fp8_) return std::nullopt;
   const Fp8Scaling& g = fp8_->grad_output;
@@ -226,13 +242,20 @@ Tensor Conv2d::forward(const Tensor& x_in, bool training) {
   const bool fp8_training = fp8_ && training && policy_.compute_dtype == DType::F16;
   const bool input_gradient_on_codes = fp8_training && input_gradient_runs_on_codes({N, input_channels_, H, W});
   const bool weight_codes_read = fp8_training && (x_codes.defined() || input_gradient_on_codes);
-  Tensor w_codes;
-  const Tensor w_computed = compute_weight();
-  Tensor w = padded(
-      fp8_ ? fp8_operand(w_computed, fp8_->weight, training, weight_codes_read ? &w_codes : nullptr) : w_computed,
-      wp[0], wp[1]);
+  // Formed ahead for this version of the weight (form_fp8_weight), with its codes where they are read.
+  const bool w_formed = fp8_ && training && formed_w_.defined() && (!weight_codes_read || formed_w_codes_.defined());
+  if (fp8_ && training) weight_codes_read_ = weight_codes_read;
+  Tensor w_codes, w_operand;
+  if (w_formed) {
+    w_operand = formed_w_;
+    if (weight_codes_read) w_codes = formed_w_codes_;
+  } else {
+    w_operand = compute_weight();
+    if (fp8_) w_operand = fp8_operand(w_operand, fp8_->weight, training, weight_codes_read ? &w_codes : nullptr);
+  }
+  Tensor w = padded(w_operand, wp[0], wp[1]);
   // The FP8 kernels take layers of 64 channels and more a side, whose weights are never padded.
-  GE_CHECK(!w_codes.defined() || w_codes.shape() == wp, describe(), ": the FP8 codes of weight ", w_computed.str(),
+  GE_CHECK(!w_codes.defined() || w_codes.shape() == wp, describe(), ": the FP8 codes of weight ", w_operand.str(),
            " would need padding to ", shape_str(wp));
   saved_w_codes_ = input_gradient_on_codes ? w_codes : Tensor();
   const int64_t Ho = transposed_ ? conv_transpose_out_size(H, kernel_, p_.stride, p_.pad)
@@ -458,6 +481,7 @@ std::unique_ptr<Layer> Conv2d::twin() const {
   t->given_x_ = t->given_w_ = t->given_y_ = t->rounded_dy_ = t->rounded_dy_codes_ = t->saved_w_codes_ = Tensor();
   t->rounded_of_ = t->rounded_x_ = t->given_x_codes_ = t->saved_x_codes_ = Tensor();
   t->rounded_dy_codes_only_ = t->given_x_codes_only_ = false;
+  // formed_w_ and its codes stay: the twin's forwards read the version of the weight the original's read.
   t->rounds_output_for_ = nullptr;  // Sequential::twin links the twin's own convolution
   t->input_gradient_to_ = nullptr;  // Sequential::twin links the twin's own BatchNorm
   return t;

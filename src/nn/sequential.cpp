@@ -61,6 +61,20 @@ std::vector<std::pair<std::string, Fp8ConvScaling*>> Sequential::named_fp8_scali
   return out;
 }
 
+void Sequential::form_fp8_weights() {
+  std::vector<ops::Fp8RoundTripOf> trips;
+  for (auto& layer : layers_)
+    if (layer->layer_kind() == LayerKind::Conv)
+      if (std::optional<ops::Fp8RoundTripOf> trip = static_cast<Conv2d*>(layer.get())->form_fp8_weight())
+        trips.push_back(std::move(*trip));
+  ops::fp8_round_trip_all(trips);
+}
+
+void Sequential::drop_fp8_weights() {
+  for (auto& layer : layers_)
+    if (layer->layer_kind() == LayerKind::Conv) static_cast<Conv2d*>(layer.get())->drop_formed_fp8_weight();
+}
+
 std::vector<Param*> Sequential::params() {
   std::vector<Param*> out;
   for (auto& kv : named_params()) out.push_back(kv.second);

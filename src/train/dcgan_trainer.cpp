@@ -1,4 +1,6 @@
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "ganengine/trainer.h"
 
@@ -13,6 +15,28 @@ namespace {
 // Slots of the per-step record tensor.
 enum Slot { kErr = 0, kProb = 3, kFound = 6, kScale = 9, kSlots = 12 };
 constexpr float kReal = 1.f, kFake = 0.f;
+
+// Sequential::form_fp8_weights of each network for the life of a step, dropped at its end or on an
+// exception, so that no forward outside the step reads a version of the weights formed in it.
+class FormedFp8Weights {
+ public:
+  explicit FormedFp8Weights(std::vector<nn::Sequential*> nets) : nets_(std::move(nets)) {
+    for (nn::Sequential* net : nets_) net->form_fp8_weights();
+  }
+  ~FormedFp8Weights() {
+    for (nn::Sequential* net : nets_) net->drop_fp8_weights();
+  }
+  FormedFp8Weights(const FormedFp8Weights&) = delete;
+  FormedFp8Weights& operator=(const FormedFp8Weights&) = delete;
+  // After `net`'s weights changed.
+  void form_again(nn::Sequential& net) {
+    for (nn::Sequential* n : nets_)
+      if (n == &net) net.form_fp8_weights();
+  }
+
+ private:
+  std::vector<nn::Sequential*> nets_;
+};
 }  // namespace
 
 DcganTrainer::DcganTrainer(const TrainerConfig& cfg)
@@ -184,6 +208,10 @@ void DcganTrainer::step_body(const Tensor& real, const Tensor& noise) {
   // losses, the probabilities, the scales) beside the passes.
   const bool side_lane = use_side_lane(real);
   const bool fake_branch = side_lane && use_fake_branch(real);
+  // O4: each version of the weights rounded to FP8 once, in one launch a network, before anything
+  // reads it (the lanes included): G's and D's now, D's again after its optimizer step.
+  FormedFp8Weights formed(cfg_.policy.fp8_convolutions ? std::vector<nn::Sequential*>{G_.get(), D_.get()}
+                                                       : std::vector<nn::Sequential*>{});
   ConcurrentRegion region(cfg_.device, side_lane);
   region.hold_kept_until_join(side_lane && use_side_hold(real));
   if (fake_branch) region.fork_branch();  // the fake batch's pass depends on nothing before it
@@ -239,6 +267,7 @@ void DcganTrainer::step_body(const Tensor& real, const Tensor& noise) {
     optD_->step(cfg_.policy.dynamic_loss_scale ? record_.slice0(kFound, kFound + 2) : no_skip_,
                 pending_[0] ? &*pending_[0] : nullptr);
     pending_[0].reset();
+    formed.form_again(*D_);
   }
   {
     // (2) Update G: maximize log(D(G(z))), through the freshly updated D.

@@ -6,7 +6,8 @@
 // network computes with the convolutions rounding them in passes of their own, gradients and amax
 // histories alike; where the GPU runs a layer's passes from FP8 codes, the layers before and after
 // write them, and the layer's results are the f32 passes on the FP8 values it was handed, within
-// the FP8 kernels' rounding.
+// the FP8 kernels' rounding. Weights formed ahead of the forwards (Sequential::form_fp8_weights)
+// are read in place of the weights until dropped.
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -73,18 +74,25 @@ std::vector<Tensor> pass(Sequential& net, const Tensor& x, const Tensor& dy) {
   return out;
 }
 
+// Random inputs and output gradients of a pass through G (z, image_grad) and through D.
+struct PassData {
+  Tensor z, image_grad, images, logit_grad;
+  PassData(const NetConfig& cfg, Device device, int64_t batch)
+      : z(random_tensor({batch, cfg.nz, 1, 1}, DType::F32, device)),
+        image_grad(random_tensor({batch, 3, cfg.image_size, cfg.image_size}, DType::F32, device)),
+        images(random_tensor({batch, 3, cfg.image_size, cfg.image_size}, DType::F32, device)),
+        logit_grad(random_tensor({batch, 1, 1, 1}, DType::F32, device)) {}
+};
+
 // The same pass of two identically initialised networks, one with the rounding links cut:
 // bitwise the same results.
 void check_rounding_changes_nothing(Device device, int64_t batch, int image_size, int64_t width) {
   O4Networks linked(device, image_size, width), cut(device, image_size, width);
   cut_rounding_links(*cut.G);
   cut_rounding_links(*cut.D);
-  const Tensor z = random_tensor({batch, linked.cfg.nz, 1, 1}, DType::F32, device);
-  const Tensor image_grad = random_tensor({batch, 3, image_size, image_size}, DType::F32, device);
-  const Tensor images = random_tensor({batch, 3, image_size, image_size}, DType::F32, device);
-  const Tensor logit_grad = random_tensor({batch, 1, 1, 1}, DType::F32, device);
-  for (auto [net_linked, net_cut, x, dy] : {std::tuple{linked.G.get(), cut.G.get(), z, image_grad},
-                                            std::tuple{linked.D.get(), cut.D.get(), images, logit_grad}}) {
+  const PassData data(linked.cfg, device, batch);
+  for (auto [net_linked, net_cut, x, dy] : {std::tuple{linked.G.get(), cut.G.get(), data.z, data.image_grad},
+                                            std::tuple{linked.D.get(), cut.D.get(), data.images, data.logit_grad}}) {
     const std::vector<Tensor> a = pass(*net_linked, x, dy), b = pass(*net_cut, x, dy);
     // Every linked convolution took its gradient rounded; with the links cut, none did.
     size_t rounded = 0;
@@ -115,7 +123,55 @@ void check_rounding_changes_nothing(Device device, int64_t batch, int image_size
   }
 }
 
+// Each FP8 convolution's weight value scaled by `factor` in place.
+void scale_fp8_weights(Sequential& net, float factor) {
+  for (auto& layer : net.layers())
+    if (layer->layer_kind() == LayerKind::Conv && static_cast<Conv2d*>(layer.get())->fp8())
+      ops::scale_inplace(static_cast<Conv2d*>(layer.get())->weight().value, factor);
+}
+
+// Weights formed ahead (Sequential::form_fp8_weights) are what the training forwards read, twins
+// made meanwhile included: with the weights doubled after forming, a network's pass and its twin's
+// are bitwise those of a network that kept its weights and rounds them in each forward, amax
+// histories included; dropped, the doubled weights are read (their amaxes doubled). A first pass
+// on both sets which layers read the weight's codes, which the forming then writes too (the GPU's
+// codes paths).
+void check_formed_weights_are_read(Device device, int64_t batch, int image_size, int64_t width) {
+  O4Networks formed(device, image_size, width), inline_rounded(device, image_size, width);
+  const PassData data(formed.cfg, device, batch);
+  for (auto [a, b, x, dy] : {std::tuple{formed.G.get(), inline_rounded.G.get(), data.z, data.image_grad},
+                             std::tuple{formed.D.get(), inline_rounded.D.get(), data.images, data.logit_grad}}) {
+    pass(*a, x, dy);
+    pass(*b, x, dy);
+    a->form_fp8_weights();
+    scale_fp8_weights(*a, 2.0f);
+    const std::unique_ptr<Sequential> a_twin = a->twin(), b_twin = b->twin();
+    const std::vector<Tensor> ra = pass(*a, x, dy), rb = pass(*b, x, dy);
+    const std::vector<Tensor> ta = pass(*a_twin, x, dy), tb = pass(*b_twin, x, dy);
+    REQUIRE(ra.size() == rb.size());
+    REQUIRE(ta.size() == tb.size());
+    for (size_t i = 0; i < ra.size(); ++i) {
+      CAPTURE(i);
+      CHECK(same_bytes(ra[i], rb[i]));
+      CHECK(same_bytes(ta[i], tb[i]));
+    }
+    a->drop_fp8_weights();
+    const std::vector<Tensor> da = pass(*a, x, dy), db = pass(*b, x, dy);
+    CHECK_FALSE(std::equal(da.begin(), da.end(), db.begin(), same_bytes));  // the weights' amaxes doubled
+  }
+}
+
 }  // namespace
+
+TEST_CASE("cpu nn: O4 training forwards read the weights as formed ahead until they are dropped") {
+  check_formed_weights_are_read(Device::cpu(), 4, 32, 16);
+}
+
+TEST_CASE("gpu nn: O4 training forwards read the weights as formed ahead until they are dropped") {
+  GE_REQUIRE_GPU();
+  // 64x64 at width 64: D's second and third layers read the weights' codes on Hopper.
+  check_formed_weights_are_read(Device::cuda(0), 16, 64, 64);
+}
 
 TEST_CASE("fusion plan: at O4 the BatchNorms beside each FP8 convolution round its output gradient and its input") {
   O4Networks n(Device::cpu(), 64, 64);

@@ -61,21 +61,6 @@ uint8_t expected_code(double x, float scale, Fp8Format f) {
   return std::isnan(product) ? uint8_t{0x7F} : float_to_fp8_bits(product, f);
 }
 
-// Equal values with equal signs, or NaN in both: the bitwise check for half-precision results,
-// whose NaN bits the backends do not share (ops.h).
-bool same_values_or_both_nan(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.shape() != b.shape() || a.format() != b.format()) return false;
-  const std::vector<double> x = a.to_doubles(), y = b.to_doubles();
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (std::isnan(x[i]) && std::isnan(y[i])) continue;
-    uint64_t bx = 0, by = 0;  // the bits, so that -0 and +0 differ
-    std::memcpy(&bx, &x[i], sizeof(double));
-    std::memcpy(&by, &y[i], sizeof(double));
-    if (bx != by) return false;
-  }
-  return true;
-}
-
 // max |x| over logical values, NaN if any is NaN.
 float expected_amax(const std::vector<double>& x) {
   double m = 0.0;

@@ -1,5 +1,6 @@
 #include "support/test_util.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -77,6 +78,19 @@ bool same_bytes(const Tensor& a, const Tensor& b) {
   const Tensor ha = a.to(Device::cpu()), hb = b.to(Device::cpu());
   return ha.shape() == hb.shape() && ha.dtype() == hb.dtype() && ha.format() == hb.format() &&
          std::memcmp(ha.data(), hb.data(), ha.nbytes()) == 0;
+}
+
+bool same_values_or_both_nan(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape() || a.format() != b.format()) return false;
+  const std::vector<double> x = a.to_doubles(), y = b.to_doubles();
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (std::isnan(x[i]) && std::isnan(y[i])) continue;
+    uint64_t bx = 0, by = 0;  // the bits, so that -0 and +0 differ
+    std::memcpy(&bx, &x[i], sizeof(double));
+    std::memcpy(&by, &y[i], sizeof(double));
+    if (bx != by) return false;
+  }
+  return true;
 }
 
 void poison(Tensor& t) {

@@ -62,6 +62,9 @@ double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b);
 // Same shape, dtype and memory format, and the same bytes (on any devices): bitwise equality,
 // NaNs included.
 bool same_bytes(const Tensor& a, const Tensor& b);
+// Equal values with equal signs, or NaN in both: the bitwise check for half-precision results,
+// whose NaN bits the backends do not share (ops.h).
+bool same_values_or_both_nan(const Tensor& a, const Tensor& b);
 // An f32 (1) tensor holding v: a scale, scale_inv or amax.
 Tensor f32_scalar(float v, Device device = Device::cpu());
 // Count, mean and (population) variance of each channel of t (any device and layout), in double,
