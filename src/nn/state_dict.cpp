@@ -11,6 +11,18 @@
 #include "io/pth_reader.h"
 
 namespace ge::nn {
+namespace {
+
+// A safetensors file opens with its header's 8-byte length and the JSON's '{'; one that does but
+// fails sniff_file_kind (a header longer than the file: truncated) is left to load_safetensors,
+// which names what is wrong with it.
+bool may_be_safetensors(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char head[9] = {};
+  return in.read(head, sizeof head) && head[8] == '{';
+}
+
+}  // namespace
 
 StateDict state_dict(Sequential& net) {
   StateDict sd;
@@ -91,6 +103,10 @@ StateDict load_state_dict_file(const std::string& path) {
   if (!std::ifstream(path, std::ios::binary))
     fail(path, ": cannot open weights (.safetensors or .pth): ", std::strerror(errno));
   const FileKind kind = sniff_file_kind(path);
+  if (kind == FileKind::Unknown && !may_be_safetensors(path))
+    fail(path,
+         ": neither a PyTorch .pth (torch.save's ZIP or legacy format) nor a safetensors file: its first bytes "
+         "match neither; give a state_dict that torch.save or ganengine wrote");
   StateDict sd = kind == FileKind::PthZip || kind == FileKind::PthLegacy || kind == FileKind::Zip
                      ? load_pth_state_dict(path)
                      : load_safetensors(path).tensors;

@@ -85,6 +85,9 @@ TEST_CASE("interop cli: convert writes the safetensors twin of each .pth") {
                "absent.pth: cannot open weights (.safetensors or .pth): No such file or directory");
   expect_error("convert " + data_path("golden_grey16.png") + " " + tmp.file("y.safetensors"),
                "golden_grey16.png is a PNG image, not a safetensors file");
+  write_file_bytes(tmp.file("garbage.pth"), "not a state_dict at all\n");
+  expect_error("convert " + tmp.file("garbage.pth") + " " + tmp.file("y.safetensors"),
+               "garbage.pth: neither a PyTorch .pth (torch.save's ZIP or legacy format) nor a safetensors file");
   CHECK(!std::filesystem::exists(tmp.file("y.safetensors")));
 }
 
@@ -118,9 +121,12 @@ TEST_CASE("interop cli: a file of another kind where safetensors is expected is 
   expect_ok(run_ganengine("export --netG " + data_path("pth_netG_nc1.pth") + " -o " + tmp.file("g.onnx")));
   expect_error(gen + data_path("pth_netG_nc1.pth") + " --noise " + tmp.file("g.onnx"),
                "g.onnx is an ONNX model, not a safetensors file");
-  // The old message stays for a file of no known kind.
+  // A file of no known kind: where a .pth is read too, both formats are named; where only
+  // safetensors is, the safetensors reader says what is wrong with it.
   write_file_bytes(tmp.file("junk.safetensors"), std::string(64, '\x7f'));
-  expect_error(gen + tmp.file("junk.safetensors"), "exceeds the 100000000-byte limit; expected a safetensors file");
+  expect_error(gen + tmp.file("junk.safetensors"), "junk.safetensors: neither a PyTorch .pth");
+  expect_error(gen + data_path("pth_netG_nc1.pth") + " --noise " + tmp.file("junk.safetensors"),
+               "exceeds the 100000000-byte limit; expected a safetensors file");
 }
 
 TEST_CASE("interop cli: generate -o writes a grid by extension and a directory otherwise") {
