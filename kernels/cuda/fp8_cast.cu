@@ -375,14 +375,14 @@ void fp8_round_trip(const Tensor& x, const Tensor& scale, const Tensor& scale_in
 }
 
 void fp8_round_trip_all(const std::vector<ops::Fp8RoundTripOf>& trips) {
-  std::vector<const ops::Fp8RoundTripOf*> together;
+  std::vector<const ops::Fp8RoundTripOf*> together, alone;
   for (const ops::Fp8RoundTripOf& trip : trips) {
     check_round_trip_operands("fp8_round_trip_all", trip.x, trip.y, trip.scale, trip.scale_inv,
                               trip.amax.defined() ? &trip.amax : nullptr, trip.codes.defined() ? &trip.codes : nullptr);
-    if (trip.x.numel() > 0 && joins_round_trip_trips(trip, trips[0])) together.push_back(&trip);
+    if (trip.x.numel() > 0) (joins_round_trip_trips(trip, trips[0]) ? together : alone).push_back(&trip);
   }
-  for (const ops::Fp8RoundTripOf& trip : trips) {
-    if (trip.x.numel() == 0 || joins_round_trip_trips(trip, trips[0])) continue;
+  for (const ops::Fp8RoundTripOf* one : alone) {
+    const ops::Fp8RoundTripOf& trip = *one;
     Tensor y = trip.y, codes = trip.codes;
     fp8_round_trip(trip.x, trip.scale, trip.scale_inv, trip.format, y, trip.amax.defined() ? &trip.amax : nullptr,
                    codes.defined() ? &codes : nullptr);

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <utility>
 #include <vector>
@@ -30,8 +31,7 @@ class FormedFp8Weights {
   FormedFp8Weights& operator=(const FormedFp8Weights&) = delete;
   // After `net`'s weights changed.
   void form_again(nn::Sequential& net) {
-    for (nn::Sequential* n : nets_)
-      if (n == &net) net.form_fp8_weights();
+    if (std::find(nets_.begin(), nets_.end(), &net) != nets_.end()) net.form_fp8_weights();
   }
 
  private:
