@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <map>
 
+#include "core/backend.h"
 #include "ganengine/error.h"
 #include "ganengine/safetensors.h"
 #include "train/run_flags.h"
@@ -23,6 +24,13 @@ bool same_value(const std::string& a, const std::string& b) {
   char* end_b = nullptr;
   const double x = std::strtod(a.c_str(), &end_a), y = std::strtod(b.c_str(), &end_b);
   return !a.empty() && !b.empty() && *end_a == '\0' && *end_b == '\0' && x == y;
+}
+
+// A run started without --device resumes wherever the default resolves now (the GPU when there is
+// one, else the CPU's fast backend), so a --device naming that device changes nothing: the
+// warning on the CPU asks for --device cpu.
+bool names_default_device(const std::string& spec) {
+  return cuda_available() ? spec == "cuda" || spec == "cuda:0" : spec == "cpu";
 }
 
 std::map<std::string, cxxopts::HelpOptionDetails> option_details(const cxxopts::Options& options) {
@@ -54,6 +62,7 @@ Arguments complete_resume_arguments(const cxxopts::Options& options, const Argum
     user[name] = kv.value();
     const auto it = recorded.find(name);
     if (!is_recorded_flag(name) || it == recorded.end() || same_value(kv.value(), it->second)) continue;
+    if (name == "device" && it->second.empty() && names_default_device(kv.value())) continue;
     if (may_change_on_resume(name))
       changed += " --" + name + " " + kv.value();
     else

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <map>
 
+#include "core/backend.h"
 #include "ganengine/safetensors.h"
 #include "support/cli_runner.h"
 #include "support/temp_dir.h"
@@ -145,6 +146,24 @@ TEST_CASE("train resume cli: --resume FILE alone restores every setting - safe f
   expect_ok(
       run_ganengine("train --resume " + elsewhere.file("relative/training_state.safetensors") + " --max-steps 2"));
   CHECK(metadata_int(elsewhere.file("relative/training_state.safetensors"), "global_step") == 2);
+}
+
+TEST_CASE("train resume cli: a run started without --device resumes with --device naming the default - not another") {
+  TempDir tmp("ge_default_device");
+  const std::string tiny = "--dataset fake --imageSize 16 --ngf 4 --ndf 4 --nz 8 --batchSize 4 --no-progress ";
+  expect_ok(run_ganengine("train " + tiny + "--max-steps 1 --outf " + tmp.dir.string()));
+  const std::string state = tmp.file(kState);
+  // The reference loops are another backend: refused, as any other setting.
+  const CommandResult other = run_ganengine("train --resume " + state + " --device cpu-reference --max-steps 2");
+  INFO(other.output);
+  CHECK(other.exit_code == 1);
+  CHECK(other.output.find("--device: the run has (none), this command gives cpu-reference") != std::string::npos);
+  CHECK(metadata_int(state, "global_step") == 1);
+  // Where the run went without --device: the GPU when there is one, else the CPU (whose warning
+  // says to pass --device cpu).
+  const std::string default_device = cuda_available() ? "cuda:0" : "cpu";
+  expect_ok(run_ganengine("train --resume " + state + " --device " + default_device + " --max-steps 2"));
+  CHECK(metadata_int(state, "global_step") == 2);
 }
 
 TEST_CASE("train resume cli: a mixed checkpoint set is refused naming the file - the state alone still resumes") {
