@@ -68,16 +68,18 @@ DataPipelineOptions read_data_flags(const cxxopts::ParseResult& r) {
   return d;
 }
 
+Device default_device() { return cuda_available() ? Device::cuda(0) : Device::cpu(); }
+
 Device resolve_device(const std::string& spec, const char* command, bool warn_on_cpu) {
   const char* why = built_with_cuda() ? "" : " (this build has no CUDA)";
   if (spec.empty()) {
-    if (cuda_available()) return Device::cuda(0);
-    if (warn_on_cpu)
+    const Device d = default_device();
+    if (d.is_cpu() && warn_on_cpu)
       std::fprintf(stderr,
                    "ganengine %s: warning: no usable GPU found%s; running on the CPU (slow). "
                    "Pass --device cpu to silence this.\n",
                    command, why);
-    return Device::cpu();
+    return d;
   }
   // cpu runs the fast backend (oneDNN, when built), cpu-reference the reference loops.
   if (spec == "cpu-reference") {

@@ -29,6 +29,8 @@ class Arguments {
 // stderr when warn_on_cpu); "cuda[:k]" without a usable GPU is an error that says so. "cpu" runs
 // CPU ops on the fast backend, "cpu-reference" on the reference loops (core/cpu_backend.h).
 Device resolve_device(const std::string& spec, const char* command, bool warn_on_cpu);
+// Where --device left out resolves: GPU 0 when one is usable, else the CPU.
+Device default_device();
 
 // For the commands' --help, from the dataset registry: every --dataset name as
 // "cifar10 | lsun | ...", and those --download fetches as "cifar10, mnist, ...".

@@ -4,7 +4,6 @@
 #include <cstdlib>
 #include <map>
 
-#include "core/backend.h"
 #include "ganengine/error.h"
 #include "ganengine/safetensors.h"
 #include "train/run_flags.h"
@@ -26,11 +25,16 @@ bool same_value(const std::string& a, const std::string& b) {
   return !a.empty() && !b.empty() && *end_a == '\0' && *end_b == '\0' && x == y;
 }
 
-// A run started without --device resumes wherever the default resolves now (the GPU when there is
-// one, else the CPU's fast backend), so a --device naming that device changes nothing: the
-// warning on the CPU asks for --device cpu.
+// A run started without --device resumes wherever the default resolves now (default_device, the
+// CPU on its fast backend), so a --device naming that device changes nothing: the warning on the
+// CPU asks for --device cpu. "cpu-reference" (the reference loops) and specs Device::parse refuses
+// name another.
 bool names_default_device(const std::string& spec) {
-  return cuda_available() ? spec == "cuda" || spec == "cuda:0" : spec == "cpu";
+  try {
+    return Device::parse(spec) == default_device();
+  } catch (const Error&) {
+    return false;
+  }
 }
 
 std::map<std::string, cxxopts::HelpOptionDetails> option_details(const cxxopts::Options& options) {
