@@ -62,6 +62,10 @@ struct Fp8Tensor {
   Tensor data;
   Tensor scale_inv;  // f32 (1)
   Fp8Format format = Fp8Format::E4M3;
+  // A weight's codes laid out ahead as the register fragments of the FP8 kernel of the pass it is
+  // handed to (ops::fp8_weight_fragments_all, from these codes for that pass); undefined: a pass
+  // whose kernel reads fragments lays them out itself. Every other pass ignores them.
+  Tensor fragments = Tensor();
 };
 
 }  // namespace ge

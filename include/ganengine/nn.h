@@ -134,7 +134,19 @@ class Conv2d : public Layer {
   // drop_formed_fp8_weight. The weight must not change in between. nullopt without FP8.
   // Sequential::form_fp8_weights runs a network's in one ops::fp8_round_trip_all.
   std::optional<ops::Fp8RoundTripOf> form_fp8_weight();
-  void drop_formed_fp8_weight() { formed_w_ = formed_w_codes_ = Tensor(); }
+  // O4, after form_fp8_weight: the formed codes laid out for each pass that reads them on a kernel
+  // holding the weight as register fragments (ops::fp8_weight_pass_reads_fragments), for the
+  // caller to run, after the round trip, in one ops::fp8_weight_fragments_all; the training passes
+  // then read those until drop_formed_fp8_weight. Empty where no codes were formed.
+  std::vector<ops::Fp8WeightFragmentsOf> form_fp8_weight_fragments();
+  // The fragments formed for `pass` (undefined: none).
+  const Tensor& formed_weight_fragments(ops::Fp8WeightPass pass) const {
+    return formed_w_fragments_[static_cast<size_t>(pass)];
+  }
+  void drop_formed_fp8_weight() {
+    formed_w_ = formed_w_codes_ = Tensor();
+    formed_w_fragments_ = {};
+  }
   // Off: the passes still round to FP8 but record no amax, so that a look at samples never
   // changes the scales of a run (Sequential::set_update_running_stats).
   void set_record_amax(bool on) { record_amax_ = on; }
@@ -259,10 +271,11 @@ class Conv2d : public Layer {
   std::shared_ptr<Fp8ConvScaling> fp8_;
   bool record_amax_ = true;
   // The weight's E4M3 codes, kept by a training forward whose backward-data reads codes.
-  Tensor saved_w_codes_;
-  Tensor formed_w_, formed_w_codes_;      // form_fp8_weight's, until drop_formed_fp8_weight
-  bool weight_codes_read_ = false;        // by the latest training forward (what form_fp8_weight writes)
-  Tensor rounded_dy_, rounded_dy_codes_;  // take_rounded_output_gradient's, until the next backward
+  Tensor saved_w_codes_, saved_w_fragments_;  // and the input gradient's fragments, where formed
+  Tensor formed_w_, formed_w_codes_;          // form_fp8_weight's, until drop_formed_fp8_weight
+  std::array<Tensor, 2> formed_w_fragments_;  // form_fp8_weight_fragments', by ops::Fp8WeightPass
+  bool weight_codes_read_ = false;            // by the latest training forward (what form_fp8_weight writes)
+  Tensor rounded_dy_, rounded_dy_codes_;      // take_rounded_output_gradient's, until the next backward
   bool rounded_dy_codes_only_ = false, given_x_codes_only_ = false;
   bool took_rounded_gradient_ = false, took_gradient_codes_ = false;
   Tensor rounded_of_, rounded_x_;  // take_rounded_input's, until the next forward

@@ -409,6 +409,23 @@ bool fp8_conv2d_forward_beats_half(const Shape& x, const Shape& w, const Shape& 
 // 64 -> 128-channel layer on 32 x 32 inputs (and so G's 128 -> 64 transposed layer on 16 x 16
 // inputs, whose passes are this convolution's) on a compute capability 9.0 GPU.
 bool fp8_conv2d_runs_on_codes(const Shape& x, const Shape& w, const Shape& y, const Conv2dParams& p, Device device);
+// The passes whose GPU kernels hold the weight in registers (the phase and resident-weights kernels
+// of fp8_conv2d_forward_beats_half and fp8_conv2d_backward_data_beats_half) read w's codes laid out
+// as each thread's MMA fragments, one launch a pass where w comes without them (Fp8Tensor::
+// fragments). O4 lays out each version of a weight once instead (nn::Sequential::form_fp8_weights).
+enum class Fp8WeightPass { Forward, BackwardData };  // fp8_conv2d_forward; fp8_conv2d_backward_data(_moments)
+// Whether `pass` of a weight of shape `w` on `device` may read fragments laid out ahead: on a
+// compute capability 9.0 GPU, w 128 x 64 x 4 x 4 or 256 x 128 x 4 x 4 (the passes' kernels take
+// those weights only).
+bool fp8_weight_pass_reads_fragments(const Shape& w, Fp8WeightPass pass, Device device);
+struct Fp8WeightFragmentsOf {
+  Tensor codes;  // the weight's E4M3 codes (u8 NHWC), of a shape fp8_weight_pass_reads_fragments takes
+  Fp8WeightPass pass = Fp8WeightPass::Forward;
+  Tensor fragments;  // u8 of the codes' bytes on their device, 16-byte aligned: written
+};
+// Lays out each weight's codes for its pass, in one launch for up to eight (none on the CPU, which
+// has no such kernels: every job is refused there). A pass handed them reads them as w.fragments.
+void fp8_weight_fragments_all(const std::vector<Fp8WeightFragmentsOf>& jobs);
 // dw = beta * dw + conv2d_backward_filter(x, dy): f32 with beta 0 or 1, or f16 (the f32 result
 // rounded once) with beta 0.
 void fp8_conv2d_backward_filter(const Fp8Tensor& x, const Fp8Tensor& dy, Tensor& dw, const Conv2dParams& p,

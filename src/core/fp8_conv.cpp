@@ -4,10 +4,15 @@
 // must agree with, up to the order and precision of its sums and where it applies the descale;
 // on a compute capability 9.0 GPU the passes run on one where its kernel takes the shapes
 // (cuda/conv/fp8_conv_wgmma.h, conv_fp8_wgrad.h; a build without CUDA answers no).
+#include <cstdint>
+#include <string>
+#include <vector>
+
 #include "cuda/conv/conv_fp8_wgrad.h"
 #include "cuda/conv/conv_phase_dgrad.h"
 #include "cuda/conv/conv_phase_fprop.h"
 #include "cuda/conv/fp8_conv_wgmma.h"
+#include "cuda/conv/weight_fragments.h"
 #include "ganengine/fp8.h"
 #include "ganengine/ops.h"
 
@@ -81,6 +86,32 @@ bool fp8_conv2d_runs_on_codes(const Shape& x, const Shape& w, const Shape& y, co
   return gpu::fp8_conv2d_backward_data_phases_takes(y, w, x, p, device) &&
          gpu::fp8_conv2d_forward_phases_takes(x, w, y, p, device) &&
          gpu::fp8_conv2d_backward_filter_takes(x, y, w, p, device);
+}
+
+bool fp8_weight_pass_reads_fragments(const Shape& w, Fp8WeightPass pass, Device device) {
+  return gpu::fragment_layout(w, pass, device) != gpu::FragmentLayout::None;
+}
+
+void fp8_weight_fragments_all(const std::vector<Fp8WeightFragmentsOf>& jobs) {
+  for (const Fp8WeightFragmentsOf& job : jobs) {
+    const char* pass = job.pass == Fp8WeightPass::Forward ? "forward" : "backward-data";
+    GE_CHECK(job.codes.defined() && job.codes.dtype() == DType::U8 && job.codes.format() == MemoryFormat::NHWC,
+             "fp8_weight_fragments_all: the codes must be a weight's u8 NHWC codes, got ",
+             job.codes.defined() ? job.codes.str() : std::string("undefined"));
+    GE_CHECK(fp8_weight_pass_reads_fragments(job.codes.shape(), job.pass, job.codes.device()),
+             "fp8_weight_fragments_all: no FP8 ", pass, " kernel reads a weight ", job.codes.str(),
+             " as fragments (those read [128, 64, 4, 4] and [256, 128, 4, 4] weights on a compute capability 9.0 "
+             "GPU)");
+    GE_CHECK(job.fragments.defined() && job.fragments.dtype() == DType::U8 &&
+                 job.fragments.numel() == job.codes.numel() && job.fragments.device() == job.codes.device() &&
+                 reinterpret_cast<uintptr_t>(job.fragments.data()) % 16 == 0,
+             "fp8_weight_fragments_all: the fragments of ", job.codes.str(), " must be a 16-byte aligned u8 tensor of ",
+             job.codes.numel(), " bytes on its device, got ",
+             job.fragments.defined() ? job.fragments.str() : std::string("undefined"));
+    GE_CHECK(job.fragments.device() == jobs[0].fragments.device(), "fp8_weight_fragments_all: every job on ",
+             jobs[0].fragments.device().str(), ", got one on ", job.fragments.device().str());
+  }
+  if (!jobs.empty()) gpu::lay_out_weight_fragments(jobs);
 }
 
 void fp8_conv2d_backward_filter(const Fp8Tensor& x, const Fp8Tensor& dy, Tensor& dw, const Conv2dParams& p,

@@ -9,6 +9,7 @@
 #include "cuda/conv/conv_phase_dgrad.h"
 #include "cuda/conv/conv_phase_fprop.h"
 #include "cuda/conv/fp8_conv_wgmma.h"
+#include "cuda/conv/weight_fragments.h"
 #include "ganengine/concurrent_region.h"
 #include "ganengine/cuda_graph.h"
 #include "ganengine/error.h"
@@ -54,6 +55,10 @@ bool fp8_conv2d_backward_data_resident_takes(const Shape&, const Shape&, const S
 }
 bool fp8_conv2d_forward_resident_takes(const Shape&, const Shape&, const Shape&, const Conv2dParams&, Device) {
   return false;
+}
+FragmentLayout fragment_layout(const Shape&, ops::Fp8WeightPass, Device) { return FragmentLayout::None; }
+void lay_out_weight_fragments(const std::vector<ops::Fp8WeightFragmentsOf>&) {
+  fail("laying out FP8 weight fragments needs a build with CUDA");
 }
 }  // namespace gpu
 

@@ -91,7 +91,20 @@ std::optional<ops::Fp8RoundTripOf> Conv2d::form_fp8_weight() {
                            weight_codes_read_ ? Tensor::empty(w.shape(), DType::U8, w.device(), w.format()) : Tensor()};
   formed_w_ = trip.y;
   formed_w_codes_ = trip.codes;
+  formed_w_fragments_ = {};
   return trip;
+}
+
+std::vector<ops::Fp8WeightFragmentsOf> Conv2d::form_fp8_weight_fragments() {
+  std::vector<ops::Fp8WeightFragmentsOf> jobs;
+  if (!formed_w_codes_.defined()) return jobs;
+  for (ops::Fp8WeightPass pass : {ops::Fp8WeightPass::Forward, ops::Fp8WeightPass::BackwardData})
+    if (ops::fp8_weight_pass_reads_fragments(formed_w_codes_.shape(), pass, where_.device)) {
+      Tensor& fragments = formed_w_fragments_[static_cast<size_t>(pass)];
+      fragments = Tensor::empty({formed_w_codes_.numel()}, DType::U8, where_.device);
+      jobs.push_back({formed_w_codes_, pass, fragments});
+    }
+  return jobs;
 }
 
 std::optional<ops::Fp8RoundTrip> Conv2d::output_gradient_rounding(const Shape& dy) const {
@@ -245,10 +258,16 @@ Tensor Conv2d::forward(const Tensor& x_in, bool training) {
   // Formed ahead for this version of the weight (form_fp8_weight), with its codes where they are read.
   const bool w_formed = fp8_ && training && formed_w_.defined() && (!weight_codes_read || formed_w_codes_.defined());
   if (fp8_ && training) weight_codes_read_ = weight_codes_read;
-  Tensor w_codes, w_operand;
+  // The ops' passes: a transposed convolution's forward is a backward-data, its input gradient a
+  // forward (codes_shapes).
+  const ops::Fp8WeightPass forward_pass = transposed_ ? ops::Fp8WeightPass::BackwardData : ops::Fp8WeightPass::Forward,
+                           input_gradient_pass =
+                               transposed_ ? ops::Fp8WeightPass::Forward : ops::Fp8WeightPass::BackwardData;
+  Tensor w_codes, w_operand, w_fragments;
   if (w_formed) {
     w_operand = formed_w_;
     if (weight_codes_read) w_codes = formed_w_codes_;
+    w_fragments = formed_weight_fragments(forward_pass);
   } else {
     w_operand = compute_weight();
     if (fp8_) w_operand = fp8_operand(w_operand, fp8_->weight, training, weight_codes_read ? &w_codes : nullptr);
@@ -258,6 +277,7 @@ Tensor Conv2d::forward(const Tensor& x_in, bool training) {
   GE_CHECK(!w_codes.defined() || w_codes.shape() == wp, describe(), ": the FP8 codes of weight ", w_operand.str(),
            " would need padding to ", shape_str(wp));
   saved_w_codes_ = input_gradient_on_codes ? w_codes : Tensor();
+  saved_w_fragments_ = input_gradient_on_codes && w_formed ? formed_weight_fragments(input_gradient_pass) : Tensor();
   const int64_t Ho = transposed_ ? conv_transpose_out_size(H, kernel_, p_.stride, p_.pad)
                                  : conv_out_size(H, kernel_, p_.stride, p_.pad);
   const int64_t Wo = transposed_ ? conv_transpose_out_size(W, kernel_, p_.stride, p_.pad)
@@ -294,7 +314,7 @@ Tensor Conv2d::forward(const Tensor& x_in, bool training) {
     // The backward-data of the convolution from y to x, from codes (forward_runs_on_codes), y's moments
     // formed as it is written where the BatchNorm after takes them.
     const Fp8Scaling &in = fp8_->input, &ws = fp8_->weight;
-    const Fp8Tensor xq{x_codes, in.scale_inv, in.format}, wq{w_codes, ws.scale_inv, ws.format};
+    const Fp8Tensor xq{x_codes, in.scale_inv, in.format}, wq{w_codes, ws.scale_inv, ws.format, w_fragments};
     Tensor moments;
     if (moments_for_ && moments_for_->takes_moments() && ops::fp8_conv2d_backward_data_moments(xq, wq, y, p_, moments))
       moments_for_->give_moments(y, std::move(moments));
@@ -311,7 +331,7 @@ Tensor Conv2d::forward(const Tensor& x_in, bool training) {
       ops::conv_transpose2d_forward(x, w, y, p_);
   } else if (x_codes.defined()) {
     const Fp8Scaling &in = fp8_->input, &ws = fp8_->weight;
-    ops::fp8_conv2d_forward({x_codes, in.scale_inv, in.format}, {w_codes, ws.scale_inv, ws.format}, y, p_);
+    ops::fp8_conv2d_forward({x_codes, in.scale_inv, in.format}, {w_codes, ws.scale_inv, ws.format, w_fragments}, y, p_);
     saved_x_codes_ = x_codes_kept;
   } else {
     ops::conv2d_forward(x, w, y, p_);
@@ -418,7 +438,7 @@ Tensor Conv2d::backward(Tensor dy_in, bool want_param_grads, bool want_input_gra
   }
   // What the forward kept is not needed again: released now, as autograd does, so a step's
   // peak memory holds only the activations still ahead of their backward.
-  const Tensor w = saved_w_, w_codes = std::move(saved_w_codes_);
+  const Tensor w = saved_w_, w_codes = std::move(saved_w_codes_), w_fragments = std::move(saved_w_fragments_);
   // A backward-data writes the channels its dx has (ops.h); a transposed convolution's is a
   // forward, which writes all of w's (its first dimension).
   const Shape x_shape{saved_x_.dim(0), transposed_ ? w.dim(0) : input_channels_, saved_x_.dim(2), saved_x_.dim(3)};
@@ -445,7 +465,7 @@ Tensor Conv2d::backward(Tensor dy_in, bool want_param_grads, bool want_input_gra
   Tensor dx = Tensor::empty(x_shape, x_dtype, where_.device, where_.format);
   if (transposed_ && dy_codes.defined() && w_codes.defined()) {  // the forward of the convolution from y to x
     const Fp8Scaling &g = fp8_->grad_output, &ws = fp8_->weight;
-    ops::fp8_conv2d_forward({dy_codes, g.scale_inv, g.format}, {w_codes, ws.scale_inv, ws.format}, dx, p_);
+    ops::fp8_conv2d_forward({dy_codes, g.scale_inv, g.format}, {w_codes, ws.scale_inv, ws.format, w_fragments}, dx, p_);
     took_gradient_codes_ = true;
   } else if (transposed_) {
     ops::conv_transpose2d_backward_data(dy, w, dx, p_);
@@ -454,7 +474,8 @@ Tensor Conv2d::backward(Tensor dy_in, bool want_param_grads, bool want_input_gra
     through.reset();
   } else if (dy_codes.defined() && w_codes.defined()) {
     const Fp8Scaling &g = fp8_->grad_output, &ws = fp8_->weight;
-    ops::fp8_conv2d_backward_data({dy_codes, g.scale_inv, g.format}, {w_codes, ws.scale_inv, ws.format}, dx, p_);
+    ops::fp8_conv2d_backward_data({dy_codes, g.scale_inv, g.format}, {w_codes, ws.scale_inv, ws.format, w_fragments},
+                                  dx, p_);
     took_gradient_codes_ = true;
   } else {
     ops::conv2d_backward_data(dy, w, dx, p_);
@@ -478,7 +499,8 @@ std::unique_ptr<Layer> Conv2d::twin() const {
   t->twin_grad_ = Tensor();
   t->saved_x_ = t->saved_w_ = t->saved_y_ = Tensor();
   t->moments_for_ = nullptr;  // Sequential::twin links the twin's own BatchNorm
-  t->given_x_ = t->given_w_ = t->given_y_ = t->rounded_dy_ = t->rounded_dy_codes_ = t->saved_w_codes_ = Tensor();
+  t->given_x_ = t->given_w_ = t->given_y_ = t->rounded_dy_ = t->rounded_dy_codes_ = t->saved_w_codes_ =
+      t->saved_w_fragments_ = Tensor();
   t->rounded_of_ = t->rounded_x_ = t->given_x_codes_ = t->saved_x_codes_ = Tensor();
   t->rounded_dy_codes_only_ = t->given_x_codes_only_ = false;
   // formed_w_ and its codes stay: the twin's forwards read the version of the weight the original's read.

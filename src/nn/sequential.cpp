@@ -68,6 +68,12 @@ void Sequential::form_fp8_weights() {
       if (std::optional<ops::Fp8RoundTripOf> trip = static_cast<Conv2d*>(layer.get())->form_fp8_weight())
         trips.push_back(std::move(*trip));
   ops::fp8_round_trip_all(trips);
+  std::vector<ops::Fp8WeightFragmentsOf> layouts;
+  for (auto& layer : layers_)
+    if (layer->layer_kind() == LayerKind::Conv)
+      for (ops::Fp8WeightFragmentsOf& job : static_cast<Conv2d*>(layer.get())->form_fp8_weight_fragments())
+        layouts.push_back(std::move(job));
+  ops::fp8_weight_fragments_all(layouts);
 }
 
 void Sequential::drop_fp8_weights() {

@@ -235,3 +235,27 @@ TEST_CASE("cpu ops: fp8 convolutions take E4M3 weights and f32 or f16 results") 
 }
 
 }  // namespace cpu_checks
+
+// Weight fragments are what the GPU's register-resident FP8 kernels read; the CPU has none.
+TEST_CASE("cpu ops: no FP8 pass reads weight fragments on the CPU - laying them out there is refused") {
+  const Shape w{128, 64, 4, 4};
+  for (ops::Fp8WeightPass pass : {ops::Fp8WeightPass::Forward, ops::Fp8WeightPass::BackwardData})
+    CHECK_FALSE(ops::fp8_weight_pass_reads_fragments(w, pass, kCpu));
+  const Tensor codes = Tensor::zeros(w, DType::U8, kCpu, MemoryFormat::NHWC);
+  const Tensor fragments = Tensor::empty({codes.numel()}, DType::U8, kCpu);
+  CHECK_THROWS_WITH_AS(ops::fp8_weight_fragments_all({{codes, ops::Fp8WeightPass::BackwardData, fragments}}),
+                       doctest::Contains("no FP8 backward-data kernel reads a weight"), Error);
+  CHECK_THROWS_WITH_AS(ops::fp8_weight_fragments_all({{Tensor::zeros(w, DType::F16, kCpu, MemoryFormat::NHWC),
+                                                       ops::Fp8WeightPass::Forward, fragments}}),
+                       doctest::Contains("the codes must be a weight's u8 NHWC codes"), Error);
+  ops::fp8_weight_fragments_all({});  // nothing to lay out
+  // The emulated passes ignore fragments: a pass handed some gives the bytes it gives without.
+  const Case& c = kCases[0];
+  const Operand x = operand(c.x, Fp8Format::E4M3, 1.0), wq = operand(c.w, Fp8Format::E4M3, 0.05);
+  Fp8Tensor with = wq.encoded;
+  with.fragments = Tensor::zeros({wq.encoded.data.numel()}, DType::U8, kCpu);
+  Tensor y = Tensor::empty(output_shape(c), DType::F32), y_with = Tensor::empty(output_shape(c), DType::F32);
+  ops::fp8_conv2d_forward(x.encoded, wq.encoded, y, c.p);
+  ops::fp8_conv2d_forward(x.encoded, with, y_with, c.p);
+  CHECK(same_bytes(y, y_with));
+}

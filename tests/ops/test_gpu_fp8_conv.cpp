@@ -97,6 +97,18 @@ void of_magnitudes(Pass pass, const Tensor& a, const Tensor& w, Tensor& out, con
     ops::conv2d_backward_data(a, w, out, p);
 }
 
+ops::Fp8WeightPass weight_pass(Pass pass) {
+  return pass == Pass::Forward ? ops::Fp8WeightPass::Forward : ops::Fp8WeightPass::BackwardData;
+}
+
+// w with its fragments for `pass` laid out ahead.
+Fp8Tensor laid_out(const Fp8Tensor& w, ops::Fp8WeightPass pass) {
+  Fp8Tensor out = w;
+  out.fragments = Tensor::empty({w.data.numel()}, DType::U8, w.data.device());
+  ops::fp8_weight_fragments_all({{w.data, pass, out.fragments}});
+  return out;
+}
+
 struct Case {
   std::string name;
   Shape a, w, out;
@@ -160,6 +172,11 @@ void check_case(const Case& c, Pass pass) {
   CHECK(same_bytes(by_phases, half));  // the kernel the pass took
   CHECK(outside_fp8_bound(half.to(kCpu).to_doubles(), e, b, 0x1p-11) == 0);
   repeatable(half);
+  // Its weight laid out ahead (ops::fp8_weight_fragments_all) gives the same bytes.
+  REQUIRE(ops::fp8_weight_pass_reads_fragments(c.w, weight_pass(pass), kGpu));
+  Tensor ahead = poisoned_like(half, kGpu);
+  through_op(pass, a.gpu, laid_out(w.gpu, weight_pass(pass)), ahead, c.p);
+  CHECK(same_bytes(ahead, half));
 }
 
 }  // namespace
@@ -331,6 +348,58 @@ TEST_CASE("gpu ops: fp8_conv2d_runs_on_codes names D's second layer at 64x64 ima
   CHECK_FALSE(ops::fp8_conv2d_runs_on_codes({8, 64, 16, 16}, {128, 64, 4, 4}, {8, 128, 8, 8}, d, kGpu));
   CHECK_FALSE(gpu::fp8_conv2d_backward_filter_takes({8, 64, 16, 16}, {8, 128, 8, 8}, {128, 64, 4, 4}, d, kGpu));
   CHECK_FALSE(gpu::fp8_conv2d_forward_phases_takes({8, 64, 32, 32}, {128, 64, 4, 4}, {8, 128, 16, 16}, {1, 1}, kGpu));
+}
+
+// The passes read the fragments they are handed: with another weight's (laid out in one launch
+// with the other three layouts), a pass gives that weight's result, bitwise.
+TEST_CASE("gpu ops: FP8 passes read the weight's fragments laid out ahead - four laid out in one launch") {
+  GE_REQUIRE_GPU();
+  GE_REQUIRE_SM90();
+  const Conv2dParams d{/*stride=*/2, /*pad=*/1};
+  struct Layout {
+    Pass pass;
+    Shape a, w, out;
+  };
+  const std::vector<Layout> layouts = {{Pass::Forward, {3, 64, 32, 32}, {128, 64, 4, 4}, {3, 128, 16, 16}},
+                                       {Pass::BackwardData, {3, 128, 16, 16}, {128, 64, 4, 4}, {3, 64, 32, 32}},
+                                       {Pass::Forward, {5, 128, 16, 16}, {256, 128, 4, 4}, {5, 256, 8, 8}},
+                                       {Pass::BackwardData, {5, 256, 8, 8}, {256, 128, 4, 4}, {5, 128, 16, 16}}};
+  std::vector<Operand> used, other;
+  std::vector<ops::Fp8WeightFragmentsOf> jobs;
+  for (const Layout& l : layouts) {
+    used.push_back(unit_codes(l.w, Fp8Format::E4M3));
+    other.push_back(unit_codes(l.w, Fp8Format::E4M3));
+    jobs.push_back({other.back().gpu.data, weight_pass(l.pass), Tensor::empty({shape_numel(l.w)}, DType::U8, kGpu)});
+  }
+  ops::fp8_weight_fragments_all(jobs);
+  for (size_t i = 0; i < layouts.size(); ++i) {
+    const Layout& l = layouts[i];
+    CAPTURE(i);
+    const Operand a = unit_codes(l.a, l.pass == Pass::Forward ? Fp8Format::E4M3 : Fp8Format::E5M2);
+    Fp8Tensor w = used[i].gpu;
+    w.fragments = jobs[i].fragments;
+    Tensor got = poisoned_like(Tensor::empty(l.out, DType::F16, kCpu, MemoryFormat::NHWC), kGpu);
+    Tensor want = poisoned_like(got, kGpu), unlike = poisoned_like(got, kGpu);
+    through_op(l.pass, a.gpu, w, got, d);
+    through_op(l.pass, a.gpu, other[i].gpu, want, d);
+    through_op(l.pass, a.gpu, used[i].gpu, unlike, d);
+    CHECK(same_bytes(got, want));
+    CHECK_FALSE(same_bytes(got, unlike));
+  }
+  // Fragments of the wrong size, and a weight no kernel holds in registers, are refused.
+  Fp8Tensor short_fragments = used[0].gpu;
+  short_fragments.fragments = Tensor::empty({shape_numel(layouts[0].w) - 16}, DType::U8, kGpu);
+  Tensor y = Tensor::empty(layouts[0].out, DType::F16, kGpu, MemoryFormat::NHWC);
+  const Operand x = unit_codes(layouts[0].a, Fp8Format::E4M3);
+  CHECK_THROWS_WITH_AS(ops::fp8_conv2d_forward(x.gpu, short_fragments, y, d), doctest::Contains("fragments"), Error);
+  const Operand w512 = unit_codes({512, 256, 4, 4}, Fp8Format::E4M3);
+  CHECK_FALSE(ops::fp8_weight_pass_reads_fragments(w512.gpu.data.shape(), ops::Fp8WeightPass::Forward, kGpu));
+  CHECK_THROWS_WITH_AS(ops::fp8_weight_fragments_all({{w512.gpu.data, ops::Fp8WeightPass::Forward,
+                                                       Tensor::empty({w512.gpu.data.numel()}, DType::U8, kGpu)}}),
+                       doctest::Contains("no FP8 forward kernel reads"), Error);
+  CHECK_THROWS_WITH_AS(ops::fp8_weight_fragments_all({{used[0].gpu.data, ops::Fp8WeightPass::Forward,
+                                                       Tensor::empty({shape_numel(layouts[0].w)}, DType::F16, kGpu)}}),
+                       doctest::Contains("must be a 16-byte aligned u8 tensor"), Error);
 }
 
 TEST_CASE("gpu ops: FP8 convolutions the kernels do not take run the emulation") {

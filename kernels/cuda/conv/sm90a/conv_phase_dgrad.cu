@@ -14,8 +14,9 @@
 //    only a descriptor's start address;
 //  - a phase is two MMAs of N = 128 (columns 0..7 and 8..15 of its grid) per 16 channels of a
 //    tap: 32 steps of two m64n128k16;
-//  - w arrives as register fragments, rearranged once per call by phase_weights_kernel into the
-//    order each thread loads them in (16 bytes a thread a step, from L2), kAhead steps ahead;
+//  - w arrives as register fragments, rearranged by phase_weights_kernel (FP8 codes: laid out
+//    ahead, or now, by weight_fragments.h) into the order each thread loads them in (16 bytes a
+//    thread a step, from L2), kAhead steps ahead;
 //  - persistent blocks of two warpgroups, one an SM, each warpgroup taking half of an item's
 //    phases; the next item's dy loads into a second tile meanwhile; results leave through
 //    shared-memory stages (stmatrix, transposed) as whole 128-byte pixels, stored to dx while the
@@ -33,6 +34,7 @@
 
 #include "cuda/conv/conv_phase_dgrad.h"
 #include "cuda/conv/sm90a/phase_mma.cuh"
+#include "cuda/conv/sm90a/weight_fragments.cuh"
 #include "cuda/copy_async.cuh"
 #include "cuda/cuda_util.cuh"
 #include "cuda/kernel_launch.cuh"
@@ -63,25 +65,14 @@ template <class Op, int K>
 constexpr size_t kShared = 2 * kTileBytes<Op, K> + 2 * kWarpgroupStageBytes;
 static_assert(kShared<HalfOperands, 128> <= 227 * 1024, "two dy tiles and four stages fit an H100/H200 block");
 
-// Kernel row (or column) of tap t of phase p; it reads dy row (column) a + p + t - 1.
-__host__ __device__ constexpr int tap_kernel_index(int p, int t) { return 3 - p - 2 * t; }
-
-// frag[((phase * 4 + tap) * kSlices + slice) * 128 + thread]: thread `thread`'s fragment
-// (phase_mma::a_fragment) of the A operand 64 x kSliceChannels: A[c][k] = w[kSliceChannels slice +
-// k][kh][kw][c], w in K x 4 x 4 x 64 order.
+// The half path's weights as fragments (the FP8 path's: weight_fragments_for), in the order
+// weight_fragments::phase_backward_data gives: frag[((phase * 4 + tap) * kSlices + slice) * 128 +
+// thread], the order each thread loads them in.
 template <class Op, int K>
 __global__ void phase_weights_kernel(const typename Op::Element* w, uint4* frag) {
   await_previous_kernel();
-  constexpr int kPerTap = kSlices<Op, K>;
-  const int total = 16 * kPerTap * kWarpgroup;
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= total) return;
-  const int thread = i % kWarpgroup, slice = (i / kWarpgroup) % kPerTap, phase_tap = i / kWarpgroup / kPerTap;
-  const int phase = phase_tap / 4, tap = phase_tap % 4;
-  const int kh = tap_kernel_index(phase / 2, tap / 2), kw = tap_kernel_index(phase % 2, tap % 2);
-  frag[i] = a_fragment<Op>(thread, [&](int row, int col) {
-    return w[((Op::kSliceChannels * slice + col) * 16 + kh * 4 + kw) * kChannels + row];
-  });
+  if (i < 16 * kSlices<Op, K> * kWarpgroup) frag[i] = weight_fragments::phase_backward_data<Op, K>(w, i);
 }
 
 // A thread's running count, mean and sum of squared deviations of the values it wrote of its
@@ -272,18 +263,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-// moments: the kernel's per-block moments, (3, blocks, 64) f32, where asked for (nullptr: none).
-// dy_scale_inv, w_scale_inv: FP8 operands' (device), nullptr for f16.
+// frag: w as fragments in phase_weights_kernel's order. moments: the kernel's per-block moments,
+// (3, blocks, 64) f32, where asked for (nullptr: none). dy_scale_inv, w_scale_inv: FP8 operands'
+// (device), nullptr for f16.
 template <class Op, int K, bool kMoments>
-void launch_phase_dgrad(const Tensor& dy, const Tensor& w, Tensor& dx, Tensor* moments,
+void launch_phase_dgrad(const Tensor& dy, const Tensor& frag, Tensor& dx, Tensor* moments,
                         const float* dy_scale_inv = nullptr, const float* w_scale_inv = nullptr) {
   using Element = typename Op::Element;
   cudaStream_t stream = stream_of(dx);
-  const int total = 16 * kSlices<Op, K> * kWarpgroup;
-  Tensor frag = Tensor::empty({int64_t{total} * 16}, DType::U8, dx.device());
-  launch_kernel(phase_weights_kernel<Op, K>, static_cast<unsigned>(ceil_div(total, 256)), 256, 0, stream,
-                static_cast<const Element*>(w.data()), static_cast<uint4*>(frag.data()));
-  CUDA_CHECK_LAUNCH();
   auto kernel = phase_dgrad_kernel<Op, K, kMoments>;
   const int device = dx.device().index;
   set_function_attribute_once(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kShared<Op, K>),
@@ -360,10 +347,15 @@ bool conv2d_backward_data_phases_applies(const Tensor& dy, const Tensor& w, cons
 bool conv2d_backward_data_phases(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p,
                                  Tensor* moments) {
   if (!conv2d_backward_data_phases_applies(dy, w, dx, p)) return false;
+  const int fragments = 16 * kSlices<HalfOperands, 128> * kWarpgroup;
+  Tensor frag = Tensor::empty({int64_t{fragments} * 16}, DType::U8, dx.device());
+  launch_kernel(phase_weights_kernel<HalfOperands, 128>, static_cast<unsigned>(ceil_div(fragments, 256)), 256, 0,
+                stream_of(dx), w.data_as<const __half>(), static_cast<uint4*>(frag.data()));
+  CUDA_CHECK_LAUNCH();
   if (moments)
-    launch_phase_dgrad<HalfOperands, 128, true>(dy, w, dx, moments);
+    launch_phase_dgrad<HalfOperands, 128, true>(dy, frag, dx, moments);
   else
-    launch_phase_dgrad<HalfOperands, 128, false>(dy, w, dx, nullptr);
+    launch_phase_dgrad<HalfOperands, 128, false>(dy, frag, dx, nullptr);
   return true;
 }
 
@@ -379,12 +371,13 @@ bool fp8_conv2d_backward_data_phases(const Fp8Tensor& dy, const Fp8Tensor& w, Te
       !phase_operands_on({}, {&dy.scale_inv, &w.scale_inv}, dx.device()))
     return false;
   const float *dy_scale_inv = dy.scale_inv.data_as<float>(), *w_scale_inv = w.scale_inv.data_as<float>();
+  const Tensor frag = weight_fragments_for(FragmentLayout::PhaseBackwardData, w, dx.device());
   auto launch = [&](auto operands) {
     using Op = decltype(operands);
     if (moments)
-      launch_phase_dgrad<Op, 128, true>(dy.data, w.data, dx, moments, dy_scale_inv, w_scale_inv);
+      launch_phase_dgrad<Op, 128, true>(dy.data, frag, dx, moments, dy_scale_inv, w_scale_inv);
     else
-      launch_phase_dgrad<Op, 128, false>(dy.data, w.data, dx, nullptr, dy_scale_inv, w_scale_inv);
+      launch_phase_dgrad<Op, 128, false>(dy.data, frag, dx, nullptr, dy_scale_inv, w_scale_inv);
   };
   if (dy.format == Fp8Format::E5M2)
     launch(Fp8Operands<Fp8Format::E5M2>{});

@@ -44,23 +44,10 @@ static_assert(kShared <= 227 * 1024, "two x tiles and four stages fit an H100/H2
 static_assert(kSteps % kRing == 0, "an image's steps must fill the ring whole");
 static_assert(kSteps >= kPendingPerThread, "an image's steps carry the last one's stores");
 
-constexpr int kFragments = 2 * kSteps * kWarpgroup;
-// frag[(warpgroup * kSteps + s) * 128 + thread]: thread `thread`'s fragment of step s's A operand
-// for the warpgroup's 64 output channels, A[m][k] = w[64 warpgroup + m][kh][kw][32 slice + k] (w
-// in 128 x 4 x 4 x 64 order).
-__global__ void fprop_weights_kernel(const uint8_t* w, uint4* frag) {
-  await_previous_kernel();
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= kFragments) return;
-  const int thread = i % kWarpgroup, s = (i / kWarpgroup) % kSteps, warpgroup = i / kWarpgroup / kSteps;
-  const int tap = s / kSlices, slice = s % kSlices;
-  frag[i] = a_fragment<Fp8Operands<Fp8Format::E4M3>>(thread, [&](int row, int col) {
-    return w[((kChannels * warpgroup + row) * 16 + tap) * kInChannels + 32 * slice + col];
-  });
-}
-
 // Persistent blocks of two warpgroups, one block an SM, an image an item, warpgroup wg forming y's
-// channels 64 wg .. 64 wg + 63. The sums are multiplied by *x_scale_inv * *w_scale_inv.
+// channels 64 wg .. 64 wg + 63 from its kSteps fragments a thread (frag: w's codes as
+// weight_fragments::phase_forward lays them out). The sums are multiplied by *x_scale_inv *
+// *w_scale_inv.
 template <Fp8Format XFormat>
 __global__ void __launch_bounds__(kThreads, 1)
     phase_fprop_kernel(const uint8_t* __restrict__ x, const uint4* __restrict__ frag, __half* __restrict__ y,
@@ -128,8 +115,7 @@ bool fprop_geometry(const Shape& x, const Shape& w, const Shape& y, const Conv2d
   return device.is_cuda() && device_is_sm90(device.index);
 }
 
-constexpr Fp8IntoF16Launch kLaunch = {fprop_weights_kernel,
-                                      kFragments,
+constexpr Fp8IntoF16Launch kLaunch = {FragmentLayout::PhaseForward,
                                       phase_fprop_kernel<Fp8Format::E4M3>,
                                       phase_fprop_kernel<Fp8Format::E5M2>,
                                       /*blocks_per_image=*/1,

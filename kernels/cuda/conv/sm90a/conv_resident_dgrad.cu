@@ -50,9 +50,6 @@ constexpr size_t kPhaseStageBytes = size_t{kPixels} * kChannels * 2;
 constexpr size_t kShared = 2 * size_t{kTilePieces} * 16 + 2 * kPhaseStageBytes;
 static_assert(kShared <= 227 * 1024, "two dy tiles and two stages fit an H100/H200 block");
 
-// Kernel row (or column) of tap t of phase p; it reads dy row (column) a + p + t - 1.
-__host__ __device__ constexpr int tap_kernel_index(int p, int t) { return 3 - p - 2 * t; }
-
 // Where step s of phase (pa, pb) starts, in 16-byte pieces, from pa rows and pb pieces into the
 // tile: tap (th, tw) = (s / kSlices / 2, s / kSlices % 2) of output pixel (0, 0) reads dy row
 // pa + th - 1 and column pb + tw - 1 (tile row pa + th, column pb + tw), channel groups 2 slice and
@@ -63,26 +60,10 @@ __host__ __device__ constexpr int step_offset(int s) {
   return 2 * slice * kPlane + tap / 2 * kPitch + tap % 2;
 }
 
-constexpr int kFragments = kHalves * 4 * kSteps * kWarpgroup;
-// frag[((half * 4 + phase) * kSteps + s) * 128 + thread]: thread `thread`'s fragment of step s of
-// the phase for dx's channels 64 half .., A[c][k] = w[32 slice + k][kh][kw][64 half + c] with
-// kh = tap_kernel_index(pa, th), kw = tap_kernel_index(pb, tw) (w in 256 x 4 x 4 x 128 order).
-__global__ void resident_dgrad_weights_kernel(const uint8_t* w, uint4* frag) {
-  await_previous_kernel();
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= kFragments) return;
-  const int thread = i % kWarpgroup, s = (i / kWarpgroup) % kSteps, phase = (i / kWarpgroup / kSteps) % 4;
-  const int half = i / kWarpgroup / kSteps / 4;
-  const int tap = s / kSlices, slice = s % kSlices;
-  const int kh = tap_kernel_index(phase / 2, tap / 2), kw = tap_kernel_index(phase % 2, tap % 2);
-  frag[i] = a_fragment<Fp8Operands<Fp8Format::E4M3>>(thread, [&](int row, int col) {
-    return w[(((32 * slice + col) * 4 + kh) * 4 + kw) * kDxChannels + kChannels * half + row];
-  });
-}
-
 // Persistent blocks of two warpgroups, one an SM, a multiple of four of them: block q forms dx's
 // channels 64 (q % 2) .. + 63 of phases 2 (q / 2 % 2) + warpgroup, for images q / 4,
-// q / 4 + gridDim.x / 4, ... The sums are multiplied by *dy_scale_inv * *w_scale_inv.
+// q / 4 + gridDim.x / 4, ... (frag: w's codes as weight_fragments::resident_backward_data lays
+// them out). The sums are multiplied by *dy_scale_inv * *w_scale_inv.
 template <Fp8Format DyFormat>
 __global__ void __launch_bounds__(kThreads, 1)
     resident_dgrad_kernel(const uint8_t* __restrict__ dy, const uint4* __restrict__ frag, __half* __restrict__ dx,
@@ -150,8 +131,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-constexpr Fp8IntoF16Launch kLaunch = {resident_dgrad_weights_kernel,
-                                      kFragments,
+constexpr Fp8IntoF16Launch kLaunch = {FragmentLayout::ResidentBackwardData,
                                       resident_dgrad_kernel<Fp8Format::E4M3>,
                                       resident_dgrad_kernel<Fp8Format::E5M2>,
                                       kBlocksPerImage,

@@ -52,25 +52,10 @@ constexpr size_t kShared = 2 * size_t{Tile::kPieces} * 16 + kExchangeBytes + 2 *
 static_assert(kShared <= 227 * 1024, "two x tiles, the exchange and the stages fit an H100/H200 block");
 static_assert(kPixels == 64 && kOutSide == 8, "one m64n64 MMA a step: an output row a core matrix");
 
-constexpr int kFragments = kQuarters * 2 * kHalfSteps * kWarpgroup;
-// frag[((quarter * 2 + h) * kHalfSteps + s) * 128 + thread]: thread `thread`'s fragment of
-// warpgroup h's step s for the quarter's 64 output channels, A[m][k] = w[64 quarter + m][tap][32
-// slice + k] with tap = 8 h + s / 4, slice = s % 4 (w in 256 x 4 x 4 x 128 order).
-__global__ void resident_weights_kernel(const uint8_t* w, uint4* frag) {
-  await_previous_kernel();
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= kFragments) return;
-  const int thread = i % kWarpgroup, s = (i / kWarpgroup) % kHalfSteps, h = (i / kWarpgroup / kHalfSteps) % 2;
-  const int quarter = i / kWarpgroup / kHalfSteps / 2;
-  const int tap = 8 * h + s / kSlices, slice = s % kSlices;
-  frag[i] = a_fragment<Fp8Operands<Fp8Format::E4M3>>(thread, [&](int row, int col) {
-    return w[((kChannels * quarter + row) * 16 + tap) * kInChannels + 32 * slice + col];
-  });
-}
-
 // Persistent blocks of two warpgroups, one an SM, a multiple of four of them: block b forms y's
-// channels 64 (b % 4) .. + 63 of images b / 4, b / 4 + gridDim.x / 4, ... The sums are multiplied
-// by *x_scale_inv * *w_scale_inv.
+// channels 64 (b % 4) .. + 63 of images b / 4, b / 4 + gridDim.x / 4, ... (frag: w's codes as
+// weight_fragments::resident_forward lays them out). The sums are multiplied by *x_scale_inv *
+// *w_scale_inv.
 template <Fp8Format XFormat>
 __global__ void __launch_bounds__(kThreads, 1)
     resident_fprop_kernel(const uint8_t* __restrict__ x, const uint4* __restrict__ frag, __half* __restrict__ y,
@@ -142,8 +127,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-constexpr Fp8IntoF16Launch kLaunch = {resident_weights_kernel,
-                                      kFragments,
+constexpr Fp8IntoF16Launch kLaunch = {FragmentLayout::ResidentForward,
                                       resident_fprop_kernel<Fp8Format::E4M3>,
                                       resident_fprop_kernel<Fp8Format::E5M2>,
                                       kQuarters,

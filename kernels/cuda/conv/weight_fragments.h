@@ -1,0 +1,36 @@
+// The FP8 kernels that hold a weight in registers read its codes laid out as each thread's MMA
+// fragments (sm90a/weight_fragments.cuh): which layout a pass reads, the launch that lays out
+// several weights at once (ops::fp8_weight_fragments_all), and the fragments a pass runs on.
+#pragma once
+#include <vector>
+
+#include "ganengine/fp8.h"
+#include "ganengine/ops.h"
+#include "ganengine/tensor.h"
+
+namespace ge {
+namespace gpu {
+
+enum class FragmentLayout {
+  None,
+  PhaseForward,          // the 64 -> 128-channel forward (conv_phase_fprop.h)
+  PhaseBackwardData,     // the 128 -> 64-channel backward-data (conv_phase_dgrad.h)
+  ResidentForward,       // the 128 -> 256-channel forward (conv_phase_fprop.h)
+  ResidentBackwardData,  // the 256 -> 128-channel backward-data (conv_phase_dgrad.h)
+};
+
+// The layout in which the FP8 kernel of `pass` reads a weight of shape `w` on `device`; None where
+// no kernel of that pass holds such a weight in registers. The shape alone decides: each of those
+// kernels takes one weight shape, and none of the other kernels of its pass reads fragments.
+FragmentLayout fragment_layout(const Shape& w, ops::Fp8WeightPass pass, Device device);
+
+// Lays out each job's codes into its fragments, up to eight a launch (the jobs checked by the
+// caller: ops::fp8_weight_fragments_all).
+void lay_out_weight_fragments(const std::vector<ops::Fp8WeightFragmentsOf>& jobs);
+
+// The fragments a launch of `layout`'s kernel reads: w.fragments where they are given (a u8 tensor
+// of w's bytes on `device`, 16-byte aligned: a clear error otherwise), else w's codes laid out now.
+Tensor weight_fragments_for(FragmentLayout layout, const Fp8Tensor& w, Device device);
+
+}  // namespace gpu
+}  // namespace ge
