@@ -471,9 +471,10 @@ class Sequential {
   std::vector<std::pair<std::string, Buffer>> named_buffers();
   // O4: every FP8 convolution's scaling, "main.<i>" -> state (Conv2d::fp8).
   std::vector<std::pair<std::string, Fp8ConvScaling*>> named_fp8_scalings();
-  // O4: Conv2d::form_fp8_weight of every FP8 layer, run in one ops::fp8_round_trip_all: the
-  // training forwards until drop_fp8_weights read each weight as rounded there, once for every
-  // forward on this version of the weights. Nothing may change the weights in between (the
+  // O4: Conv2d::form_fp8_weight of every FP8 layer, run in one ops::fp8_round_trip_all, then
+  // their form_fp8_weight_fragments in one ops::fp8_weight_fragments_all: the training passes
+  // until drop_fp8_weights read each weight as rounded and laid out there, once for every forward
+  // on this version of the weights. Nothing may change the weights in between (the
   // trainer forms D's again after D's optimizer step).
   void form_fp8_weights();
   void drop_fp8_weights();

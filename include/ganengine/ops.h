@@ -411,8 +411,9 @@ bool fp8_conv2d_forward_beats_half(const Shape& x, const Shape& w, const Shape& 
 bool fp8_conv2d_runs_on_codes(const Shape& x, const Shape& w, const Shape& y, const Conv2dParams& p, Device device);
 // The passes whose GPU kernels hold the weight in registers (the phase and resident-weights kernels
 // of fp8_conv2d_forward_beats_half and fp8_conv2d_backward_data_beats_half) read w's codes laid out
-// as each thread's MMA fragments, one launch a pass where w comes without them (Fp8Tensor::
-// fragments). O4 lays out each version of a weight once instead (nn::Sequential::form_fp8_weights).
+// as each thread's MMA fragments, one launch a pass where w comes without them
+// (Fp8Tensor::fragments). O4 lays out each version of a weight once instead
+// (nn::Sequential::form_fp8_weights).
 enum class Fp8WeightPass { Forward, BackwardData };  // fp8_conv2d_forward; fp8_conv2d_backward_data(_moments)
 // Whether `pass` of a weight of shape `w` on `device` may read fragments laid out ahead: on a
 // compute capability 9.0 GPU, w 128 x 64 x 4 x 4 or 256 x 128 x 4 x 4 (the passes' kernels take

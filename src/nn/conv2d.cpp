@@ -503,7 +503,7 @@ std::unique_ptr<Layer> Conv2d::twin() const {
       t->saved_w_fragments_ = Tensor();
   t->rounded_of_ = t->rounded_x_ = t->given_x_codes_ = t->saved_x_codes_ = Tensor();
   t->rounded_dy_codes_only_ = t->given_x_codes_only_ = false;
-  // formed_w_ and its codes stay: the twin's forwards read the version of the weight the original's read.
+  // formed_w_, its codes and fragments stay: the twin's passes read the version of the weight the original's read.
   t->rounds_output_for_ = nullptr;  // Sequential::twin links the twin's own convolution
   t->input_gradient_to_ = nullptr;  // Sequential::twin links the twin's own BatchNorm
   return t;

@@ -35,7 +35,7 @@ __global__ void lay_out_kernel(const LayoutJobs jobs) {
 }
 
 // Job `t` of `jobs`: `layout`'s fragments of `codes` into `fragments`, after the blocks before it.
-void add_job(LayoutJobs& jobs, int t, FragmentLayout layout, const Tensor& codes, Tensor& fragments) {
+void add_job(LayoutJobs& jobs, int t, FragmentLayout layout, const Tensor& codes, const Tensor& fragments) {
   jobs.layout[t] = layout;
   jobs.codes[t] = codes.data_as<uint8_t>();
   jobs.fragments[t] = static_cast<uint4*>(fragments.data());
@@ -65,9 +65,8 @@ void lay_out_weight_fragments(const std::vector<ops::Fp8WeightFragmentsOf>& jobs
     LayoutJobs launched{};
     for (size_t t = 0; t < kMaxJobs && first + t < jobs.size(); ++t) {
       const ops::Fp8WeightFragmentsOf& job = jobs[first + t];
-      Tensor fragments = job.fragments;
       add_job(launched, static_cast<int>(t), fragment_layout(job.codes.shape(), job.pass, job.codes.device()),
-              job.codes, fragments);
+              job.codes, job.fragments);
     }
     launch(launched, jobs[first].fragments);
   }
