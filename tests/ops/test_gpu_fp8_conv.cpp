@@ -68,7 +68,7 @@ Tensor magnitudes(const Fp8Tensor& q) { return test::magnitudes(ops::fp8_dequant
 
 // The two passes the kernels take: through the op, through the kernel alone (false: not taken),
 // and the f32 pass of magnitudes that bounds their difference.
-enum class Pass { Forward, BackwardData };
+using Pass = ops::Fp8WeightPass;
 
 void through_op(Pass pass, const Fp8Tensor& a, const Fp8Tensor& w, Tensor& out, const Conv2dParams& p) {
   if (pass == Pass::Forward)
@@ -97,12 +97,8 @@ void of_magnitudes(Pass pass, const Tensor& a, const Tensor& w, Tensor& out, con
     ops::conv2d_backward_data(a, w, out, p);
 }
 
-ops::Fp8WeightPass weight_pass(Pass pass) {
-  return pass == Pass::Forward ? ops::Fp8WeightPass::Forward : ops::Fp8WeightPass::BackwardData;
-}
-
 // w with its fragments for `pass` laid out ahead.
-Fp8Tensor laid_out(const Fp8Tensor& w, ops::Fp8WeightPass pass) {
+Fp8Tensor laid_out(const Fp8Tensor& w, Pass pass) {
   Fp8Tensor out = w;
   out.fragments = Tensor::empty({w.data.numel()}, DType::U8, w.data.device());
   ops::fp8_weight_fragments_all({{w.data, pass, out.fragments}});
@@ -173,9 +169,9 @@ void check_case(const Case& c, Pass pass) {
   CHECK(outside_fp8_bound(half.to(kCpu).to_doubles(), e, b, 0x1p-11) == 0);
   repeatable(half);
   // Its weight laid out ahead (ops::fp8_weight_fragments_all) gives the same bytes.
-  REQUIRE(ops::fp8_weight_pass_reads_fragments(c.w, weight_pass(pass), kGpu));
+  REQUIRE(ops::fp8_weight_pass_reads_fragments(c.w, pass, kGpu));
   Tensor ahead = poisoned_like(half, kGpu);
-  through_op(pass, a.gpu, laid_out(w.gpu, weight_pass(pass)), ahead, c.p);
+  through_op(pass, a.gpu, laid_out(w.gpu, pass), ahead, c.p);
   CHECK(same_bytes(ahead, half));
 }
 
@@ -369,7 +365,7 @@ TEST_CASE("gpu ops: FP8 passes read the weight's fragments laid out ahead - four
   for (const Layout& l : layouts) {
     used.push_back(unit_codes(l.w, Fp8Format::E4M3));
     other.push_back(unit_codes(l.w, Fp8Format::E4M3));
-    jobs.push_back({other.back().gpu.data, weight_pass(l.pass), Tensor::empty({shape_numel(l.w)}, DType::U8, kGpu)});
+    jobs.push_back({other.back().gpu.data, l.pass, Tensor::empty({shape_numel(l.w)}, DType::U8, kGpu)});
   }
   ops::fp8_weight_fragments_all(jobs);
   for (size_t i = 0; i < layouts.size(); ++i) {
