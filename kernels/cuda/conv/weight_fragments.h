@@ -19,9 +19,28 @@ enum class FragmentLayout {
   ResidentBackwardData,  // the 256 -> 128-channel backward-data (conv_phase_dgrad.h)
 };
 
+// The one weight a layout's kernel takes: out_channels x in_channels x 4 x 4, of a 4x4, stride-2,
+// pad-1 convolution. The layouts (sm90a/weight_fragments.cuh), the kernels' channel counts and
+// shape checks, and fragment_layout all read it here.
+struct FragmentWeight {
+  int out_channels, in_channels;
+  Shape shape() const { return {out_channels, in_channels, 4, 4}; }
+};
+
+constexpr FragmentWeight fragment_weight(FragmentLayout layout) {
+  switch (layout) {
+    case FragmentLayout::PhaseForward:
+    case FragmentLayout::PhaseBackwardData: return {128, 64};
+    case FragmentLayout::ResidentForward:
+    case FragmentLayout::ResidentBackwardData: return {256, 128};
+    default: return {0, 0};
+  }
+}
+
 // The layout in which the FP8 kernel of `pass` reads a weight of shape `w` on `device`; None where
 // no kernel of that pass holds such a weight in registers. The shape alone decides: each of those
-// kernels takes one weight shape, and none of the other kernels of its pass reads fragments.
+// kernels takes one weight shape (fragment_weight), and none of the other kernels of its pass
+// reads fragments.
 FragmentLayout fragment_layout(const Shape& w, ops::Fp8WeightPass pass, Device device);
 
 // Lays out each job's codes into its fragments, up to eight a launch (the jobs checked by the

@@ -49,6 +49,11 @@ constexpr int kSide = 16;          // dy's height and width
 constexpr int kPitch = kSide + 2;  // a row with its zero border
 constexpr int kPlane = kPitch * kPitch;
 constexpr int kThreads = 2 * kWarpgroup;  // a block: two warpgroups
+// The weight, whose fragments the half kernel reads in the FP8 kernel's layout too.
+constexpr FragmentLayout kLayout = FragmentLayout::PhaseBackwardData;
+constexpr FragmentWeight kWeight = fragment_weight(kLayout);
+constexpr int kDyChannels = kWeight.out_channels;
+static_assert(kWeight.in_channels == kChannels, "a warpgroup forms all of dx's channels");
 // dx pixel (2 a + pa, 2 b + pb) of the 32 x 32 image, from the phase's first pixel (pa, pb).
 using PhaseStores = PendingStores<2 * 2 * kSide, 2, kChannels>;
 
@@ -63,7 +68,7 @@ template <class Op, int K>
 constexpr size_t kTileBytes = size_t{kPieces<Op, K>} * kPlane * 16;
 template <class Op, int K>
 constexpr size_t kShared = 2 * kTileBytes<Op, K> + 2 * kWarpgroupStageBytes;
-static_assert(kShared<HalfOperands, 128> <= 227 * 1024, "two dy tiles and four stages fit an H100/H200 block");
+static_assert(kShared<HalfOperands, kDyChannels> <= 227 * 1024, "two dy tiles and four stages fit an H100/H200 block");
 
 // The half path's weights as fragments (the FP8 path's: weight_fragments_for), in the order
 // weight_fragments::phase_backward_data gives: frag[((phase * 4 + tap) * kSlices + slice) * 128 +
@@ -295,9 +300,8 @@ void launch_phase_dgrad(const Tensor& dy, const Tensor& frag, Tensor& dx, Tensor
 // The shapes and device the kernel takes, whatever the operands' dtypes.
 bool phase_geometry(const Shape& dy, const Shape& w, const Shape& dx, const Conv2dParams& p, Device device) {
   if (dy.size() != 4 || w.size() != 4 || dx.size() != 4) return false;
-  if (p.stride != 2 || p.pad != 1 || w[0] != 128 || w[1] != kChannels || w[2] != 4 || w[3] != 4 || dy[1] != 128 ||
-      dy[2] != kSide || dy[3] != kSide || dx[0] != dy[0] || dx[1] != kChannels || dx[2] != 2 * kSide ||
-      dx[3] != 2 * kSide)
+  if (p.stride != 2 || p.pad != 1 || w != kWeight.shape() || dy[1] != kDyChannels || dy[2] != kSide || dy[3] != kSide ||
+      dx[0] != dy[0] || dx[1] != kChannels || dx[2] != 2 * kSide || dx[3] != 2 * kSide)
     return false;
   return device.is_cuda() && device_is_sm90(device.index);
 }
@@ -347,15 +351,15 @@ bool conv2d_backward_data_phases_applies(const Tensor& dy, const Tensor& w, cons
 bool conv2d_backward_data_phases(const Tensor& dy, const Tensor& w, Tensor& dx, const Conv2dParams& p,
                                  Tensor* moments) {
   if (!conv2d_backward_data_phases_applies(dy, w, dx, p)) return false;
-  const int fragments = 16 * kSlices<HalfOperands, 128> * kWarpgroup;
+  const int fragments = 16 * kSlices<HalfOperands, kDyChannels> * kWarpgroup;
   Tensor frag = Tensor::empty({int64_t{fragments} * 16}, DType::U8, dx.device());
-  launch_kernel(phase_weights_kernel<HalfOperands, 128>, static_cast<unsigned>(ceil_div(fragments, 256)), 256, 0,
-                stream_of(dx), w.data_as<const __half>(), static_cast<uint4*>(frag.data()));
+  launch_kernel(phase_weights_kernel<HalfOperands, kDyChannels>, static_cast<unsigned>(ceil_div(fragments, 256)), 256,
+                0, stream_of(dx), w.data_as<const __half>(), static_cast<uint4*>(frag.data()));
   CUDA_CHECK_LAUNCH();
   if (moments)
-    launch_phase_dgrad<HalfOperands, 128, true>(dy, frag, dx, moments);
+    launch_phase_dgrad<HalfOperands, kDyChannels, true>(dy, frag, dx, moments);
   else
-    launch_phase_dgrad<HalfOperands, 128, false>(dy, frag, dx, nullptr);
+    launch_phase_dgrad<HalfOperands, kDyChannels, false>(dy, frag, dx, nullptr);
   return true;
 }
 
@@ -371,13 +375,13 @@ bool fp8_conv2d_backward_data_phases(const Fp8Tensor& dy, const Fp8Tensor& w, Te
       !phase_operands_on({}, {&dy.scale_inv, &w.scale_inv}, dx.device()))
     return false;
   const float *dy_scale_inv = dy.scale_inv.data_as<float>(), *w_scale_inv = w.scale_inv.data_as<float>();
-  const Tensor frag = weight_fragments_for(FragmentLayout::PhaseBackwardData, w, dx.device());
+  const Tensor frag = weight_fragments_for(kLayout, w, dx.device());
   auto launch = [&](auto operands) {
     using Op = decltype(operands);
     if (moments)
-      launch_phase_dgrad<Op, 128, true>(dy.data, frag, dx, moments, dy_scale_inv, w_scale_inv);
+      launch_phase_dgrad<Op, kDyChannels, true>(dy.data, frag, dx, moments, dy_scale_inv, w_scale_inv);
     else
-      launch_phase_dgrad<Op, 128, false>(dy.data, frag, dx, nullptr, dy_scale_inv, w_scale_inv);
+      launch_phase_dgrad<Op, kDyChannels, false>(dy.data, frag, dx, nullptr, dy_scale_inv, w_scale_inv);
   };
   if (dy.format == Fp8Format::E5M2)
     launch(Fp8Operands<Fp8Format::E5M2>{});

@@ -32,7 +32,10 @@ namespace {
 
 using namespace phase_mma;
 
-constexpr int kInChannels = 64, kOutChannels = 2 * kChannels;
+constexpr FragmentLayout kLayout = FragmentLayout::PhaseForward;
+constexpr FragmentWeight kWeight = fragment_weight(kLayout);
+constexpr int kInChannels = kWeight.in_channels, kOutChannels = kWeight.out_channels;
+static_assert(kOutChannels == 2 * kChannels, "each warpgroup forms half of the output channels");
 constexpr int kSide = 32;            // x's height and width
 constexpr int kOutSide = kSide / 2;  // y's
 using Tile = ParityTile<kSide, kInChannels>;
@@ -107,15 +110,15 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 bool fprop_geometry(const Shape& x, const Shape& w, const Shape& y, const Conv2dParams& p, Device device) {
   if (x.size() != 4 || w.size() != 4 || y.size() != 4) return false;
-  if (p.stride != 2 || p.pad != 1 || w != Shape{kOutChannels, kInChannels, 4, 4} ||
-      x != Shape{x[0], kInChannels, kSide, kSide} || y != Shape{x[0], kOutChannels, kOutSide, kOutSide})
+  if (p.stride != 2 || p.pad != 1 || w != kWeight.shape() || x != Shape{x[0], kInChannels, kSide, kSide} ||
+      y != Shape{x[0], kOutChannels, kOutSide, kOutSide})
     return false;
   // The stores index y's halves in int (PendingStores).
   if (x[0] > std::numeric_limits<int>::max() / (kOutSide * kOutSide * kOutChannels)) return false;
   return device.is_cuda() && device_is_sm90(device.index);
 }
 
-constexpr Fp8IntoF16Launch kLaunch = {FragmentLayout::PhaseForward,
+constexpr Fp8IntoF16Launch kLaunch = {kLayout,
                                       phase_fprop_kernel<Fp8Format::E4M3>,
                                       phase_fprop_kernel<Fp8Format::E5M2>,
                                       /*blocks_per_image=*/1,

@@ -34,7 +34,9 @@ namespace {
 
 using namespace phase_mma;
 
-constexpr int kDyChannels = 256, kDxChannels = 128;
+constexpr FragmentLayout kLayout = FragmentLayout::ResidentBackwardData;
+constexpr FragmentWeight kWeight = fragment_weight(kLayout);
+constexpr int kDyChannels = kWeight.out_channels, kDxChannels = kWeight.in_channels;
 constexpr int kHalves = kDxChannels / kChannels;  // of dx's channels
 constexpr int kBlocksPerImage = 2 * kHalves;      // two phases a block
 constexpr int kSide = 8;                          // dy's height and width
@@ -131,20 +133,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-constexpr Fp8IntoF16Launch kLaunch = {FragmentLayout::ResidentBackwardData,
-                                      resident_dgrad_kernel<Fp8Format::E4M3>,
-                                      resident_dgrad_kernel<Fp8Format::E5M2>,
-                                      kBlocksPerImage,
-                                      kThreads,
-                                      kShared};
+constexpr Fp8IntoF16Launch kLaunch = {
+    kLayout, resident_dgrad_kernel<Fp8Format::E4M3>, resident_dgrad_kernel<Fp8Format::E5M2>, kBlocksPerImage, kThreads,
+    kShared};
 
 }  // namespace
 
 bool fp8_conv2d_backward_data_resident_takes(const Shape& dy, const Shape& w, const Shape& dx, const Conv2dParams& p,
                                              Device device) {
   if (dy.size() != 4 || w.size() != 4 || dx.size() != 4) return false;
-  if (p.stride != 2 || p.pad != 1 || w != Shape{kDyChannels, kDxChannels, 4, 4} ||
-      dy != Shape{dy[0], kDyChannels, kSide, kSide} || dx != Shape{dy[0], kDxChannels, 2 * kSide, 2 * kSide})
+  if (p.stride != 2 || p.pad != 1 || w != kWeight.shape() || dy != Shape{dy[0], kDyChannels, kSide, kSide} ||
+      dx != Shape{dy[0], kDxChannels, 2 * kSide, 2 * kSide})
     return false;
   if (dy[0] < 1 || dy[0] > std::numeric_limits<int>::max()) return false;  // images counted in int
   return device.is_cuda() && device_is_sm90(device.index);

@@ -35,7 +35,9 @@ namespace {
 
 using namespace phase_mma;
 
-constexpr int kInChannels = 128, kOutChannels = 256;
+constexpr FragmentLayout kLayout = FragmentLayout::ResidentForward;
+constexpr FragmentWeight kWeight = fragment_weight(kLayout);
+constexpr int kInChannels = kWeight.in_channels, kOutChannels = kWeight.out_channels;
 constexpr int kQuarters = kOutChannels / kChannels;  // the blocks that read an image
 constexpr int kSide = 16;                            // x's height and width
 constexpr int kOutSide = kSide / 2;                  // y's
@@ -127,20 +129,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-constexpr Fp8IntoF16Launch kLaunch = {FragmentLayout::ResidentForward,
-                                      resident_fprop_kernel<Fp8Format::E4M3>,
-                                      resident_fprop_kernel<Fp8Format::E5M2>,
-                                      kQuarters,
-                                      kThreads,
-                                      kShared};
+constexpr Fp8IntoF16Launch kLaunch = {
+    kLayout, resident_fprop_kernel<Fp8Format::E4M3>, resident_fprop_kernel<Fp8Format::E5M2>, kQuarters, kThreads,
+    kShared};
 
 }  // namespace
 
 bool fp8_conv2d_forward_resident_takes(const Shape& x, const Shape& w, const Shape& y, const Conv2dParams& p,
                                        Device device) {
   if (x.size() != 4 || w.size() != 4 || y.size() != 4) return false;
-  if (p.stride != 2 || p.pad != 1 || w != Shape{kOutChannels, kInChannels, 4, 4} ||
-      x != Shape{x[0], kInChannels, kSide, kSide} || y != Shape{x[0], kOutChannels, kOutSide, kOutSide})
+  if (p.stride != 2 || p.pad != 1 || w != kWeight.shape() || x != Shape{x[0], kInChannels, kSide, kSide} ||
+      y != Shape{x[0], kOutChannels, kOutSide, kOutSide})
     return false;
   if (x[0] < 1 || x[0] > std::numeric_limits<int>::max()) return false;  // images counted in int
   return device.is_cuda() && device_is_sm90(device.index);

@@ -54,9 +54,10 @@ void launch(const LayoutJobs& jobs, const Tensor& on) {
 FragmentLayout fragment_layout(const Shape& w, ops::Fp8WeightPass pass, Device device) {
   if (!device.is_cuda() || !device_is_sm90(device.index)) return FragmentLayout::None;
   const bool forward = pass == ops::Fp8WeightPass::Forward;
-  if (w == Shape{128, 64, 4, 4}) return forward ? FragmentLayout::PhaseForward : FragmentLayout::PhaseBackwardData;
-  if (w == Shape{256, 128, 4, 4})
-    return forward ? FragmentLayout::ResidentForward : FragmentLayout::ResidentBackwardData;
+  const FragmentLayout layouts[] = {forward ? FragmentLayout::PhaseForward : FragmentLayout::PhaseBackwardData,
+                                    forward ? FragmentLayout::ResidentForward : FragmentLayout::ResidentBackwardData};
+  for (const FragmentLayout layout : layouts)
+    if (w == fragment_weight(layout).shape()) return layout;
   return FragmentLayout::None;
 }
 

@@ -28,7 +28,8 @@ __host__ __device__ constexpr int tap_kernel_index(int p, int t) { return 3 - p 
 // frag[(warpgroup * 32 + s) * 128 + thread], step s of the warpgroup's 64 output channels,
 // A[m][k] = w[64 warpgroup + m][tap][32 slice + k], tap = s / 2, slice = s % 2.
 __device__ __forceinline__ uint4 phase_forward(const uint8_t* w, int i) {
-  constexpr int kIn = 64, kSlices = kIn / 32, kSteps = 16 * kSlices;
+  constexpr int kIn = fragment_weight(FragmentLayout::PhaseForward).in_channels, kSlices = kIn / 32,
+                kSteps = 16 * kSlices;
   const int thread = i % kWarpgroup, s = (i / kWarpgroup) % kSteps, warpgroup = i / kWarpgroup / kSteps;
   const int tap = s / kSlices, slice = s % kSlices;
   return a_fragment<Fp8Weights>(
@@ -40,6 +41,7 @@ __device__ __forceinline__ uint4 phase_forward(const uint8_t* w, int i) {
 // kSliceChannels) [c][k] = w[kSliceChannels slice + k][kh][kw][c].
 template <class Op, int K>
 __device__ __forceinline__ uint4 phase_backward_data(const typename Op::Element* w, int i) {
+  static_assert(fragment_weight(FragmentLayout::PhaseBackwardData).in_channels == kChannels, "dx's channels: the M");
   constexpr int kSlices = K / Op::kSliceChannels;
   const int thread = i % kWarpgroup, slice = (i / kWarpgroup) % kSlices, phase_tap = i / kWarpgroup / kSlices;
   const int phase = phase_tap / 4, tap = phase_tap % 4;
@@ -53,7 +55,8 @@ __device__ __forceinline__ uint4 phase_backward_data(const typename Op::Element*
 // 128: frag[((quarter * 2 + h) * 32 + s) * 128 + thread], warpgroup h's step s for the quarter's 64
 // output channels, A[m][k] = w[64 quarter + m][tap][32 slice + k], tap = 8 h + s / 4, slice = s % 4.
 __device__ __forceinline__ uint4 resident_forward(const uint8_t* w, int i) {
-  constexpr int kIn = 128, kSlices = kIn / 32, kHalfSteps = 8 * kSlices;
+  constexpr int kIn = fragment_weight(FragmentLayout::ResidentForward).in_channels, kSlices = kIn / 32,
+                kHalfSteps = 8 * kSlices;
   const int thread = i % kWarpgroup, s = (i / kWarpgroup) % kHalfSteps, h = (i / kWarpgroup / kHalfSteps) % 2;
   const int quarter = i / kWarpgroup / kHalfSteps / 2;
   const int tap = 8 * h + s / kSlices, slice = s % kSlices;
@@ -65,7 +68,8 @@ __device__ __forceinline__ uint4 resident_forward(const uint8_t* w, int i) {
 // 4 x 128: frag[((half * 4 + phase) * 32 + s) * 128 + thread], step s of the phase for dx's
 // channels 64 half .., A[c][k] = w[32 slice + k][kh][kw][64 half + c], tap = s / 8, slice = s % 8.
 __device__ __forceinline__ uint4 resident_backward_data(const uint8_t* w, int i) {
-  constexpr int kDy = 256, kDx = 128, kSlices = kDy / 32, kSteps = 4 * kSlices;
+  constexpr FragmentWeight kWeight = fragment_weight(FragmentLayout::ResidentBackwardData);
+  constexpr int kDy = kWeight.out_channels, kDx = kWeight.in_channels, kSlices = kDy / 32, kSteps = 4 * kSlices;
   const int thread = i % kWarpgroup, s = (i / kWarpgroup) % kSteps, phase = (i / kWarpgroup / kSteps) % 4;
   const int half = i / kWarpgroup / kSteps / 4;
   const int tap = s / kSlices, slice = s % kSlices;
@@ -79,7 +83,8 @@ __device__ __forceinline__ uint4 resident_backward_data(const uint8_t* w, int i)
 __device__ __forceinline__ uint4 fp8_fragment(FragmentLayout layout, const uint8_t* w, int i) {
   switch (layout) {
     case FragmentLayout::PhaseForward: return phase_forward(w, i);
-    case FragmentLayout::PhaseBackwardData: return phase_backward_data<Fp8Weights, 128>(w, i);
+    case FragmentLayout::PhaseBackwardData:
+      return phase_backward_data<Fp8Weights, fragment_weight(FragmentLayout::PhaseBackwardData).out_channels>(w, i);
     case FragmentLayout::ResidentForward: return resident_forward(w, i);
     case FragmentLayout::ResidentBackwardData: return resident_backward_data(w, i);
     default: return make_uint4(0, 0, 0, 0);
