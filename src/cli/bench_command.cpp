@@ -141,7 +141,8 @@ Device bench_device(const std::string& spec) {
   if (!d.is_cuda()) fail("ganengine bench needs a CUDA GPU (--device ", spec, " is not one)");
   if (!cuda_available())
     fail("ganengine bench needs a CUDA GPU",
-         built_with_cuda() ? ": none is usable here (no driver or no device)" : ": this build has no CUDA");
+         built_with_cuda() ? ": none is usable here (no driver or no device)" : ": this build has no CUDA",
+         "; --device cpu times the CPU step");
   return d;
 }
 

@@ -71,8 +71,10 @@ TEST_CASE("bench cli: without a GPU it says so") {
   // later GPU cases keep their GPUs.
   static_cast<void>(cuda_available());
   const ScopedEnv no_gpu{{"CUDA_VISIBLE_DEVICES", "-1"}};
-  expect_error("", built_with_cuda() ? "ganengine bench needs a CUDA GPU: none is usable here (no driver or no device)"
-                                     : "ganengine bench needs a CUDA GPU: this build has no CUDA");
+  const std::string hint = "; --device cpu times the CPU step";
+  expect_error("", built_with_cuda()
+                       ? "ganengine bench needs a CUDA GPU: none is usable here (no driver or no device)" + hint
+                       : "ganengine bench needs a CUDA GPU: this build has no CUDA" + hint);
 }
 
 TEST_CASE("bench cli: a tiny run on the GPU writes one row per configuration") {
