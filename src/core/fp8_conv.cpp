@@ -100,11 +100,10 @@ void fp8_weight_fragments_all(const std::vector<Fp8WeightFragmentsOf>& jobs) {
              job.codes.defined() ? job.codes.str() : std::string("undefined"));
     GE_CHECK(fp8_weight_pass_reads_fragments(job.codes.shape(), job.pass, job.codes.device()),
              "fp8_weight_fragments_all: no FP8 ", pass, " kernel reads a weight ", job.codes.str(),
-             " as fragments (those read [128, 64, 4, 4] and [256, 128, 4, 4] weights on a compute capability 9.0 "
-             "GPU)");
-    GE_CHECK(job.fragments.defined() && job.fragments.dtype() == DType::U8 &&
-                 job.fragments.numel() == job.codes.numel() && job.fragments.device() == job.codes.device() &&
-                 reinterpret_cast<uintptr_t>(job.fragments.data()) % 16 == 0,
+             " as fragments (those read ", shape_str(gpu::fragment_weight(gpu::FragmentLayout::PhaseForward).shape()),
+             " and ", shape_str(gpu::fragment_weight(gpu::FragmentLayout::ResidentForward).shape()),
+             " weights on a compute capability 9.0 GPU)");
+    GE_CHECK(gpu::fragments_fit(job.fragments, job.codes, job.codes.device()),
              "fp8_weight_fragments_all: the fragments of ", job.codes.str(), " must be a 16-byte aligned u8 tensor of ",
              job.codes.numel(), " bytes on its device, got ",
              job.fragments.defined() ? job.fragments.str() : std::string("undefined"));

@@ -63,16 +63,14 @@ std::vector<std::pair<std::string, Fp8ConvScaling*>> Sequential::named_fp8_scali
 
 void Sequential::form_fp8_weights() {
   std::vector<ops::Fp8RoundTripOf> trips;
-  for (auto& layer : layers_)
-    if (layer->layer_kind() == LayerKind::Conv)
-      if (std::optional<ops::Fp8RoundTripOf> trip = static_cast<Conv2d*>(layer.get())->form_fp8_weight())
-        trips.push_back(std::move(*trip));
+  std::vector<ops::Fp8WeightFragmentsOf> layouts;  // of the codes the round trips write: run after them
+  for (auto& layer : layers_) {
+    if (layer->layer_kind() != LayerKind::Conv) continue;
+    auto* conv = static_cast<Conv2d*>(layer.get());
+    if (std::optional<ops::Fp8RoundTripOf> trip = conv->form_fp8_weight()) trips.push_back(std::move(*trip));
+    for (ops::Fp8WeightFragmentsOf& job : conv->form_fp8_weight_fragments()) layouts.push_back(std::move(job));
+  }
   ops::fp8_round_trip_all(trips);
-  std::vector<ops::Fp8WeightFragmentsOf> layouts;
-  for (auto& layer : layers_)
-    if (layer->layer_kind() == LayerKind::Conv)
-      for (ops::Fp8WeightFragmentsOf& job : static_cast<Conv2d*>(layer.get())->form_fp8_weight_fragments())
-        layouts.push_back(std::move(job));
   ops::fp8_weight_fragments_all(layouts);
 }
 

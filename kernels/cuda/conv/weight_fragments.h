@@ -2,6 +2,7 @@
 // fragments (sm90a/weight_fragments.cuh): which layout a pass reads, the launch that lays out
 // several weights at once (ops::fp8_weight_fragments_all), and the fragments a pass runs on.
 #pragma once
+#include <cstdint>
 #include <vector>
 
 #include "ganengine/fp8.h"
@@ -42,6 +43,13 @@ constexpr FragmentWeight fragment_weight(FragmentLayout layout) {
 // kernels takes one weight shape (fragment_weight), and none of the other kernels of its pass
 // reads fragments.
 FragmentLayout fragment_layout(const Shape& w, ops::Fp8WeightPass pass, Device device);
+
+// Whether `fragments` can take `codes` laid out on `device`: a u8 tensor of as many bytes there,
+// 16-byte aligned (each thread writes and reads whole 16-byte fragments).
+inline bool fragments_fit(const Tensor& fragments, const Tensor& codes, Device device) {
+  return fragments.defined() && fragments.dtype() == DType::U8 && fragments.numel() == codes.numel() &&
+         fragments.device() == device && reinterpret_cast<uintptr_t>(fragments.data()) % 16 == 0;
+}
 
 // Lays out each job's codes into its fragments, up to eight a launch (the jobs checked by the
 // caller: ops::fp8_weight_fragments_all).

@@ -82,8 +82,7 @@ Tensor weight_fragments_for(FragmentLayout layout, const Fp8Tensor& w, Device de
     launch(one, fragments);
     return fragments;
   }
-  GE_CHECK(fragments.dtype() == DType::U8 && fragments.numel() == w.data.numel() && fragments.device() == device &&
-               reinterpret_cast<uintptr_t>(fragments.data()) % 16 == 0,
+  GE_CHECK(fragments_fit(fragments, w.data, device),
            "FP8 convolution: the weight's fragments must be a 16-byte aligned u8 tensor of its ", w.data.numel(),
            " codes on ", device.str(), " (ops::fp8_weight_fragments_all), got ", fragments.str());
   return fragments;
