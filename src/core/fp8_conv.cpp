@@ -4,7 +4,6 @@
 // must agree with, up to the order and precision of its sums and where it applies the descale;
 // on a compute capability 9.0 GPU the passes run on one where its kernel takes the shapes
 // (cuda/conv/fp8_conv_wgmma.h, conv_fp8_wgrad.h; a build without CUDA answers no).
-#include <cstdint>
 #include <string>
 #include <vector>
 
