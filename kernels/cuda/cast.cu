@@ -2,6 +2,7 @@
 // to float (exact) and rounded once on store with the round-to-nearest-even intrinsics, the
 // same result as the CPU reference for every non-NaN input.
 #include "core/backend.h"
+#include "cuda/aligned.h"
 #include "cuda/cuda_util.cuh"
 #include "cuda/kernel_launch.cuh"
 
@@ -70,8 +71,6 @@ __global__ void cast_transpose(const S* __restrict__ src, D* __restrict__ dst, i
     }
   }
 }
-
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 template <class S, class D>
 void launch_linear(const Tensor& src, Tensor& dst, cudaStream_t stream) {

@@ -19,6 +19,7 @@
 
 #include "core/backend.h"
 #include "core/fp8_scaling_math.h"
+#include "cuda/aligned.h"
 #include "cuda/cuda_util.cuh"
 #include "cuda/fp8_round_trip.cuh"
 #include "cuda/kernel_launch.cuh"
@@ -225,7 +226,7 @@ void launch_quantize_vector(const Tensor& x, const float* scale, Fp8Format forma
 }
 
 bool quantize_vector(const Tensor& x, const float* scale, Fp8Format format, Tensor& q, uint32_t* amax) {
-  if (reinterpret_cast<uintptr_t>(x.data()) % 16 != 0 || reinterpret_cast<uintptr_t>(q.data()) % 8 != 0) return false;
+  if (!aligned16(x.data()) || reinterpret_cast<uintptr_t>(q.data()) % 8 != 0) return false;
   if (x.dtype() == DType::F16)
     launch_quantize_vector<__half>(x, scale, format, q, amax);
   else if (x.dtype() == DType::BF16)
@@ -254,9 +255,7 @@ void launch_round_trip_vector(const Tensor& x, const float* scale, const float* 
 }
 
 RoundTripVectorLaunch vector_round_trip_for(const Tensor& x, const Tensor& y) {
-  const bool aligned =
-      reinterpret_cast<uintptr_t>(x.data()) % 16 == 0 && reinterpret_cast<uintptr_t>(y.data()) % 16 == 0;
-  if (!aligned || x.dtype() != y.dtype()) return nullptr;
+  if (!aligned16(x.data()) || !aligned16(y.data()) || x.dtype() != y.dtype()) return nullptr;
   if (x.dtype() == DType::F16) return launch_round_trip_vector<__half>;
   if (x.dtype() == DType::BF16) return launch_round_trip_vector<__nv_bfloat16>;
   return nullptr;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <initializer_list>
 
+#include "cuda/aligned.h"
 #include "cuda/cuda_util.cuh"
 
 namespace ge {
@@ -16,8 +17,6 @@ struct alignas(sizeof(T) * V) Pack {
 
 template <class T>
 constexpr int kWidePack = 16 / static_cast<int>(sizeof(T));
-
-inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // The widest pack (kWidePack<T> or 1) for n elements at these addresses: n must be a multiple
 // and every pointer 16-byte aligned. A positive `group` must divide by the pack too, when the

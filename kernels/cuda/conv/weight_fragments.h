@@ -2,9 +2,9 @@
 // fragments (sm90a/weight_fragments.cuh): which layout a pass reads, the launch that lays out
 // several weights at once (ops::fp8_weight_fragments_all), and the fragments a pass runs on.
 #pragma once
-#include <cstdint>
 #include <vector>
 
+#include "cuda/aligned.h"
 #include "ganengine/fp8.h"
 #include "ganengine/ops.h"
 #include "ganengine/tensor.h"
@@ -48,7 +48,7 @@ FragmentLayout fragment_layout(const Shape& w, ops::Fp8WeightPass pass, Device d
 // 16-byte aligned (each thread writes and reads whole 16-byte fragments).
 inline bool fragments_fit(const Tensor& fragments, const Tensor& codes, Device device) {
   return fragments.defined() && fragments.dtype() == DType::U8 && fragments.numel() == codes.numel() &&
-         fragments.device() == device && reinterpret_cast<uintptr_t>(fragments.data()) % 16 == 0;
+         fragments.device() == device && aligned16(fragments.data());
 }
 
 // Lays out each job's codes into its fragments, up to eight a launch (the jobs checked by the

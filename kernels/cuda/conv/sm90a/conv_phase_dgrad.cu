@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <initializer_list>
 
+#include "cuda/aligned.h"
 #include "cuda/conv/conv_phase_dgrad.h"
 #include "cuda/conv/sm90a/phase_mma.cuh"
 #include "cuda/conv/sm90a/weight_fragments.cuh"
@@ -336,8 +337,7 @@ bool fp8_operands_into_f16(const Fp8Tensor& a, const Fp8Tensor& w, const Tensor&
 bool phase_operands_on(std::initializer_list<const Tensor*> tensors, std::initializer_list<const Tensor*> scale_invs,
                        Device device) {
   for (const Tensor* t : tensors)
-    if (t->format() != MemoryFormat::NHWC || reinterpret_cast<uintptr_t>(t->data()) % 16 != 0 || t->device() != device)
-      return false;
+    if (t->format() != MemoryFormat::NHWC || !aligned16(t->data()) || t->device() != device) return false;
   for (const Tensor* s : scale_invs)
     if (s->dtype() != DType::F32 || s->numel() != 1 || s->device() != device) return false;
   return true;

@@ -16,6 +16,7 @@
 // Compiled for sm_90a only (wgmma): CMakeLists.txt builds this folder apart.
 #include <cuda_fp16.h>
 
+#include "cuda/aligned.h"
 #include "cuda/conv/conv_phase_dgrad.h"
 #include "cuda/conv/conv_phase_fprop.h"
 #include "cuda/conv/fp8_conv_tiling.h"
@@ -196,7 +197,7 @@ void run(const Fp8Tensor& a, const uint8_t* w, const Tensor& w_scale_inv, Tensor
 
 bool nhwc_aligned(const Tensor& t, DType dtype) {
   return t.dtype() == dtype && t.rank() == 4 && t.format() == MemoryFormat::NHWC && t.device().is_cuda() &&
-         reinterpret_cast<uintptr_t>(t.data()) % 16 == 0;
+         aligned16(t.data());
 }
 
 // What both passes need besides the shapes: the operands' dtypes, formats and layouts, the
