@@ -12,6 +12,7 @@
 
 #include "core/adam_math.h"
 #include "core/backend.h"
+#include "cuda/aligned.h"
 #include "cuda/cuda_util.cuh"
 #include "cuda/kernel_launch.cuh"
 #include "cuda/multi_tensor.cuh"
@@ -43,11 +44,6 @@ __device__ __forceinline__ bool any_flag(const float* skip, int count) {
 }
 
 struct NoCopy {};  // adam_chunk's copy type when the parameter has no half copy
-
-template <class T>
-__device__ __forceinline__ bool aligned_to(const T* p, size_t bytes) {
-  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
-}
 
 // Elements [begin, end) of one parameter: parameter and moments of type S, the f32 gradient, and
 // the half copy of type H (NoCopy: none). Whole groups of kVec elements where every buffer is

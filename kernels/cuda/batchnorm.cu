@@ -25,6 +25,7 @@
 #include <type_traits>
 
 #include "core/backend.h"
+#include "cuda/aligned.h"
 #include "cuda/batchnorm_cluster.h"
 #include "cuda/batchnorm_math.cuh"
 #include "cuda/channel_reduce.cuh"
@@ -286,7 +287,7 @@ __global__ void batchnorm_dx_kernel(const T* x, Dy dy, const T* y, T* dx, const 
 template <int V, class P>
 bool packs_aligned(std::initializer_list<const void*> ptrs) {
   for (const void* p : ptrs)
-    if (reinterpret_cast<uintptr_t>(p) % (V * sizeof(P)) != 0) return false;
+    if (!aligned_to(p, V * sizeof(P))) return false;
   return true;
 }
 

@@ -226,7 +226,7 @@ void launch_quantize_vector(const Tensor& x, const float* scale, Fp8Format forma
 }
 
 bool quantize_vector(const Tensor& x, const float* scale, Fp8Format format, Tensor& q, uint32_t* amax) {
-  if (!aligned16(x.data()) || reinterpret_cast<uintptr_t>(q.data()) % 8 != 0) return false;
+  if (!aligned16(x.data()) || !aligned_to(q.data(), 8)) return false;
   if (x.dtype() == DType::F16)
     launch_quantize_vector<__half>(x, scale, format, q, amax);
   else if (x.dtype() == DType::BF16)
@@ -289,9 +289,7 @@ void launch_round_trip_trips(const std::vector<const ops::Fp8RoundTripOf*>& trip
 
 // Whether a trip can go into round_trip_trips_kernel with those of `first`'s dtype and format.
 bool joins_round_trip_trips(const ops::Fp8RoundTripOf& trip, const ops::Fp8RoundTripOf& first) {
-  const auto aligned = [](const Tensor& t, uintptr_t bytes) {
-    return !t.defined() || reinterpret_cast<uintptr_t>(t.data()) % bytes == 0;
-  };
+  const auto aligned = [](const Tensor& t, size_t bytes) { return !t.defined() || aligned_to(t.data(), bytes); };
   const bool half = trip.x.dtype() == DType::F16 || trip.x.dtype() == DType::BF16;
   return half && trip.x.dtype() == first.x.dtype() && trip.y.dtype() == trip.x.dtype() && trip.format == first.format &&
          aligned(trip.x, 16) && aligned(trip.y, 16) && aligned(trip.codes, 8);

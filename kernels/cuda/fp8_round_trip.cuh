@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "core/fp8_scaling_math.h"
+#include "cuda/aligned.h"
 #include "cuda/vector_pack.cuh"
 
 namespace ge {
@@ -33,7 +34,7 @@ inline Fp8RoundTripArgs fp8_round_trip_args(const ops::Fp8RoundTrip* r) {
           r->amax.defined() ? static_cast<uint32_t*>(r->amax.data()) : nullptr,
           r->format,
           r->codes.defined() ? r->codes.data_as<uint8_t>() : nullptr,
-          r->codes_only && r->codes.defined() && reinterpret_cast<uintptr_t>(r->codes.data()) % 8 == 0};
+          r->codes_only && r->codes.defined() && aligned_to(r->codes.data(), 8)};
 }
 
 // fp8_quantize_element of two f32 products (scaled values), two codes in one word, the first in
@@ -153,7 +154,7 @@ __device__ __forceinline__ void fp8_round_trip_pack(Pack<T, V>& p, float s, floa
       }
       if (codes) {
         if constexpr (V == 8) {
-          if (reinterpret_cast<uintptr_t>(codes) % 8 == 0) {
+          if (aligned_to(codes, 8)) {
             *reinterpret_cast<uint2*>(codes) = make_uint2(words[0], words[1]);
             return;
           }

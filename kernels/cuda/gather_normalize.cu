@@ -8,6 +8,7 @@
 // transposes HWC -> CHW: a thread takes 4 consecutive pixels, reads their 4*C bytes (a warp
 // reads one contiguous span) and writes 4 consecutive elements of each channel plane, so
 // the stores, the larger side, stay coalesced.
+#include "cuda/aligned.h"
 #include "cuda/cuda_util.cuh"
 #include "cuda/gather_normalize.h"
 
@@ -90,8 +91,6 @@ __global__ void gather_planes(const uint8_t* __restrict__ images, const int64_t*
   }
 }
 
-bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
-
 // The smaller of 16 and a pack's size: the alignment Pack<T, V> asks for.
 template <class T>
 constexpr size_t pack_alignment(int v) {
@@ -114,7 +113,7 @@ void launch(const uint8_t* images, const int64_t* order, T* out, int64_t n, int6
     // Widest load the row length and both buffers' alignment allow (allocations are
     // 256-byte aligned, so only odd image sizes fall back).
     const auto fits = [&](int v) {
-      return row % v == 0 && aligned(images, size_t(v)) && aligned(out, pack_alignment<T>(v));
+      return row % v == 0 && aligned_to(images, size_t(v)) && aligned_to(out, pack_alignment<T>(v));
     };
     if (fits(16)) {
       const int threads = threads_for(row / 16);
@@ -126,7 +125,7 @@ void launch(const uint8_t* images, const int64_t* order, T* out, int64_t n, int6
       const int threads = threads_for(row);
       gather_rows<T, 1><<<grid_for_items(row, threads, n), threads, 0, stream>>>(images, order, out, n, row);
     }
-  } else if (plane % 4 == 0 && aligned(out, pack_alignment<T>(4))) {
+  } else if (plane % 4 == 0 && aligned_to(out, pack_alignment<T>(4))) {
     const int threads = threads_for(plane / 4);
     gather_planes<T, 4><<<grid_for_items(plane / 4, threads, n), threads, 0, stream>>>(images, order, out, n, plane,
                                                                                        static_cast<int>(channels));

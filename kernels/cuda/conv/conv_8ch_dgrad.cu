@@ -35,6 +35,7 @@
 #include <initializer_list>
 
 #include "cuda/activation_math.cuh"
+#include "cuda/aligned.h"
 #include "cuda/conv/conv_8ch.h"
 #include "cuda/conv/conv_8ch_dgrad_narrow.h"
 #include "cuda/conv/conv_8ch_dx_activation.cuh"
@@ -412,7 +413,7 @@ bool conv2d_backward_data_8ch_applies(const Tensor& dy, const Tensor& w, const T
   const bool y_codes = act && y_act && y_act->dtype() == DType::U8;
   if (act && (act->kind == ops::Activation::Tanh || !y_act || y_act->shape() != dy.shape() ||
               (y_act->dtype() != dt && !y_codes) || y_act->format() != MemoryFormat::NHWC ||
-              reinterpret_cast<uintptr_t>(y_act->data()) % (y_codes ? 8 : 16) != 0))
+              !aligned_to(y_act->data(), y_codes ? 8 : 16)))
     return false;
   const int64_t K = w.dim(0), C = dx.dim(1);
   if ((K != 64 && K != 128) || dy.dim(1) != K || (w.dim(1) != 8 && w.dim(1) != C) || w.dim(2) != 4 || w.dim(3) != 4 ||

@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "cuda/activation_math.cuh"
+#include "cuda/aligned.h"
 #include "cuda/conv/conv_8ch.h"
 #include "cuda/conv/conv_8ch_input.cuh"
 #include "cuda/conv/conv_8ch_tile.cuh"
@@ -229,7 +230,7 @@ bool conv2d_backward_filter_8ch_applies(const Tensor& x, const Tensor& dy, const
   const bool codes = y_act && y_act->dtype() == DType::U8;
   return !act || (y_act && y_act->shape() == dy.shape() && (y_act->dtype() == dy.dtype() || codes) &&
                   (!codes || act->kind != ops::Activation::Tanh) && y_act->format() == dy.format() &&
-                  reinterpret_cast<uintptr_t>(y_act->data()) % (codes ? 8 : 16) == 0);
+                  aligned_to(y_act->data(), codes ? 8 : 16));
 }
 
 bool conv2d_backward_filter_8ch(const Tensor& x, const Tensor& dy, Tensor& dw, const Conv2dParams& p, float beta,

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/aligned.h"
 #include "cuda/conv/conv_plan.h"
 
 namespace ge {
@@ -36,7 +37,7 @@ struct EngineConv {
 
 // Plans are built for tensors whose data starts on this many bytes; run() refuses others.
 constexpr int64_t kEngineAlignment = 16;
-inline bool engine_aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % kEngineAlignment == 0; }
+inline bool engine_aligned(const void* p) { return aligned_to(p, kEngineAlignment); }
 
 // The description of tensors x, w, y (in their own memory formats) for this pass.
 EngineConv engine_conv(ConvPass pass, const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p,
